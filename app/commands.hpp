@@ -1,0 +1,21 @@
+// Each subcommand lives in its own file: it adds its options to the CLI and
+// sets `run` to the function that does the work and returns the exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace meshloom::app {
+
+using Runner = std::function<int()>;
+
+// Exit codes shared by all subcommands.
+constexpr int kExitOk = 0;
+constexpr int kExitFatal = 1;      // a runtime failure
+constexpr int kExitBadInput = 2;   // a bad config, file or argument
+
+void add_train(CLI::App& app, Runner* run, int* argc, char*** argv);
+void add_config(CLI::App& app, Runner* run);
+
+}  // namespace meshloom::app

@@ -1,0 +1,56 @@
+// Fatal errors and checks.
+//
+// Every failure goes through one [[noreturn]] fail(), which prints
+// "meshloom: error [rank R host H] file:line: LIB: message" and then calls the
+// fatal handler. The default handler exits(1); the MPI runtime installs one
+// that calls MPI_Abort (a lone exiting rank would hang the others in a
+// collective), and tests install one that throws. Library-specific wrappers
+// (MPI_CHECK, H5_CHECK, CUDA_CHECK, NCCL_CHECK) live beside their libraries and
+// pass the library's own error string here.
+//
+// ML_CHECK is always on; ML_DCHECK only in debug builds. Never put side effects
+// inside either.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace meshloom {
+
+// Thrown by the test handler, and by code that reports user errors upward.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+using FatalHandler = void (*)(const std::string& message);
+
+// Installs a new handler and returns the previous one.
+FatalHandler set_fatal_handler(FatalHandler handler);
+// A handler for tests: throws meshloom::Error with the message.
+void throwing_fatal_handler(const std::string& message);
+
+// Identity printed in every error and log line; set by the runtime.
+void set_process_identity(int world_rank, const std::string& role);
+int process_rank();  // -1 before set
+const std::string& process_role();
+const std::string& host_name();
+
+[[noreturn]] void fail(const char* file, int line, const char* lib, const std::string& message);
+
+}  // namespace meshloom
+
+#define ML_CHECK(cond, msg)                                                         \
+  do {                                                                              \
+    if (!(cond)) ::meshloom::fail(__FILE__, __LINE__, "check", std::string(#cond) + \
+                                                                   ": " + (msg));   \
+  } while (0)
+
+#define ML_FAIL(msg) ::meshloom::fail(__FILE__, __LINE__, "meshloom", (msg))
+
+#ifdef NDEBUG
+#define ML_DCHECK(cond, msg) \
+  do {                       \
+  } while (0)
+#else
+#define ML_DCHECK(cond, msg) ML_CHECK(cond, msg)
+#endif

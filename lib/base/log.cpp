@@ -1,0 +1,50 @@
+#include "base/log.hpp"
+
+#include <cstdio>
+#include <mutex>
+
+#include "base/check.hpp"
+#include "base/strings.hpp"
+
+namespace meshloom {
+namespace {
+LogLevel g_level = LogLevel::info;
+bool g_all_ranks = false;
+std::mutex g_mutex;
+}  // namespace
+
+bool parse_log_level(const std::string& text, LogLevel* out) {
+  static const char* names[] = {"debug", "info", "warn", "error"};
+  for (int i = 0; i < 4; ++i) {
+    if (text == names[i]) {
+      *out = static_cast<LogLevel>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+void set_log_level(LogLevel level) { g_level = level; }
+void set_log_all_ranks(bool all) { g_all_ranks = all; }
+LogLevel log_level() { return g_level; }
+
+void log_printf(LogLevel level, const char* fmt, ...) {
+  if (level < g_level) return;
+  const int rank = process_rank();
+  if (level < LogLevel::warn && !g_all_ranks && rank > 0) return;
+  va_list args;
+  va_start(args, fmt);
+  std::string body = vstrf(fmt, args);
+  va_end(args);
+  std::string prefix;
+  if (rank >= 0) prefix = "[r" + std::to_string(rank) + " " + process_role() + "] ";
+  if (level == LogLevel::warn) prefix += "warn: ";
+  if (level == LogLevel::error) prefix += "error: ";
+  if (level == LogLevel::debug) prefix += "debug: ";
+  std::lock_guard<std::mutex> lock(g_mutex);
+  FILE* out = level >= LogLevel::warn ? stderr : stdout;
+  std::fprintf(out, "%s%s\n", prefix.c_str(), body.c_str());
+  std::fflush(out);
+}
+
+}  // namespace meshloom

@@ -1,0 +1,28 @@
+// Small string helpers shared by the whole code base.
+#pragma once
+
+#include <cstdarg>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace meshloom {
+
+// printf into a std::string.
+std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string vstrf(const char* fmt, va_list args);
+
+std::vector<std::string> split(const std::string& text, char sep);
+std::string join(const std::vector<std::string>& parts, const std::string& sep);
+bool starts_with(const std::string& text, const std::string& prefix);
+
+// Levenshtein distance, for "did you mean" suggestions.
+size_t edit_distance(const std::string& a, const std::string& b);
+// The candidate nearest to `word`, or "" when none is reasonably close.
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
+
+// "1.5 GiB", "12.0 KiB"; "3.2 s", "41 ms".
+std::string human_bytes(double bytes);
+std::string human_seconds(double seconds);
+
+}  // namespace meshloom

@@ -1,0 +1,283 @@
+// The experiment config: typed sections with defaults, read from YAML.
+//
+// Every key is declared once, in its section's visit(); see schema.hpp for how
+// that one list drives reading, printing and the README reference. Cross-key
+// rules (d_model divisible by n_heads, schedule names known sources, ...) live
+// in validate.cpp. Sizes that depend on the world (the trainer count) are
+// checked by the runtime, which knows it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/schema.hpp"
+
+namespace meshloom::config {
+
+struct RunConfig {
+  ML_CONFIG_SECTION;
+  std::string name = "meshloom";
+  std::string dir = "runs/meshloom";
+  int64_t seed = 1234;
+  int64_t steps = 100;
+  std::string backend = "cpu";
+  int64_t threads = 0;
+  template <class V>
+  void visit(V& v) {
+    v.field("name", name, "Run name, used in logs and file names");
+    v.field("dir", dir, "Run directory: effective config, metrics, checkpoints");
+    v.field("seed", seed, "Seed of every random choice (data order, initialization)",
+            at_least(0));
+    v.field("steps", steps, "Number of optimizer steps", at_least(1));
+    v.field("backend", backend, "Trainer backend", one_of({"cpu", "cuda"}));
+    v.field("threads", threads, "Compute threads per trainer (0: cores per rank)",
+            in_range(0, 1024));
+  }
+};
+
+struct RolesConfig {
+  ML_CONFIG_SECTION;
+  int64_t constructors = 1;
+  int64_t loaders = 1;
+  template <class V>
+  void visit(V& v) {
+    v.field("constructors", constructors,
+            "Data constructor ranks (rank 0 is the lead constructor and planner)",
+            at_least(1));
+    v.field("loaders", loaders, "Source loader ranks (0 only with data.mode: colocated)",
+            at_least(0));
+  }
+};
+
+struct ClusterConfig {
+  ML_CONFIG_SECTION;
+  RolesConfig roles;
+  int64_t gpus_per_node = 0;
+  template <class V>
+  void visit(V& v) {
+    v.field("roles", roles, "Role counts; every other rank is a trainer");
+    v.field("gpus_per_node", gpus_per_node,
+            "GPUs per node for the CUDA backend (0: CPU trainers)", in_range(0, 64));
+  }
+};
+
+struct ModelConfig {
+  ML_CONFIG_SECTION;
+  int64_t vocab_size = 50257;
+  int64_t d_model = 256;
+  int64_t n_layers = 4;
+  int64_t n_heads = 8;
+  int64_t n_kv_heads = 8;
+  int64_t ffn_dim = 688;
+  bool tied_embeddings = true;
+  double rope_theta = 10000.0;
+  double init_std = 0.02;
+  template <class V>
+  void visit(V& v) {
+    v.field("vocab_size", vocab_size, "Vocabulary size V (must cover the tokenizer's ids)",
+            in_range(2, 1 << 24));
+    v.field("d_model", d_model, "Hidden size d", in_range(1, 1 << 16));
+    v.field("n_layers", n_layers, "Transformer layers", in_range(1, 1024));
+    v.field("n_heads", n_heads, "Query heads (head size D = d_model / n_heads)",
+            in_range(1, 1024));
+    v.field("n_kv_heads", n_kv_heads, "Key/value heads (grouped-query attention)",
+            in_range(1, 1024));
+    v.field("ffn_dim", ffn_dim, "SwiGLU hidden size", in_range(1, 1 << 20));
+    v.field("tied_embeddings", tied_embeddings, "LM head shares the embedding matrix");
+    v.field("rope_theta", rope_theta, "Rotary embedding base", at_least(1.0));
+    v.field("init_std", init_std, "Std of the normal initialization of matrices",
+            in_range(0.0, 1.0));
+  }
+};
+
+struct OptimConfig {
+  ML_CONFIG_SECTION;
+  double lr = 3e-3;
+  double min_lr = 3e-4;
+  int64_t warmup_steps = 10;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;
+  bool zero1 = false;
+  template <class V>
+  void visit(V& v) {
+    v.field("lr", lr, "Peak learning rate (AdamW)", in_range(0.0, 10.0));
+    v.field("min_lr", min_lr, "Learning rate at the end of the cosine decay",
+            in_range(0.0, 10.0));
+    v.field("warmup_steps", warmup_steps, "Linear warmup steps", at_least(0));
+    v.field("weight_decay", weight_decay, "Decoupled weight decay of matrices",
+            in_range(0.0, 10.0));
+    v.field("beta1", beta1, "AdamW beta1", in_range(0.0, 0.999999));
+    v.field("beta2", beta2, "AdamW beta2", in_range(0.0, 0.999999));
+    v.field("eps", eps, "AdamW epsilon", in_range(0.0, 1.0));
+    v.field("grad_clip", grad_clip, "Global gradient norm clip (0: off)", at_least(0.0));
+    v.field("zero1", zero1, "Shard optimizer state over trainers (ZeRO-1)");
+  }
+};
+
+struct SourceConfig {
+  ML_CONFIG_SECTION;
+  std::string name;
+  std::string path;
+  std::string format = "indexed";
+  std::string tokenizer = "gpt2";
+  double weight = 1.0;
+  template <class V>
+  void visit(V& v) {
+    v.field("name", name, "Source name, used by the schedule and in reports", required());
+    v.field("path", path,
+            "Indexed dataset prefix (PREFIX.bin/.idx), or a file or folder of text",
+            required());
+    v.field("format", format, "How the source is stored",
+            one_of({"indexed", "jsonl", "text", "tar"}));
+    v.field("tokenizer", tokenizer,
+            "Tokenizer for raw text: byte, gpt2 or tiktoken:FILE (ignored for indexed)");
+    v.field("weight", weight, "Mixture weight when no schedule entry applies", above(0.0));
+  }
+};
+
+struct ScheduleEntry {
+  ML_CONFIG_SECTION;
+  int64_t step = 0;
+  WeightMap weights;
+  template <class V>
+  void visit(V& v) {
+    v.field("step", step, "Step at which these weights hold exactly", at_least(0));
+    v.field("weights", weights, "Mixture weights by source name (linear between entries)");
+  }
+};
+
+struct LongPolicyConfig {
+  ML_CONFIG_SECTION;
+  int64_t threshold = 0;
+  double share = 0.0;
+  template <class V>
+  void visit(V& v) {
+    v.field("threshold", threshold, "Length (tokens) above which a sample counts as long",
+            at_least(0));
+    v.field("share", share, "Target share of each step's tokens from long samples (0: off)",
+            in_range(0.0, 1.0));
+  }
+};
+
+struct DataConfig {
+  ML_CONFIG_SECTION;
+  std::string mode = "disaggregated";
+  int64_t seq_len = 4096;
+  int64_t tokens_per_step = 32768;
+  int64_t prefetch = 2;
+  int64_t workers = 2;
+  std::vector<SourceConfig> sources;
+  std::vector<ScheduleEntry> schedule;
+  LongPolicyConfig long_policy;
+  template <class V>
+  void visit(V& v) {
+    v.field("mode", mode, "Where sources are loaded: loader ranks, or every trainer itself",
+            one_of({"disaggregated", "colocated"}));
+    v.field("seq_len", seq_len, "Longest sample; longer documents continue in the next sample",
+            in_range(2, int64_t(1) << 31));
+    v.field("tokens_per_step", tokens_per_step, "Global batch size in tokens",
+            in_range(2, int64_t(1) << 40));
+    v.field("prefetch", prefetch, "Steps the data path runs ahead of the trainers",
+            in_range(0, 64));
+    v.field("workers", workers, "Worker threads per loader", in_range(1, 256));
+    v.field("sources", sources, "Data sources");
+    v.field("schedule", schedule, "Curriculum: mixture weights at given steps");
+    v.field("long_policy", long_policy, "Long/short policy");
+  }
+};
+
+struct PlanConfig {
+  ML_CONFIG_SECTION;
+  std::string planner = "hdp";
+  int64_t capacity = 4096;
+  double slack = 0.02;
+  bool offload = false;
+  template <class V>
+  void visit(V& v) {
+    v.field("planner", planner, "hdp (dynamic mesh) or static (fixed DP x CP grid)",
+            one_of({"hdp", "static"}));
+    v.field("capacity", capacity, "Tokens one trainer can hold in a micro-batch (C)",
+            in_range(1, int64_t(1) << 31));
+    v.field("slack", slack, "Balance scheduler slack: relative gap it tolerates",
+            in_range(0.0, 1.0));
+    v.field("offload", offload, "Selective activation offloading for long sequences");
+  }
+};
+
+struct CheckpointConfig {
+  ML_CONFIG_SECTION;
+  std::string dir;
+  int64_t every = 0;
+  int64_t keep = 3;
+  int64_t full_every = 4;
+  bool background = true;
+  template <class V>
+  void visit(V& v) {
+    v.field("dir", dir, "Checkpoint folder (empty: <run.dir>/checkpoints)");
+    v.field("every", every, "Checkpoint every N steps (0: never)", at_least(0));
+    v.field("keep", keep, "Checkpoints kept on disk", at_least(1));
+    v.field("full_every", full_every, "Loader state is full every K checkpoints, deltas between",
+            at_least(1));
+    v.field("background", background, "Write checkpoints while training continues");
+  }
+};
+
+struct LogConfig {
+  ML_CONFIG_SECTION;
+  std::string level = "info";
+  bool all_ranks = false;
+  int64_t every = 1;
+  bool metrics = true;
+  template <class V>
+  void visit(V& v) {
+    v.field("level", level, "Log level", one_of({"debug", "info", "warn", "error"}));
+    v.field("all_ranks", all_ranks, "Every rank logs (default: rank 0 only)");
+    v.field("every", every, "Print a step line every N steps", at_least(1));
+    v.field("metrics", metrics, "Write per-rank timings to <run.dir>/metrics.jsonl");
+  }
+};
+
+struct Config {
+  ML_CONFIG_SECTION;
+  RunConfig run;
+  ClusterConfig cluster;
+  ModelConfig model;
+  OptimConfig optim;
+  DataConfig data;
+  PlanConfig plan;
+  CheckpointConfig checkpoint;
+  LogConfig log;
+  template <class V>
+  void visit(V& v) {
+    v.field("run", run, "The run: name, folder, seed, length");
+    v.field("cluster", cluster, "How ranks split into roles");
+    v.field("model", model, "The transformer's shape");
+    v.field("optim", optim, "Optimizer and learning-rate schedule");
+    v.field("data", data, "The data plane: sources, mixture, curriculum");
+    v.field("plan", plan, "The per-step parallel plan");
+    v.field("checkpoint", checkpoint, "HDF5 checkpoints");
+    v.field("log", log, "Logging and metrics");
+  }
+};
+
+// Reads `file`, applies `overrides` ("a.b=c", YAML values), checks every key
+// and every cross-key rule. Throws ConfigError naming file:line:column (or
+// the --set) and the key path.
+Config load_config(const std::string& file, const std::vector<std::string>& overrides = {});
+// The same from text already in memory (`name` is used in messages).
+Config parse_config(const std::string& text, const std::string& name,
+                    const std::vector<std::string>& overrides = {});
+
+// The effective config as YAML (every key, defaults included).
+std::string to_yaml(const Config& config);
+
+// One row per key: path, type, default, allowed values, meaning.
+std::vector<KeyDoc> reference_rows();
+// The reference as a markdown table (what the README embeds).
+std::string reference_markdown();
+
+}  // namespace meshloom::config

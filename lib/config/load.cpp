@@ -1,0 +1,238 @@
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "base/strings.hpp"
+#include "config/config.hpp"
+
+namespace meshloom::config {
+
+void validate(const Config& config, const Origin& origin);  // validate.cpp
+
+// --- Origin ------------------------------------------------------------------
+
+const std::string* Origin::override_for(const std::string& path) const {
+  // An override of "a.b" covers "a.b" and everything under it.
+  for (const auto& [key, text] : overrides_) {
+    if (path == key || starts_with(path, key + ".") || starts_with(path, key + "["))
+      return &text;
+  }
+  return nullptr;
+}
+
+std::string Origin::where(const std::string& path, const YAML::Mark& mark) const {
+  if (const std::string* text = override_for(path)) return "--set " + *text;
+  if (mark.is_null()) return file_;
+  return strf("%s:%d:%d", file_.c_str(), mark.line + 1, mark.column + 1);
+}
+
+std::string Origin::where(const std::string& path) const {
+  if (const std::string* text = override_for(path)) return "--set " + *text;
+  // The key itself, else its nearest recorded parent.
+  std::string p = path;
+  while (true) {
+    auto it = marks_.find(p);
+    if (it != marks_.end()) return where(p, it->second);
+    size_t cut = p.find_last_of(".[");
+    if (cut == std::string::npos) return file_;
+    p = p.substr(0, cut);
+  }
+}
+
+void Origin::error(const std::string& path, const std::string& what) const {
+  throw ConfigError(where(path) + ": " + what);
+}
+void Origin::error(const std::string& path, const YAML::Mark& mark, const std::string& what) const {
+  throw ConfigError(where(path, mark) + ": " + what);
+}
+
+// --- helpers -------------------------------------------------------------------
+
+std::string scalar_text(const YAML::Node& node) {
+  if (node.IsScalar()) return node.Scalar();
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+std::string nearest_choice(const std::string& word, const std::vector<std::string>& choices) {
+  return nearest(word, choices);
+}
+
+static std::string number_text(double x) {
+  if (std::fabs(x) >= 1e15 && std::fabs(x) == std::floor(std::fabs(x))) return strf("%.0f", x);
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+std::string describe_rule(const Rule& rule) {
+  if (!rule.one_of.empty()) return "one of: " + join(rule.one_of, ", ");
+  const char* lo = rule.min_exclusive ? "> " : ">= ";
+  if (rule.min && rule.max)
+    return "from " + number_text(*rule.min) + " to " + number_text(*rule.max);
+  if (rule.min) return lo + number_text(*rule.min);
+  if (rule.max) return "<= " + number_text(*rule.max);
+  return "";
+}
+
+void Reader::read_number(const YAML::Node& n, const std::string& path, double* out,
+                         bool integer, const Rule& rule) {
+  const char* what = integer ? "an integer" : "a number";
+  if (!n.IsScalar())
+    origin_->error(path, n.Mark(), "'" + path + "' must be " + what + ", not " + scalar_text(n));
+  const std::string& s = n.Scalar();
+  char* end = nullptr;
+  errno = 0;
+  double value = 0;
+  if (integer) {
+    long long v = std::strtoll(s.c_str(), &end, 10);
+    value = static_cast<double>(v);
+  } else {
+    value = std::strtod(s.c_str(), &end);
+  }
+  if (s.empty() || errno == ERANGE || end == nullptr || *end != '\0' || !std::isfinite(value))
+    origin_->error(path, n.Mark(), "'" + path + "' must be " + what + ", not '" + s + "'");
+  bool below = rule.min && (rule.min_exclusive ? value <= *rule.min : value < *rule.min);
+  bool over = rule.max && value > *rule.max;
+  if (below || over)
+    origin_->error(path, n.Mark(),
+                   "'" + path + "' is " + s + ", out of range (" + describe_rule(rule) + ")");
+  *out = value;
+}
+
+void Reader::finish() const {
+  if (!node_.IsMap()) return;
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    const std::string key = it->first.as<std::string>();
+    bool known = false;
+    for (const auto& name : names_) known = known || name == key;
+    if (known) continue;
+    const std::string path = path_.empty() ? key : path_ + "." + key;
+    std::string msg = "unknown key '" + path + "'";
+    std::string near = nearest(key, names_);
+    if (!near.empty())
+      msg += "; did you mean '" + (path_.empty() ? near : path_ + "." + near) + "'?";
+    else
+      msg += "; valid keys here: " + join(names_, ", ");
+    origin_->error(path, it->first.Mark(), msg);
+  }
+}
+
+// --- overrides -----------------------------------------------------------------
+
+// Sets root[a][b]... = value for "a.b...=value"; numeric parts index lists.
+static void apply_override(YAML::Node root, const std::string& text, Origin* origin) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--set " + text + ": expected key.path=value");
+  const std::string path = text.substr(0, eq);
+  const std::vector<std::string> parts = split(path, '.');
+  YAML::Node value;
+  try {
+    value = YAML::Load(text.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError("--set " + text + ": value is not valid YAML: " + e.msg);
+  }
+  std::string norm;  // path as the reader names it: a.b[0].c
+  YAML::Node node = root;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    if (part.empty()) throw ConfigError("--set " + text + ": empty key in '" + path + "'");
+    const bool last = i + 1 == parts.size();
+    if (node.IsSequence()) {
+      char* end = nullptr;
+      long idx = std::strtol(part.c_str(), &end, 10);
+      if (*end != '\0' || idx < 0 || static_cast<size_t>(idx) >= node.size())
+        throw ConfigError("--set " + text + ": '" + norm + "' is a list of " +
+                          std::to_string(node.size()) + "; '" + part + "' is not an index in it");
+      norm += "[" + part + "]";
+      if (last) {
+        node[idx] = value;
+      } else {
+        YAML::Node next = node[idx];
+        node.reset(next);
+      }
+      continue;
+    }
+    if (!node.IsMap() && !node.IsNull())
+      throw ConfigError("--set " + text + ": '" + norm + "' is not a section");
+    norm += (norm.empty() ? "" : ".") + part;
+    if (last) {
+      node[part] = value;
+    } else {
+      if (!node[part]) node[part] = YAML::Node(YAML::NodeType::Map);
+      YAML::Node next = node[part];
+      node.reset(next);
+    }
+  }
+  origin->add_override(norm, text);
+}
+
+// --- loading -------------------------------------------------------------------
+
+Config parse_config(const std::string& text, const std::string& name,
+                    const std::vector<std::string>& overrides) {
+  Origin origin(name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(strf("%s:%d:%d: YAML syntax error: %s", name.c_str(), e.mark.line + 1,
+                           e.mark.column + 1, e.msg.c_str()));
+  }
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) throw ConfigError(name + ": the config must be a mapping of sections");
+  for (const auto& o : overrides) apply_override(root, o, &origin);
+  Config config;
+  Reader reader(root, "", &origin);
+  config.visit(reader);
+  reader.finish();
+  validate(config, origin);
+  return config;
+}
+
+Config load_config(const std::string& file, const std::vector<std::string>& overrides) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError("cannot read config '" + file + "': " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ConfigError("cannot read config '" + file + "': " + std::strerror(errno));
+  return parse_config(text.str(), file, overrides);
+}
+
+std::string to_yaml(const Config& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  Writer writer(out);
+  const_cast<Config&>(config).visit(writer);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::vector<KeyDoc> reference_rows() {
+  std::vector<KeyDoc> rows;
+  Config defaults;
+  Documenter doc("", &rows);
+  defaults.visit(doc);
+  return rows;
+}
+
+std::string reference_markdown() {
+  std::string out = "| key | type | default | allowed | meaning |\n| --- | --- | --- | --- | --- |\n";
+  for (const auto& r : reference_rows()) {
+    if (r.type == "section") {
+      out += "| **`" + r.path + "`** | section | | | " + r.doc + " |\n";
+      continue;
+    }
+    std::string def = r.default_value.empty() ? "" : "`" + r.default_value + "`";
+    out += "| `" + r.path + "` | " + r.type + " | " + def + " | " + r.allowed + " | " + r.doc +
+           " |\n";
+  }
+  return out;
+}
+
+}  // namespace meshloom::config

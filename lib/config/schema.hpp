@@ -1,0 +1,261 @@
+// The config schema machinery: one description of every key, three uses.
+//
+// Each config struct lists its keys once, in a template member
+//   template <class V> void visit(V& v) { v.field("seq_len", seq_len, "doc", at_least(1)); }
+// and three visitors walk that list: Reader (YAML -> struct, with typed errors
+// that name file:line:column and the key path), Writer (struct -> YAML, the
+// effective config) and Documenter (the reference table in the README). So the
+// accepted keys, their defaults and their documentation cannot drift apart.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "base/check.hpp"
+
+namespace meshloom::config {
+
+// A user error in a config: the message already names the place and the key.
+struct ConfigError : Error {
+  using Error::Error;
+};
+
+// Constraints on one key.
+struct Rule {
+  bool required = false;
+  std::optional<double> min, max;
+  std::vector<std::string> one_of;
+  bool min_exclusive = false;
+};
+inline Rule required() { return Rule{true, {}, {}, {}}; }
+inline Rule at_least(double lo) { return Rule{false, lo, {}, {}}; }
+inline Rule above(double lo) { return Rule{false, lo, {}, {}, true}; }
+inline Rule in_range(double lo, double hi) { return Rule{false, lo, hi, {}}; }
+inline Rule one_of(std::vector<std::string> names) { return Rule{false, {}, {}, std::move(names)}; }
+
+// Where keys came from: the file, --set overrides, and the mark of every key read.
+class Origin {
+ public:
+  explicit Origin(std::string file) : file_(std::move(file)) {}
+  void add_override(const std::string& path, const std::string& text) { overrides_[path] = text; }
+  void record(const std::string& path, const YAML::Mark& mark) { marks_[path] = mark; }
+  // "configs/x.yaml:3:5" or "--set a.b=c" for the key path (or its nearest recorded parent).
+  std::string where(const std::string& path) const;
+  std::string where(const std::string& path, const YAML::Mark& mark) const;
+  [[noreturn]] void error(const std::string& path, const std::string& what) const;
+  [[noreturn]] void error(const std::string& path, const YAML::Mark& mark,
+                          const std::string& what) const;
+  const std::string& file() const { return file_; }
+
+ private:
+  const std::string* override_for(const std::string& path) const;
+  std::string file_;
+  std::map<std::string, std::string> overrides_;
+  std::map<std::string, YAML::Mark> marks_;
+};
+
+// Put ML_CONFIG_SECTION in a struct with a visit() to make it a section.
+#define ML_CONFIG_SECTION using is_config_section = void
+
+template <class T, class = void>
+struct has_section_tag : std::false_type {};
+template <class T>
+struct has_section_tag<T, std::void_t<typename T::is_config_section>> : std::true_type {};
+
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+
+using WeightMap = std::map<std::string, double>;
+
+std::string describe_rule(const Rule& rule);
+std::string scalar_text(const YAML::Node& node);
+std::string nearest_choice(const std::string& word, const std::vector<std::string>& choices);
+
+// --- reading ---------------------------------------------------------------
+class Reader {
+ public:
+  Reader(const YAML::Node& node, std::string path, Origin* origin)
+      : node_(node), path_(std::move(path)), origin_(origin) {}
+
+  template <class T>
+  void field(const char* key, T& value, const char* /*doc*/, const Rule& rule = {}) {
+    names_.push_back(key);
+    const std::string path = path_.empty() ? key : path_ + "." + key;
+    const YAML::Node child = node_[key];
+    if (!child || child.IsNull()) {
+      if (rule.required) origin_->error(path, node_.Mark(), "missing required key '" + path + "'");
+      return;
+    }
+    origin_->record(path, child.Mark());
+    read(child, path, value, rule);
+  }
+  // Rejects keys that no field() asked for, suggesting the nearest valid one.
+  void finish() const;
+
+ private:
+  template <class T>
+  void read(const YAML::Node& n, const std::string& path, T& value, const Rule& rule);
+  void read_number(const YAML::Node& n, const std::string& path, double* out, bool integer,
+                   const Rule& rule);
+
+  YAML::Node node_;
+  std::string path_;
+  Origin* origin_;
+  std::vector<std::string> names_;
+};
+
+template <class T>
+void Reader::read(const YAML::Node& n, const std::string& path, T& value, const Rule& rule) {
+  if constexpr (has_section_tag<T>::value) {
+    if (!n.IsMap()) origin_->error(path, n.Mark(), "'" + path + "' must be a mapping of keys");
+    Reader sub(n, path, origin_);
+    value.visit(sub);
+    sub.finish();
+  } else if constexpr (is_vector<T>::value) {
+    if (!n.IsSequence()) origin_->error(path, n.Mark(), "'" + path + "' must be a list");
+    value.clear();
+    value.resize(n.size());
+    for (size_t i = 0; i < n.size(); ++i) {
+      const std::string item = path + "[" + std::to_string(i) + "]";
+      origin_->record(item, n[i].Mark());
+      read(n[i], item, value[i], Rule{});
+    }
+  } else if constexpr (std::is_same_v<T, WeightMap>) {
+    if (!n.IsMap()) origin_->error(path, n.Mark(), "'" + path + "' must map names to numbers");
+    value.clear();
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const std::string name = it->first.as<std::string>();
+      const std::string item = path + "." + name;
+      origin_->record(item, it->second.Mark());
+      double w = 0;
+      read_number(it->second, item, &w, false, rule);
+      value[name] = w;
+    }
+  } else if constexpr (std::is_same_v<T, bool>) {
+    bool b = false;
+    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, b))
+      origin_->error(path, n.Mark(), "'" + path + "' must be true or false, not '" +
+                                         scalar_text(n) + "'");
+    value = b;
+  } else if constexpr (std::is_integral_v<T>) {
+    double d = 0;
+    read_number(n, path, &d, true, rule);
+    value = static_cast<T>(d);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    double d = 0;
+    read_number(n, path, &d, false, rule);
+    value = static_cast<T>(d);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!n.IsScalar()) origin_->error(path, n.Mark(), "'" + path + "' must be a string");
+    value = n.Scalar();
+    if (!rule.one_of.empty()) {
+      bool ok = false;
+      for (const auto& c : rule.one_of) ok = ok || c == value;
+      if (!ok) {
+        std::string msg = "'" + path + "' is '" + value + "', " + describe_rule(rule);
+        std::string near = nearest_choice(value, rule.one_of);
+        if (!near.empty()) msg += "; did you mean '" + near + "'?";
+        origin_->error(path, n.Mark(), msg);
+      }
+    }
+  } else {
+    static_assert(sizeof(T) == 0, "unsupported config field type");
+  }
+}
+
+// --- writing ---------------------------------------------------------------
+class Writer {
+ public:
+  explicit Writer(YAML::Emitter& out) : out_(out) {}
+  template <class T>
+  void field(const char* key, const T& value, const char* /*doc*/, const Rule& = {}) {
+    out_ << YAML::Key << key << YAML::Value;
+    write(value);
+  }
+
+ private:
+  template <class T>
+  void write(const T& value) {
+    if constexpr (has_section_tag<T>::value) {
+      out_ << YAML::BeginMap;
+      const_cast<T&>(value).visit(*this);
+      out_ << YAML::EndMap;
+    } else if constexpr (is_vector<T>::value) {
+      out_ << YAML::BeginSeq;
+      for (const auto& item : value) write(item);
+      out_ << YAML::EndSeq;
+    } else if constexpr (std::is_same_v<T, WeightMap>) {
+      out_ << YAML::Flow << YAML::BeginMap;
+      for (const auto& [k, v] : value) out_ << YAML::Key << k << YAML::Value << v;
+      out_ << YAML::EndMap;
+    } else {
+      out_ << value;
+    }
+  }
+  YAML::Emitter& out_;
+};
+
+// --- documenting -----------------------------------------------------------
+struct KeyDoc {
+  std::string path, type, default_value, allowed, doc;
+};
+
+class Documenter {
+ public:
+  explicit Documenter(std::string path, std::vector<KeyDoc>* rows)
+      : path_(std::move(path)), rows_(rows) {}
+  template <class T>
+  void field(const char* key, const T& value, const char* doc, const Rule& rule = {}) {
+    const std::string path = path_.empty() ? key : path_ + "." + key;
+    describe(path, value, doc, rule);
+  }
+
+ private:
+  template <class T>
+  void describe(const std::string& path, const T& value, const char* doc, const Rule& rule);
+  std::string path_;
+  std::vector<KeyDoc>* rows_;
+};
+
+template <class T>
+void Documenter::describe(const std::string& path, const T& value, const char* doc,
+                          const Rule& rule) {
+  const std::string allowed = describe_rule(rule);
+  if constexpr (has_section_tag<T>::value) {
+    rows_->push_back({path, "section", "", "", doc});
+    Documenter sub(path, rows_);
+    const_cast<T&>(value).visit(sub);
+  } else if constexpr (is_vector<T>::value) {
+    using Item = typename T::value_type;
+    if constexpr (has_section_tag<Item>::value) {
+      rows_->push_back({path, "list", "[]", allowed, doc});
+      Item item{};
+      Documenter sub(path + "[]", rows_);
+      item.visit(sub);
+    } else {
+      rows_->push_back({path, "list", "[]", allowed, doc});
+    }
+  } else if constexpr (std::is_same_v<T, WeightMap>) {
+    rows_->push_back({path, "map name: number", "{}", allowed, doc});
+  } else if constexpr (std::is_same_v<T, bool>) {
+    rows_->push_back({path, "bool", value ? "true" : "false", allowed, doc});
+  } else if constexpr (std::is_integral_v<T>) {
+    rows_->push_back({path, "int", std::to_string(value), allowed, doc});
+  } else if constexpr (std::is_floating_point_v<T>) {
+    YAML::Emitter e;
+    e << value;
+    rows_->push_back({path, "float", e.c_str(), allowed, doc});
+  } else {
+    rows_->push_back({path, "string", value.empty() ? "\"\"" : value, allowed, doc});
+  }
+}
+
+}  // namespace meshloom::config

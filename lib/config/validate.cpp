@@ -1,0 +1,76 @@
+// Rules that involve more than one key. Each error names the key it is about,
+// and the place that key was written.
+#include <set>
+
+#include "base/strings.hpp"
+#include "config/config.hpp"
+
+namespace meshloom::config {
+
+void validate(const Config& c, const Origin& origin) {
+  const ModelConfig& m = c.model;
+  if (m.d_model % m.n_heads != 0)
+    origin.error("model.n_heads", strf("model.d_model (%lld) must be divisible by model.n_heads "
+                                       "(%lld)",
+                                       (long long)m.d_model, (long long)m.n_heads));
+  if (((m.d_model / m.n_heads) % 2) != 0)
+    origin.error("model.n_heads", strf("the head size d_model / n_heads = %lld must be even "
+                                       "(rotary embedding pairs dimensions)",
+                                       (long long)(m.d_model / m.n_heads)));
+  if (m.n_heads % m.n_kv_heads != 0)
+    origin.error("model.n_kv_heads",
+                 strf("model.n_heads (%lld) must be a multiple of model.n_kv_heads (%lld)",
+                      (long long)m.n_heads, (long long)m.n_kv_heads));
+
+  if (c.optim.min_lr > c.optim.lr)
+    origin.error("optim.min_lr", "optim.min_lr must not exceed optim.lr");
+
+  const DataConfig& d = c.data;
+  if (d.sources.empty()) origin.error("data", "data.sources must list at least one source");
+  std::set<std::string> names;
+  std::vector<std::string> name_list;
+  for (size_t i = 0; i < d.sources.size(); ++i) {
+    const SourceConfig& s = d.sources[i];
+    const std::string at = "data.sources[" + std::to_string(i) + "]";
+    if (s.name.empty()) origin.error(at + ".name", "a source name must not be empty");
+    if (!names.insert(s.name).second)
+      origin.error(at + ".name", "source name '" + s.name + "' is used twice");
+    name_list.push_back(s.name);
+    const std::string& t = s.tokenizer;
+    if (t != "byte" && t != "gpt2" && !(starts_with(t, "tiktoken:") && t.size() > 9))
+      origin.error(at + ".tokenizer",
+                   "'" + at + ".tokenizer' is '" + t + "', one of: byte, gpt2, tiktoken:FILE");
+  }
+  int64_t last_step = -1;
+  for (size_t i = 0; i < d.schedule.size(); ++i) {
+    const ScheduleEntry& e = d.schedule[i];
+    const std::string at = "data.schedule[" + std::to_string(i) + "]";
+    if (e.step <= last_step)
+      origin.error(at + ".step", "schedule steps must increase: " + std::to_string(e.step) +
+                                     " follows " + std::to_string(last_step));
+    last_step = e.step;
+    double total = 0;
+    for (const auto& [name, w] : e.weights) {
+      const std::string key = at + ".weights." + name;
+      if (!names.count(name)) {
+        std::string msg = "the schedule names source '" + name + "', which data.sources lacks";
+        std::string near = nearest(name, name_list);
+        if (!near.empty()) msg += "; did you mean '" + near + "'?";
+        origin.error(key, msg);
+      }
+      if (w < 0) origin.error(key, "'" + key + "' is negative; weights must be >= 0");
+      total += w;
+    }
+    if (e.weights.empty() || total <= 0)
+      origin.error(at + ".weights", "'" + at + ".weights' must give some source a weight > 0");
+  }
+  if (d.long_policy.share > 0 && d.long_policy.threshold <= 0)
+    origin.error("data.long_policy.threshold",
+                 "data.long_policy.share needs data.long_policy.threshold > 0");
+  if (d.mode == "disaggregated" && c.cluster.roles.loaders < 1)
+    origin.error("cluster.roles.loaders",
+                 "data.mode 'disaggregated' needs cluster.roles.loaders >= 1 (or data.mode: "
+                 "colocated)");
+}
+
+}  // namespace meshloom::config

@@ -1,0 +1,87 @@
+#include "runtime/roles.hpp"
+
+#include "base/strings.hpp"
+
+namespace meshloom {
+
+const char* role_name(Role role) {
+  switch (role) {
+    case Role::constructor:
+      return "constructor";
+    case Role::loader:
+      return "loader";
+    case Role::trainer:
+      return "trainer";
+  }
+  return "?";
+}
+
+Role RoleLayout::role_of(int rank) const {
+  if (rank < constructors) return Role::constructor;
+  if (rank < constructors + loaders) return Role::loader;
+  return Role::trainer;
+}
+
+int RoleLayout::first_rank(Role role) const {
+  switch (role) {
+    case Role::constructor:
+      return 0;
+    case Role::loader:
+      return constructors;
+    case Role::trainer:
+      return constructors + loaders;
+  }
+  return 0;
+}
+
+int RoleLayout::count(Role role) const {
+  switch (role) {
+    case Role::constructor:
+      return constructors;
+    case Role::loader:
+      return loaders;
+    case Role::trainer:
+      return trainers;
+  }
+  return 0;
+}
+
+int RoleLayout::index_in_role(int rank) const { return rank - first_rank(role_of(rank)); }
+
+std::string RoleLayout::describe(const std::vector<std::string>& hosts) const {
+  std::string out;
+  for (Role role : {Role::constructor, Role::loader, Role::trainer}) {
+    int n = count(role), first = first_rank(role);
+    if (n == 0) continue;
+    std::string span = n == 1 ? strf("rank %d", first) : strf("ranks %d-%d", first, first + n - 1);
+    std::vector<std::string> uniq;
+    for (int r = first; r < first + n && r < int(hosts.size()); ++r) {
+      bool seen = false;
+      for (const auto& h : uniq) seen = seen || h == hosts[r];
+      if (!seen) uniq.push_back(hosts[r]);
+    }
+    std::string note;
+    if (role == Role::constructor) note = " (rank 0: lead constructor, planner)";
+    out += strf("  %-12s %3d  %-12s on %s%s\n", role_name(role), n, span.c_str(),
+                join(uniq, ",").c_str(), note.c_str());
+  }
+  return out;
+}
+
+RoleLayout make_layout(int world, const config::Config& config) {
+  const auto& roles = config.cluster.roles;
+  RoleLayout l;
+  l.world = world;
+  l.constructors = int(roles.constructors);
+  l.loaders = int(roles.loaders);
+  l.trainers = world - l.constructors - l.loaders;
+  if (l.trainers < 1)
+    throw config::ConfigError(strf(
+        "cluster.roles: %d constructor(s) + %d loader(s) leave %d of the %d ranks for trainers; "
+        "at least 1 trainer is needed: launch more ranks (mpirun -np %d or more) or lower "
+        "cluster.roles",
+        l.constructors, l.loaders, l.trainers, world, l.constructors + l.loaders + 1));
+  return l;
+}
+
+}  // namespace meshloom

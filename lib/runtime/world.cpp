@@ -1,0 +1,70 @@
+#include "runtime/world.hpp"
+
+#include <cstdio>
+
+#include "base/check.hpp"
+#include "base/log.hpp"
+#include "comm/mpi_check.hpp"
+#include "comm/mpi_util.hpp"
+
+namespace meshloom {
+namespace {
+
+void abort_job(const std::string&) { MPI_Abort(MPI_COMM_WORLD, 1); }
+
+}  // namespace
+
+void mpi_start(int* argc, char*** argv) {
+  int provided = 0;
+  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  set_process_identity(rank, "");
+  set_fatal_handler(abort_job);
+}
+
+int mpi_finish(int code) {
+  MPI_Finalize();
+  return code;
+}
+
+bool world_from_config(const std::string& file, const std::vector<std::string>& overrides,
+                       World* w) {
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &w->rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &w->size));
+  const int world_size = w->size;
+  std::string text;
+  bool ok = run_on_root(
+      MPI_COMM_WORLD,
+      [&] {
+        config::Config c = config::load_config(file, overrides);
+        make_layout(world_size, c);  // throws when the roles do not fit
+        return config::to_yaml(c);
+      },
+      &text);
+  if (!ok) {
+    if (w->rank == 0) {
+      std::fprintf(stderr, "meshloom: error: %s\n", text.c_str());
+      std::fflush(stderr);
+    }
+    return false;
+  }
+  // The effective text was produced by the checked config, so it parses.
+  w->config = config::parse_config(text, file);
+  w->config_text = text;
+  w->layout = make_layout(w->size, w->config);
+  w->role = w->layout.role_of(w->rank);
+  w->role_index = w->layout.index_in_role(w->rank);
+  set_process_identity(w->rank, role_name(w->role));
+  LogLevel level = LogLevel::info;
+  parse_log_level(w->config.log.level, &level);
+  set_log_level(level);
+  set_log_all_ranks(w->config.log.all_ranks);
+  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, int(w->role), w->rank, &w->role_comm));
+  MPI_CHECK(MPI_Comm_set_errhandler(w->role_comm, MPI_ERRORS_RETURN));
+  w->hosts = all_host_names(MPI_COMM_WORLD);
+  return true;
+}
+
+}  // namespace meshloom

@@ -1,0 +1,45 @@
+// The MPI world of one meshloom process: start-up, the role split and a clean
+// way out.
+//
+// Start-up is collective over MPI_COMM_WORLD and happens once: rank 0 reads
+// and checks the config, every rank learns the outcome from one broadcast, so
+// a bad config or a layout that does not fit ends every rank at once with one
+// message from rank 0 (never a hang). After start-up no collective includes
+// the loaders, so that a dead loader cannot stall the others.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "runtime/roles.hpp"
+
+namespace meshloom {
+
+struct World {
+  int rank = 0;
+  int size = 1;
+  Role role = Role::trainer;
+  int role_index = 0;
+  RoleLayout layout;
+  MPI_Comm role_comm = MPI_COMM_NULL;  // ranks of the same role
+  std::vector<std::string> hosts;      // per world rank
+  config::Config config;
+  std::string config_text;  // effective config, YAML
+};
+
+// MPI_Init, MPI_ERRORS_RETURN on the world, and a fatal handler that aborts the
+// job (a lone exiting rank would hang the rest).
+void mpi_start(int* argc, char*** argv);
+// MPI_Finalize; returns `code` for main to return.
+int mpi_finish(int code);
+
+// Rank 0 loads `file` with `overrides`, checks the layout for the world size;
+// all ranks get the result. Returns false on every rank when it failed (rank 0
+// has printed the one message).
+bool world_from_config(const std::string& file, const std::vector<std::string>& overrides,
+                       World* world);
+
+}  // namespace meshloom

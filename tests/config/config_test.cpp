@@ -1,0 +1,117 @@
+#include <gtest/gtest.h>
+
+#include "config/config.hpp"
+#include "tests/common/test_util.hpp"
+
+using namespace meshloom;
+using config::ConfigError;
+
+namespace {
+
+const char* kMinimal = R"(
+data:
+  sources:
+    - {name: docs, path: data/docs}
+)";
+
+// The message of the ConfigError that parsing throws ("" when it does not).
+std::string error_of(const std::string& text, const std::vector<std::string>& sets = {}) {
+  try {
+    config::parse_config(text, "x.yaml", sets);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Config, DefaultsFillEverythingNotWritten) {
+  config::Config c = config::parse_config(kMinimal, "x.yaml");
+  config::Config d;
+  EXPECT_EQ(c.model.d_model, d.model.d_model);
+  EXPECT_EQ(c.data.sources.size(), 1u);
+  EXPECT_EQ(c.data.sources[0].format, "indexed");
+  EXPECT_EQ(c.data.sources[0].tokenizer, "gpt2");
+}
+
+TEST(Config, EffectiveYamlRoundTrips) {
+  config::Config c = config::parse_config(std::string(kMinimal) + "model: {d_model: 512}\n",
+                                          "x.yaml", {"optim.lr=0.01", "data.sources.0.weight=3"});
+  std::string text = config::to_yaml(c);
+  config::Config again = config::parse_config(text, "effective.yaml");
+  EXPECT_EQ(config::to_yaml(again), text);
+  EXPECT_EQ(again.model.d_model, 512);
+  EXPECT_DOUBLE_EQ(again.optim.lr, 0.01);
+  EXPECT_DOUBLE_EQ(again.data.sources[0].weight, 3.0);
+}
+
+TEST(Config, OverridesCreateSectionsAndNameThemselvesInErrors) {
+  config::Config c = config::parse_config(kMinimal, "x.yaml", {"plan.planner=static"});
+  EXPECT_EQ(c.plan.planner, "static");
+  std::string e = error_of(kMinimal, {"plan.capacty=5"});
+  EXPECT_NE(e.find("--set plan.capacty=5"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'plan.capacity'"), std::string::npos) << e;
+  EXPECT_NE(error_of(kMinimal, {"no_equals_sign"}).find("expected key.path=value"),
+            std::string::npos);
+  EXPECT_NE(error_of(kMinimal, {"data.sources.5.weight=1"}).find("not an index"),
+            std::string::npos);
+}
+
+TEST(Config, ErrorsNameLineColumnAndKeyPath) {
+  std::string e = error_of(std::string(kMinimal) + "model:\n  d_modle: 64\n");
+  EXPECT_NE(e.find("x.yaml:6:3"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key 'model.d_modle'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'model.d_model'"), std::string::npos) << e;
+
+  e = error_of(std::string(kMinimal) + "run: {steps: many}\n");
+  EXPECT_NE(e.find("'run.steps' must be an integer, not 'many'"), std::string::npos) << e;
+
+  e = error_of(std::string(kMinimal) + "run: {steps: 0}\n");
+  EXPECT_NE(e.find("out of range (>= 1)"), std::string::npos) << e;
+
+  e = error_of("data:\n  sources:\n    - {name: a}\n");
+  EXPECT_NE(e.find("missing required key 'data.sources[0].path'"), std::string::npos) << e;
+  EXPECT_NE(e.find("x.yaml:3:7"), std::string::npos) << e;
+
+  e = error_of(std::string(kMinimal) + "log: {level: loud}\n");
+  EXPECT_NE(e.find("one of: debug, info, warn, error"), std::string::npos) << e;
+
+  e = error_of("data: [1, 2\n");
+  EXPECT_NE(e.find("YAML syntax error"), std::string::npos) << e;
+}
+
+TEST(Config, CrossKeyRules) {
+  EXPECT_NE(error_of(std::string(kMinimal) + "model: {d_model: 100, n_heads: 3}\n")
+                .find("divisible"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kMinimal) + "model: {n_heads: 8, n_kv_heads: 3}\n")
+                .find("multiple of model.n_kv_heads"),
+            std::string::npos);
+  std::string e = error_of(std::string(kMinimal) +
+                           "  schedule:\n    - {step: 0, weights: {dosc: 1}}\n");
+  EXPECT_NE(e.find("which data.sources lacks; did you mean 'docs'?"), std::string::npos) << e;
+  e = error_of(std::string(kMinimal) + "  schedule:\n    - {step: 5, weights: {docs: 1}}\n"
+                                       "    - {step: 5, weights: {docs: 2}}\n");
+  EXPECT_NE(e.find("schedule steps must increase"), std::string::npos) << e;
+  EXPECT_NE(error_of("data:\n  sources: []\n").find("at least one source"), std::string::npos);
+}
+
+TEST(Config, LoadNamesUnreadableFile) {
+  try {
+    config::load_config("/nonexistent/meshloom.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read config '/nonexistent/meshloom.yaml'"),
+              std::string::npos);
+  }
+}
+
+TEST(Config, ReferenceListsEveryKeyOnce) {
+  auto rows = config::reference_rows();
+  std::set<std::string> seen;
+  for (const auto& r : rows) EXPECT_TRUE(seen.insert(r.path).second) << r.path;
+  EXPECT_TRUE(seen.count("data.sources[].weight"));
+  EXPECT_TRUE(seen.count("cluster.roles.loaders"));
+  EXPECT_TRUE(seen.count("data.schedule[].weights"));
+}
