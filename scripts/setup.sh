@@ -19,7 +19,7 @@ PKGS=(
   libhdf5-openmpi-dev hdf5-tools                           # parallel HDF5 + h5dump
   libyaml-cpp-dev libcli11-dev libgtest-dev                # config, CLI, tests
   libopenblas-dev                                          # CPU GEMMs
-  libarchive-dev                                           # tar/.gz/.xz sources
+  libarchive-dev nlohmann-json3-dev libicu-dev             # tar/.gz/.xz sources, JSON, Unicode
   python3-numpy python3-h5py python3-matplotlib            # plots and h5py readers
   python3.11-doc bible-kjv-text fortunes                   # real text for the quickstart
 )

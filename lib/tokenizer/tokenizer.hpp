@@ -1,0 +1,43 @@
+// Tokenizers: text (UTF-8 bytes) to token ids and back.
+//
+// Three kinds, chosen by a spec string (the `tokenizer` key of a source):
+//   "byte"           one id per byte (0..255), end-of-text 256
+//   "gpt2"           GPT-2 BPE from the real encoder.json + vocab.bpe
+//   "tiktoken:FILE"  tiktoken rank file (cl100k_base, o200k_base), FILE being a
+//                    path or a name found in the npm tiktoken package
+// Vocabulary files are looked up in MESHLOOM_VOCAB_DIR, else in
+// third_party/npm/node_modules (installed by scripts/setup.sh) found upward
+// from the current folder and from the executable's folder.
+//
+// encode() is thread-safe (loaders call it from worker threads) and exact:
+// ids equal the reference tokenizers' on every input, including invalid UTF-8
+// handling documented per kind. decode(encode(x)) == x for valid UTF-8.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace meshloom {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  virtual std::string decode(const int32_t* ids, size_t n) const = 0;
+  // Ids are in [0, vocab_size()).
+  virtual int32_t vocab_size() const = 0;
+  // The end-of-text id appended after each document by `prepare` (-1: none).
+  virtual int32_t eot_id() const = 0;
+  virtual std::string name() const = 0;
+
+  std::string decode(const std::vector<int32_t>& ids) const { return decode(ids.data(), ids.size()); }
+};
+
+// Builds the tokenizer for `spec`; throws meshloom::Error naming the spec and
+// the file when a vocabulary file is missing or malformed.
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
+
+}  // namespace meshloom
