@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   Runner run;
   add_train(app, &run, &argc, &argv);
   add_config(app, &run);
+  add_prepare(app, &run);
+  add_data(app, &run, &argc, &argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -23,6 +23,7 @@ struct RunConfig {
   int64_t steps = 100;
   std::string backend = "cpu";
   int64_t threads = 0;
+  double timeout = 300.0;
   template <class V>
   void visit(V& v) {
     v.field("name", name, "Run name, used in logs and file names");
@@ -33,6 +34,9 @@ struct RunConfig {
     v.field("backend", backend, "Trainer backend", one_of({"cpu", "cuda"}));
     v.field("threads", threads, "Compute threads per trainer (0: cores per rank)",
             in_range(0, 1024));
+    v.field("timeout", timeout,
+            "Watchdog: seconds any rank waits for another before the job is aborted",
+            in_range(1.0, 86400.0));
   }
 };
 
@@ -170,6 +174,7 @@ struct DataConfig {
   int64_t tokens_per_step = 32768;
   int64_t prefetch = 2;
   int64_t workers = 2;
+  int64_t rebalance_every = 20;
   std::vector<SourceConfig> sources;
   std::vector<ScheduleEntry> schedule;
   LongPolicyConfig long_policy;
@@ -184,6 +189,8 @@ struct DataConfig {
     v.field("prefetch", prefetch, "Steps the data path runs ahead of the trainers",
             in_range(0, 64));
     v.field("workers", workers, "Worker threads per loader", in_range(1, 256));
+    v.field("rebalance_every", rebalance_every,
+            "Steps between loader re-partitioning by measured cost (0: never)", at_least(0));
     v.field("sources", sources, "Data sources");
     v.field("schedule", schedule, "Curriculum: mixture weights at given steps");
     v.field("long_policy", long_policy, "Long/short policy");

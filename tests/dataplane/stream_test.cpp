@@ -73,3 +73,20 @@ TEST(SourceStream, RestoreContinuesIdentically) {
     EXPECT_EQ(x.epoch, y.epoch);
   }
 }
+
+#include "dataplane/partition.hpp"
+
+TEST(Partition, LoadersFollowWeightTimesCost) {
+  // Source 1 is raw text (10x the cost per token) with the same weight.
+  auto a = assign_loaders(6, {1, 1, 1}, {1, 10, 1});
+  EXPECT_EQ(a.loaders_of_source[0].size(), 1u);
+  EXPECT_EQ(a.loaders_of_source[1].size(), 4u);
+  EXPECT_EQ(a.loaders_of_source[2].size(), 1u);
+  for (const auto& s : a.sources_of_loader) EXPECT_EQ(s.size(), 1u);
+  // Fewer loaders than sources: every source served, loads spread.
+  auto b = assign_loaders(2, {3, 1, 1, 1}, {1, 1, 1, 1});
+  for (const auto& l : b.loaders_of_source) EXPECT_EQ(l.size(), 1u);
+  EXPECT_EQ(b.sources_of_loader[0], std::vector<int>{0});
+  EXPECT_EQ(b.sources_of_loader[1].size(), 3u);
+  EXPECT_EQ(assign_loaders(6, {1, 1, 1}, {1, 10, 1}), a);
+}

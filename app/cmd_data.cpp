@@ -1,0 +1,229 @@
+// `meshloom data`: the data path alone, on the real role layout. Reports
+// delivered tokens/s, per-source token shares and each role's peak memory;
+// --dump writes the exact global batches to HDF5. Every token that reaches a
+// trainer is echoed back to rank 0 and checked against the manifest.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "app/commands.hpp"
+#include "base/log.hpp"
+#include "base/strings.hpp"
+#include "ckpt/h5.hpp"
+#include "comm/p2p.hpp"
+#include "runtime/data_path.hpp"
+
+namespace meshloom::app {
+namespace {
+
+struct DataArgs {
+  std::string file;
+  std::vector<std::string> sets;
+  int64_t steps = 20;
+  std::string dump;
+};
+
+// The global batches as rank 0 reassembles them from what trainers received.
+struct Assembled {
+  std::vector<int32_t> tokens, length, source;
+  std::vector<int64_t> doc, offset, epoch, first_sample{0};
+  std::vector<double> source_tokens;
+  uint64_t hash = 1469598103934665603ULL;  // FNV-1a over the batches' content
+  void mix(const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) hash = (hash ^ b[i]) * 1099511628211ULL;
+  }
+};
+
+// Checks that every token of every sample arrived exactly once, with the right
+// positions and targets, and appends the step to `out`.
+void assemble(int64_t step, const std::vector<proto::Batch>& echoes, Assembled* out) {
+  ML_CHECK(!echoes.empty(), "no echo for a step");
+  const auto& samples = echoes[0].samples;
+  std::vector<std::vector<int32_t>> got(samples.size());
+  std::vector<std::vector<char>> seen(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    got[i].assign(size_t(samples[i].length), 0);
+    seen[i].assign(size_t(samples[i].length), 0);
+  }
+  for (const auto& b : echoes) {
+    ML_CHECK(b.step == step, "echo of another step");
+    for (const auto& mb : b.micro) {
+      size_t k = 0;
+      for (const auto& seg : mb.segments) {
+        for (int64_t p = seg.begin; p < seg.begin + seg.length; ++p, ++k) {
+          auto& flag = seen[size_t(seg.sample)][size_t(p)];
+          if (flag)
+            ML_FAIL(strf("step %lld: token %lld of sample %d reached two trainers",
+                         (long long)step, (long long)p, seg.sample));
+          flag = 1;
+          got[size_t(seg.sample)][size_t(p)] = mb.tokens[k];
+          ML_CHECK(mb.positions[k] == p, "wrong position id");
+        }
+      }
+      ML_CHECK(k == mb.tokens.size(), "segments do not cover the micro-batch");
+    }
+  }
+  for (size_t i = 0; i < samples.size(); ++i) {
+    for (char f : seen[i])
+      if (!f) ML_FAIL(strf("step %lld: sample %zu lost tokens on the way", (long long)step, i));
+    const auto& s = samples[i];
+    out->tokens.insert(out->tokens.end(), got[i].begin(), got[i].end());
+    out->length.push_back(int32_t(s.length));
+    out->source.push_back(s.source);
+    out->doc.push_back(s.doc);
+    out->offset.push_back(s.offset);
+    out->epoch.push_back(s.epoch);
+    if (out->source_tokens.size() <= size_t(s.source)) out->source_tokens.resize(s.source + 1);
+    out->source_tokens[size_t(s.source)] += double(s.length);
+    int64_t key[4] = {s.source, s.doc, s.offset, s.length};
+    out->mix(key, sizeof(key));
+    out->mix(got[i].data(), got[i].size() * sizeof(int32_t));
+  }
+  out->first_sample.push_back(int64_t(out->length.size()));
+}
+
+void write_dump(const std::string& path, const World& w, const Assembled& a) {
+  H5File f(path, "w");
+  f.write("tokens", a.tokens);
+  f.write("samples/length", a.length);
+  f.write("samples/source", a.source);
+  f.write("samples/doc", a.doc);
+  f.write("samples/offset", a.offset);
+  f.write("samples/epoch", a.epoch);
+  f.write("steps/first_sample", a.first_sample);
+  f.write_scalar("hash", uint64_t(a.hash));
+  f.write_string("config", w.config_text);
+}
+
+int run_lead(const World& w, const DataArgs& args) {
+  const auto start = std::chrono::steady_clock::now();
+  Lead lead(w);
+  Assembled all;
+  int64_t processed = 0;
+  const bool tty = isatty(fileno(stdout));
+  double last_print = 0;
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  auto process_completed = [&] {
+    for (; processed < lead.steps_completed(); ++processed)
+      assemble(processed, lead.take_echoes(processed), &all);
+  };
+  for (int64_t s = 0; s < args.steps; ++s) {
+    lead.dispatch_step(s + 1 == args.steps);
+    process_completed();
+    if (tty && (elapsed() - last_print > 0.5 || s + 1 == args.steps)) {
+      last_print = elapsed();
+      const double done = double(s + 1) / double(args.steps);
+      std::printf("\r[data] step %lld/%lld  %.1fM tokens  %.2fM tokens/s  ETA %s   ",
+                  (long long)s + 1, (long long)args.steps, double(all.tokens.size()) / 1e6,
+                  double(all.tokens.size()) / 1e6 / std::max(elapsed(), 1e-9),
+                  human_seconds(elapsed() / done * (1 - done)).c_str());
+      std::fflush(stdout);
+    }
+  }
+  lead.drain_acks();
+  process_completed();
+  const double seconds = elapsed();
+  if (tty) std::printf("\n");
+  std::vector<proto::Report> reports = lead.stop();
+
+  const double total = double(all.tokens.size());
+  std::printf("data path: %lld steps, %.0f tokens in %.2f s: %.0f tokens/s delivered to %d "
+              "trainer(s)\n",
+              (long long)args.steps, total, seconds, total / seconds, w.layout.trainers);
+  std::printf("layout: %d constructor(s), %d loader(s), %d trainer(s), mode %s; "
+              "%d loader re-partition(s)\n",
+              w.layout.constructors, w.layout.loaders, w.layout.trainers,
+              w.config.data.mode.c_str(), lead.reassignments());
+  dataplane::MixtureSchedule schedule(w.config.data);
+  std::vector<double> expected(w.config.data.sources.size(), 0.0);
+  for (int64_t s = 0; s < args.steps; ++s) {
+    auto wts = schedule.weights(s);
+    for (size_t i = 0; i < wts.size(); ++i) expected[i] += wts[i] / double(args.steps);
+  }
+  std::printf("%-14s %10s %9s %9s\n", "source", "tokens", "share", "schedule");
+  for (size_t i = 0; i < w.config.data.sources.size(); ++i) {
+    double got = i < all.source_tokens.size() ? all.source_tokens[i] : 0.0;
+    std::printf("%-14s %10.0f %8.2f%% %8.2f%%\n", w.config.data.sources[i].name.c_str(), got,
+                100.0 * got / total, 100.0 * expected[i]);
+  }
+  std::printf("%-12s %6s %14s %14s\n", "role", "ranks", "peak RSS max", "peak RSS sum");
+  for (Role role : {Role::constructor, Role::loader, Role::trainer}) {
+    int64_t mx = 0, sum = 0, n = 0;
+    for (const auto& r : reports)
+      if (r.role == int(role)) {
+        mx = std::max(mx, r.peak_rss_kib);
+        sum += r.peak_rss_kib;
+        ++n;
+      }
+    if (n)
+      std::printf("%-12s %6lld %14s %14s\n", role_name(role), (long long)n,
+                  human_bytes(double(mx) * 1024).c_str(), human_bytes(double(sum) * 1024).c_str());
+  }
+  std::printf("batch hash: %016llx\n", (unsigned long long)all.hash);
+  if (!args.dump.empty()) {
+    write_dump(args.dump, w, all);
+    std::printf("dump: %s\n", args.dump.c_str());
+  }
+  return kExitOk;
+}
+
+int run_trainer(const World& w) {
+  proto::Report report;
+  report.role = int(Role::trainer);
+  while (true) {
+    proto::Batch b = receive_batch(w, /*echo=*/true);
+    for (const auto& mb : b.micro) report.tokens += int64_t(mb.tokens.size());
+    if (b.last) break;
+  }
+  report.peak_rss_kib = peak_rss_kib();
+  send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_data(CLI::App& app, Runner* run, int* argc, char*** argv) {
+  static DataArgs args;
+  CLI::App* cmd = app.add_subcommand(
+      "data", "Run the data path alone (loaders, constructors, trainers) and report on it");
+  cmd->add_option("--config,-c", args.file, "Experiment YAML")->required();
+  cmd->add_option("--set", args.sets, "Override a key (repeatable)");
+  cmd->add_option("--steps", args.steps, "Steps to deliver")->check(CLI::PositiveNumber);
+  cmd->add_option("--dump", args.dump, "Write the global batches to this HDF5 file");
+  cmd->callback([run, argc, argv] {
+    *run = [argc, argv] {
+      mpi_start(argc, argv);
+      World w;
+      if (!world_from_config(args.file, args.sets, &w)) return mpi_finish(kExitBadInput);
+      int code = kExitOk;
+      try {
+        switch (w.role) {
+          case Role::loader:
+            run_loader(w);
+            break;
+          case Role::trainer:
+            code = run_trainer(w);
+            break;
+          case Role::constructor:
+            if (w.rank == 0)
+              code = run_lead(w, args);
+            else
+              run_constructor(w);
+            break;
+        }
+      } catch (const Error& e) {
+        // A user-facing error (a missing source file, ...) on any rank ends the job.
+        std::fprintf(stderr, "meshloom: error [rank %d]: %s\n", w.rank, e.what());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, kExitBadInput);
+      }
+      return mpi_finish(code);
+    };
+  });
+}
+
+}  // namespace meshloom::app

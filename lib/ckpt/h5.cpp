@@ -1,0 +1,117 @@
+#include "ckpt/h5.hpp"
+
+#include "base/strings.hpp"
+
+namespace meshloom {
+
+namespace {
+herr_t innermost(unsigned n, const H5E_error2_t* err, void* out) {
+  if (n == 0) *static_cast<std::string*>(out) = err->desc ? err->desc : "";
+  return 0;
+}
+}  // namespace
+
+std::string h5_error_string() {
+  std::string msg;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, &msg);
+  return msg.empty() ? "unknown HDF5 error" : msg;
+}
+
+H5File::H5File(const std::string& path, const char* mode) : path_(path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // our messages, not HDF5's stack dumps
+  if (std::string(mode) == "w")
+    file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  else
+    file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file_ < 0) throw Error("cannot open HDF5 file '" + path + "': " + h5_error_string());
+}
+
+H5File::~H5File() {
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+void H5File::flush() { H5_CHECK(H5Fflush(file_, H5F_SCOPE_GLOBAL)); }
+
+void H5File::ensure_parents(const std::string& name) {
+  std::vector<std::string> parts = split(name, '/');
+  std::string path;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (parts[i].empty()) continue;
+    path += "/" + parts[i];
+    if (H5Lexists(file_, path.c_str(), H5P_DEFAULT) > 0) continue;
+    hid_t g = H5_CHECK(H5Gcreate2(file_, path.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5Gclose(g);
+  }
+}
+
+void H5File::write_raw(const std::string& name, hid_t type, const void* data, size_t n,
+                       bool scalar) {
+  ensure_parents(name);
+  hsize_t dims[1] = {hsize_t(n)};
+  hid_t space = H5_CHECK(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, dims, nullptr));
+  hid_t ds = H5_CHECK(
+      H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  H5_CHECK(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+  H5Dclose(ds);
+  H5Sclose(space);
+}
+
+void H5File::write_string(const std::string& name, const std::string& text) {
+  ensure_parents(name);
+  hid_t type = H5_CHECK(H5Tcopy(H5T_C_S1));
+  H5_CHECK(H5Tset_size(type, text.empty() ? 1 : text.size()));
+  hid_t space = H5_CHECK(H5Screate(H5S_SCALAR));
+  hid_t ds = H5_CHECK(
+      H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  std::string buf = text.empty() ? std::string(1, '\0') : text;
+  H5_CHECK(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()));
+  H5Dclose(ds);
+  H5Sclose(space);
+  H5Tclose(type);
+}
+
+bool H5File::exists(const std::string& name) const {
+  // Each level must exist for H5Lexists on the full path to be valid.
+  std::string path;
+  for (const auto& part : split(name, '/')) {
+    if (part.empty()) continue;
+    path += "/" + part;
+    if (H5Lexists(file_, path.c_str(), H5P_DEFAULT) <= 0) return false;
+  }
+  return true;
+}
+
+size_t H5File::size_of(const std::string& name) const {
+  if (!exists(name)) throw Error("'" + path_ + "' has no dataset '" + name + "'");
+  hid_t ds = H5_CHECK(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+  hid_t space = H5_CHECK(H5Dget_space(ds));
+  hssize_t n = H5Sget_simple_extent_npoints(space);
+  H5Sclose(space);
+  H5Dclose(ds);
+  return size_t(n);
+}
+
+void H5File::read_raw(const std::string& name, hid_t type, void* data) const {
+  if (!exists(name)) throw Error("'" + path_ + "' has no dataset '" + name + "'");
+  hid_t ds = H5_CHECK(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+  if (H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
+    H5Dclose(ds);
+    throw Error("cannot read '" + name + "' from '" + path_ + "': " + h5_error_string());
+  }
+  H5Dclose(ds);
+}
+
+std::string H5File::read_string(const std::string& name) const {
+  if (!exists(name)) throw Error("'" + path_ + "' has no dataset '" + name + "'");
+  hid_t ds = H5_CHECK(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+  hid_t type = H5_CHECK(H5Dget_type(ds));
+  size_t n = H5Tget_size(type);
+  std::string out(n, '\0');
+  H5_CHECK(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()));
+  H5Tclose(type);
+  H5Dclose(ds);
+  while (!out.empty() && out.back() == '\0') out.pop_back();
+  return out;
+}
+
+}  // namespace meshloom

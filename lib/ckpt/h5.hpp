@@ -1,0 +1,96 @@
+// Thin HDF5 helpers: H5_CHECK and a small file handle with typed dataset
+// writes and reads (serial access from one rank; the library is the parallel
+// build, used here without MPI-IO).
+//
+// H5_CHECK fails with file:line, the rank and HDF5's own error stack message
+// (H5Eget_msg of the innermost error), instead of HDF5's multi-line dump.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/check.hpp"
+
+namespace meshloom {
+
+// HDF5's innermost error message ("unable to open file", ...).
+std::string h5_error_string();
+
+}  // namespace meshloom
+
+#define H5_CHECK(call)                                                                   \
+  ([&]() {                                                                               \
+    auto ml_h5_rc_ = (call);                                                             \
+    if (ml_h5_rc_ < 0)                                                                   \
+      ::meshloom::fail(__FILE__, __LINE__, "HDF5",                                       \
+                       std::string(#call) + ": " + ::meshloom::h5_error_string());      \
+    return ml_h5_rc_;                                                                    \
+  }())
+
+namespace meshloom {
+
+template <class T>
+hid_t h5_type();
+template <>
+inline hid_t h5_type<int32_t>() { return H5T_NATIVE_INT32; }
+template <>
+inline hid_t h5_type<int64_t>() { return H5T_NATIVE_INT64; }
+template <>
+inline hid_t h5_type<uint64_t>() { return H5T_NATIVE_UINT64; }
+template <>
+inline hid_t h5_type<float>() { return H5T_NATIVE_FLOAT; }
+template <>
+inline hid_t h5_type<double>() { return H5T_NATIVE_DOUBLE; }
+template <>
+inline hid_t h5_type<uint8_t>() { return H5T_NATIVE_UINT8; }
+
+class H5File {
+ public:
+  // mode "w": create/truncate; "r": read only. Throws meshloom::Error naming
+  // the path when the file cannot be opened (a user's bad path is not fatal).
+  H5File(const std::string& path, const char* mode);
+  ~H5File();
+  H5File(const H5File&) = delete;
+  H5File& operator=(const H5File&) = delete;
+
+  // Writes a 1-D dataset (creating parent groups of "a/b/c").
+  template <class T>
+  void write(const std::string& name, const std::vector<T>& data) {
+    write_raw(name, h5_type<T>(), data.data(), data.size(), false);
+  }
+  template <class T>
+  void write_scalar(const std::string& name, T value) {
+    write_raw(name, h5_type<T>(), &value, 1, true);
+  }
+  void write_string(const std::string& name, const std::string& text);
+
+  bool exists(const std::string& name) const;
+  template <class T>
+  std::vector<T> read(const std::string& name) const {
+    std::vector<T> out(size_of(name));
+    read_raw(name, h5_type<T>(), out.data());
+    return out;
+  }
+  template <class T>
+  T read_scalar(const std::string& name) const {
+    T v{};
+    read_raw(name, h5_type<T>(), &v);
+    return v;
+  }
+  std::string read_string(const std::string& name) const;
+  size_t size_of(const std::string& name) const;  // elements
+  hid_t id() const { return file_; }
+  void flush();
+
+ private:
+  void ensure_parents(const std::string& name);
+  void write_raw(const std::string& name, hid_t type, const void* data, size_t n, bool scalar);
+  void read_raw(const std::string& name, hid_t type, void* data) const;
+  hid_t file_ = -1;
+  std::string path_;
+};
+
+}  // namespace meshloom

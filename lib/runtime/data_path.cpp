@@ -1,0 +1,225 @@
+// Loaders, constructors and the trainers' receiving side of the data path.
+#include <sys/resource.h>
+
+#include <map>
+
+#include "base/bytes.hpp"
+#include "base/log.hpp"
+#include "base/strings.hpp"
+#include "comm/mpi_check.hpp"
+#include "comm/p2p.hpp"
+#include "runtime/data_path.hpp"
+
+namespace meshloom {
+
+int64_t peak_rss_kib() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return int64_t(u.ru_maxrss);
+}
+
+static double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// --- loader -----------------------------------------------------------------
+
+void run_loader(const World& w) {
+  const auto& sources = w.config.data.sources;
+  std::vector<std::unique_ptr<DocSource>> open(sources.size());
+  auto source_at = [&](int32_t s) -> DocSource& {
+    ML_CHECK(s >= 0 && size_t(s) < sources.size(), "request for an unknown source");
+    if (!open[s]) open[s] = open_doc_source(sources[s]);  // a reassignment may bring new sources
+    return *open[s];
+  };
+  proto::Report report;
+  report.role = int(Role::loader);
+  const double timeout = w.config.run.timeout;
+  int idle = 0;
+  while (true) {
+    int from = -1, tag = -1;
+    if (!poll_message(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &from, &tag)) {
+      backoff(&idle);
+      continue;
+    }
+    idle = 0;
+    std::string msg = recv_bytes(from, tag, MPI_COMM_WORLD, timeout, "a request");
+    const auto busy = std::chrono::steady_clock::now();
+    if (tag == proto::kAssign) {
+      proto::Assign a = proto::decode_assign(msg);
+      for (int32_t s : a.sources) {
+        proto::LengthReply count;
+        count.source = s;
+        count.docs = {source_at(s).docs()};
+        send_bytes(proto::encode(count), from, proto::kDocCount, MPI_COMM_WORLD);
+      }
+      LOG_DEBUG("loader %d serves sources %s", w.role_index, strf("%zu", a.sources.size()).c_str());
+    } else if (tag == proto::kLengthReq) {
+      proto::LengthRequest req = proto::decode_length_request(msg);
+      DocSource& src = source_at(req.source);
+      src.prepare(req.docs, int(w.config.data.workers));
+      proto::LengthReply rep;
+      rep.source = req.source;
+      rep.docs = req.docs;
+      for (int64_t d : req.docs) rep.lengths.push_back(src.length(d));
+      rep.seconds_per_token = src.seconds_per_token();
+      send_bytes(proto::encode(rep), from, proto::kLengthRep, MPI_COMM_WORLD);
+    } else if (tag == proto::kTokenReq) {
+      std::vector<proto::TokenRange> ranges = proto::decode_token_ranges(msg);
+      std::vector<int32_t> tokens;
+      for (const auto& r : ranges) source_at(r.source).read(r.doc, r.offset, r.length, &tokens);
+      report.tokens += int64_t(tokens.size());
+      ByteWriter out;
+      out.put_vector(tokens);
+      send_bytes(out.bytes(), from, proto::kTokenRep, MPI_COMM_WORLD);
+    } else if (tag == proto::kStop) {
+      report.busy_seconds += seconds_since(busy);
+      break;
+    } else {
+      ML_FAIL(strf("loader got an unexpected message (tag %d) from rank %d", tag, from));
+    }
+    report.busy_seconds += seconds_since(busy);
+  }
+  report.peak_rss_kib = peak_rss_kib();
+  send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
+}
+
+// --- constructor ----------------------------------------------------------------
+
+Constructor::Constructor(const World& w) : w_(w) {}
+
+// The whole token list of every sample that `trainers` touch.
+static std::map<int32_t, std::vector<int32_t>> fetch_samples(
+    const World& w, const proto::StepWork& work, std::vector<std::unique_ptr<DocSource>>* local) {
+  std::map<int32_t, std::vector<int32_t>> tokens;
+  std::map<int32_t, std::vector<int32_t>> by_owner;  // owner rank -> sample indices
+  for (const auto& t : work.trainers)
+    for (const auto& mb : t.micro)
+      for (const auto& seg : mb.segments) tokens[seg.sample];
+  for (auto& [idx, unused] : tokens) {
+    (void)unused;
+    const proto::Sample& s = work.samples[size_t(idx)];
+    if (local) {
+      auto& src = (*local)[size_t(s.source)];
+      if (!src) src = open_doc_source(w.config.data.sources[size_t(s.source)]);
+      src->read(s.doc, s.offset, s.length, &tokens[idx]);
+    } else {
+      by_owner[s.owner].push_back(idx);
+    }
+  }
+  // Ask every loader first, then collect: loaders work in parallel.
+  for (auto& [owner, idxs] : by_owner) {
+    std::vector<proto::TokenRange> ranges;
+    for (int32_t idx : idxs) {
+      const proto::Sample& s = work.samples[size_t(idx)];
+      ranges.push_back({s.source, s.doc, s.offset, s.length});
+    }
+    send_bytes(proto::encode(ranges), owner, proto::kTokenReq, MPI_COMM_WORLD);
+  }
+  for (auto& [owner, idxs] : by_owner) {
+    std::string msg = recv_bytes(owner, proto::kTokenRep, MPI_COMM_WORLD, w.config.run.timeout,
+                                 "tokens from a loader");
+    ByteReader r(msg, "token reply");
+    std::vector<int32_t> all = r.get_vector<int32_t>();
+    size_t at = 0;
+    for (int32_t idx : idxs) {
+      const int64_t n = work.samples[size_t(idx)].length;
+      ML_CHECK(at + size_t(n) <= all.size(), "a loader sent fewer tokens than asked");
+      tokens[idx].assign(all.begin() + int64_t(at), all.begin() + int64_t(at) + n);
+      at += size_t(n);
+    }
+    ML_CHECK(at == all.size(), "a loader sent more tokens than asked");
+  }
+  return tokens;
+}
+
+static proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& t,
+                         const std::map<int32_t, std::vector<int32_t>>& tokens) {
+  proto::Batch b;
+  b.step = work.step;
+  b.last = work.last;
+  b.global_predictions = work.global_predictions;
+  b.samples = work.samples;
+  for (const auto& mbw : t.micro) {
+    proto::MicroBatch mb;
+    for (const auto& seg : mbw.segments) {
+      const std::vector<int32_t>& s = tokens.at(seg.sample);
+      for (int64_t p = seg.begin; p < seg.begin + seg.length; ++p) {
+        mb.tokens.push_back(s[size_t(p)]);
+        mb.targets.push_back(p + 1 < int64_t(s.size()) ? s[size_t(p) + 1] : -1);
+        mb.positions.push_back(int32_t(p));
+      }
+      mb.segments.push_back(seg);
+    }
+    b.micro.push_back(std::move(mb));
+  }
+  return b;
+}
+
+int64_t Constructor::construct(const proto::StepWork& work) {
+  auto tokens = fetch_samples(w_, work, nullptr);
+  int64_t packed = 0;
+  const int first_trainer = w_.layout.first_rank(Role::trainer);
+  for (const auto& t : work.trainers) {
+    proto::Batch b = pack(work, t, tokens);
+    for (const auto& mb : b.micro) packed += int64_t(mb.tokens.size());
+    in_flight_.emplace_back(proto::encode(b), first_trainer + t.trainer, proto::kBatch,
+                            MPI_COMM_WORLD);
+  }
+  // Keep the list short: completed sends are dropped.
+  std::vector<PendingSend> still;
+  for (auto& s : in_flight_)
+    if (!s.done()) still.push_back(std::move(s));
+  in_flight_ = std::move(still);
+  return packed;
+}
+
+void Constructor::drain() { in_flight_.clear(); }
+
+void run_constructor(const World& w) {
+  Constructor c(w);
+  proto::Report report;
+  report.role = int(Role::constructor);
+  while (true) {
+    int from = -1;
+    int tag = -1;
+    int idle = 0;
+    while (!poll_message(0, MPI_ANY_TAG, MPI_COMM_WORLD, &from, &tag)) backoff(&idle);
+    std::string msg = recv_bytes(0, tag, MPI_COMM_WORLD, w.config.run.timeout, "step work");
+    if (tag == proto::kStop) break;
+    ML_CHECK(tag == proto::kStepWork, strf("constructor got tag %d", tag));
+    const auto busy = std::chrono::steady_clock::now();
+    report.tokens += c.construct(proto::decode_step_work(msg));
+    report.busy_seconds += seconds_since(busy);
+  }
+  c.drain();
+  report.peak_rss_kib = peak_rss_kib();
+  send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
+}
+
+// --- trainer side -------------------------------------------------------------------
+
+proto::Batch receive_batch(const World& w, bool echo) {
+  proto::Batch b;
+  if (w.config.data.mode == "colocated") {
+    // Per-rank data loading: this trainer opens every source itself.
+    static std::vector<std::unique_ptr<DocSource>> local;
+    if (local.empty()) local.resize(w.config.data.sources.size());
+    proto::StepWork work = proto::decode_step_work(recv_bytes(
+        0, proto::kStepWork, MPI_COMM_WORLD, w.config.run.timeout, "step work from the lead"));
+    ML_CHECK(work.trainers.size() == 1, "colocated step work is for one trainer");
+    b = pack(work, work.trainers[0], fetch_samples(w, work, &local));
+  } else {
+    const int constructor = w.role_index % w.layout.constructors;
+    b = proto::decode_batch(recv_bytes(constructor, proto::kBatch, MPI_COMM_WORLD,
+                                       w.config.run.timeout, "a batch from its constructor"));
+  }
+  proto::Batch ack;
+  ack.step = b.step;
+  ack.last = b.last;
+  if (echo) ack = b;
+  send_bytes(proto::encode(ack), 0, proto::kAck, MPI_COMM_WORLD);
+  return b;
+}
+
+}  // namespace meshloom

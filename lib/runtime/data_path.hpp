@@ -1,0 +1,97 @@
+// The data path across roles: loaders serve sources, the lead (rank 0)
+// chooses and places every step's samples, constructors pack them, trainers
+// receive them. See protocol.hpp for the messages.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataplane/data_plane.hpp"
+#include "dataplane/partition.hpp"
+#include "runtime/doc_source.hpp"
+#include "runtime/protocol.hpp"
+#include "runtime/world.hpp"
+
+namespace meshloom {
+
+// Peak resident set of this process, KiB.
+int64_t peak_rss_kib();
+
+// Serves (source, document) lengths and tokens until the lead says stop.
+void run_loader(const World& w);
+
+// Packs the lead's step work into trainer batches until the lead says stop.
+void run_constructor(const World& w);
+
+// Fetches the tokens of `work` from the loaders (or from local sources in
+// colocated mode) and sends each trainer its batch. Returns tokens packed.
+class Constructor {
+ public:
+  explicit Constructor(const World& w);
+  int64_t construct(const proto::StepWork& work);
+  // Sends still in flight are completed (call before stopping).
+  void drain();
+
+ private:
+  const World& w_;
+  std::vector<PendingSend> in_flight_;
+};
+
+// Rank 0: the data plane, loader assignment, step placement and flow control.
+class Lead {
+ public:
+  explicit Lead(const World& w);
+  ~Lead();
+  // Chooses, places and dispatches the next step. Blocks only for flow
+  // control (at most data.prefetch steps ahead of the slowest trainer) and for
+  // lengths that loaders have not published yet.
+  void dispatch_step(bool last);
+  // Waits for the acks of every dispatched step; returns them in step order
+  // (each ack carries what the trainer got in data runs).
+  void drain_acks();
+  // Tells loaders and constructors to stop and collects every rank's report.
+  std::vector<proto::Report> stop();
+
+  const dataplane::DataPlane& plane() const { return *plane_; }
+  const dataplane::LoaderAssignment& assignment() const { return assignment_; }
+  int64_t steps_dispatched() const { return next_step_; }
+  // Steps whose every trainer has acknowledged, counted from step 0.
+  int64_t steps_completed() const;
+  // Acks received for step s (trainer batches echoed back), in trainer order.
+  std::vector<proto::Batch> take_echoes(int64_t step);
+  int reassignments() const { return reassignments_; }
+
+ private:
+  int64_t length(int source, int64_t doc);
+  void fetch_lengths(int source, int64_t doc);
+  void maybe_reassign();
+  void send_assignment();
+  proto::StepWork place(const dataplane::StepManifest& m, bool last);
+  void receive_ack();
+
+  const World& w_;
+  std::unique_ptr<dataplane::DataPlane> plane_;
+  dataplane::LoaderAssignment assignment_;
+  std::vector<double> cost_;  // seconds per token per source (measured by loaders)
+  // Per source: known lengths (-1: unknown) and which loader answered.
+  std::vector<std::vector<int64_t>> lengths_;
+  std::vector<std::vector<int32_t>> owner_;
+  // Per source: permutation of the epoch last asked about, and its inverse.
+  std::vector<int64_t> perm_epoch_;
+  std::vector<std::vector<int64_t>> perm_, inverse_;
+  std::vector<std::unique_ptr<DocSource>> local_;  // colocated mode
+  std::unique_ptr<Constructor> own_constructor_;
+  std::vector<PendingSend> in_flight_;
+  int64_t next_step_ = 0;
+  std::vector<int64_t> acks_;  // per step: acks received
+  std::vector<std::vector<proto::Batch>> echoes_;
+  int reassignments_ = 0;
+};
+
+// A trainer's side: the next batch from its constructor, then an ack to the
+// lead (with the batch itself when `echo`).
+proto::Batch receive_batch(const World& w, bool echo);
+
+}  // namespace meshloom

@@ -1,0 +1,37 @@
+// A source's documents as token sequences, as a loader serves them.
+//
+// Indexed sources (PREFIX.bin/.idx) are memory-mapped: lengths and tokens are
+// free. Raw sources (jsonl, text, tar) are tokenized on demand; their token
+// lists are cached (bounded), so the length asked by the planner and the
+// tokens fetched a moment later by a constructor cost one tokenization.
+// prepare() tokenizes a list of documents on the loader's worker threads.
+// Every method is safe to call from several threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace meshloom {
+
+class DocSource {
+ public:
+  virtual ~DocSource() = default;
+  virtual int64_t docs() const = 0;
+  virtual int64_t length(int64_t doc) = 0;
+  // Tokens [offset, offset + n) of `doc` appended to *out.
+  virtual void read(int64_t doc, int64_t offset, int64_t n, std::vector<int32_t>* out) = 0;
+  // Makes `docs` ready (tokenized) using up to `threads` threads.
+  virtual void prepare(const std::vector<int64_t>& docs, int threads) { (void)docs, (void)threads; }
+  // Seconds of preparation per token so far (0 for indexed sources): the
+  // loader auto-partitioning weighs sources by it.
+  virtual double seconds_per_token() const { return 0.0; }
+};
+
+// Opens data.sources[i]; throws meshloom::Error naming the source and file.
+std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source);
+
+}  // namespace meshloom

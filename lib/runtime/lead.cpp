@@ -1,0 +1,275 @@
+// The lead (world rank 0): data plane, loader assignment, placement, flow control.
+#include <algorithm>
+#include <numeric>
+
+#include "base/log.hpp"
+#include "base/strings.hpp"
+#include "comm/p2p.hpp"
+#include "runtime/data_path.hpp"
+
+namespace meshloom {
+
+namespace {
+constexpr int64_t kLengthBatch = 256;  // lengths asked per request, in stream order
+}
+
+Lead::Lead(const World& w) : w_(w) {
+  const auto& sources = w.config.data.sources;
+  const size_t n = sources.size();
+  cost_.assign(n, 1.0);
+  std::vector<int64_t> docs(n, 0);
+  const bool colocated = w.config.data.mode == "colocated";
+  if (colocated) {
+    // No loader ranks: the lead reads lengths itself, trainers read tokens.
+    for (size_t i = 0; i < n; ++i) {
+      local_.push_back(open_doc_source(sources[i]));
+      docs[i] = local_.back()->docs();
+    }
+  } else {
+    send_assignment();
+    // Each loader reports the document count of each source it serves.
+    for (int l = 0; l < w.layout.loaders; ++l)
+      for (size_t k = 0; k < assignment_.sources_of_loader[l].size(); ++k) {
+        proto::LengthReply c = proto::decode_length_reply(
+            recv_bytes(w.layout.first_rank(Role::loader) + l, proto::kDocCount, MPI_COMM_WORLD,
+                       w.config.run.timeout, "a document count from a loader"));
+        docs[size_t(c.source)] = c.docs.at(0);
+      }
+    own_constructor_ = std::make_unique<Constructor>(w);
+  }
+  lengths_.resize(n);
+  owner_.resize(n);
+  perm_epoch_.assign(n, -1);
+  perm_.resize(n);
+  inverse_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    lengths_[i].assign(size_t(docs[i]), -1);
+    owner_[i].assign(size_t(docs[i]), -1);
+    LOG_INFO("source %-10s %lld documents (%s, %s)", sources[i].name.c_str(), (long long)docs[i],
+             sources[i].format.c_str(), sources[i].path.c_str());
+  }
+  plane_ = std::make_unique<dataplane::DataPlane>(
+      w.config, docs, [this](int s, int64_t d) { return length(s, d); });
+}
+
+Lead::~Lead() = default;
+
+void Lead::send_assignment() {
+  std::vector<double> weights;
+  for (const auto& s : w_.config.data.sources) weights.push_back(s.weight);
+  if (plane_) {
+    dataplane::MixtureSchedule schedule(w_.config.data);
+    weights = schedule.weights(next_step_);
+  }
+  dataplane::LoaderAssignment a = dataplane::assign_loaders(w_.layout.loaders, weights, cost_);
+  if (plane_ && a == assignment_) return;
+  const bool first = !plane_;
+  assignment_ = a;
+  if (!first) {
+    ++reassignments_;
+    std::string text;
+    for (size_t s = 0; s < a.loaders_of_source.size(); ++s)
+      text += strf(" %s:%zu", w_.config.data.sources[s].name.c_str(),
+                   a.loaders_of_source[s].size());
+    LOG_INFO("step %lld: loaders re-partitioned by measured cost:%s", (long long)next_step_,
+             text.c_str());
+  }
+  // Only the first assignment is sent: later ones change who is asked (loaders
+  // open a source on its first request), so nothing has to move.
+  if (first)
+    for (int l = 0; l < w_.layout.loaders; ++l) {
+      proto::Assign m;
+      for (int s : a.sources_of_loader[l]) m.sources.push_back(s);
+      send_bytes(proto::encode(m), w_.layout.first_rank(Role::loader) + l, proto::kAssign,
+                 MPI_COMM_WORLD);
+    }
+}
+
+void Lead::maybe_reassign() {
+  const int64_t every = w_.config.data.rebalance_every;
+  if (w_.config.data.mode == "colocated" || every <= 0 || next_step_ == 0 ||
+      next_step_ % every != 0)
+    return;
+  send_assignment();
+}
+
+int64_t Lead::length(int source, int64_t doc) {
+  int64_t& known = lengths_[size_t(source)][size_t(doc)];
+  if (known < 0) fetch_lengths(source, doc);
+  return known;
+}
+
+// Asks for the length of `doc` and of the documents that follow it in its
+// source's current epoch order (the ones the data plane will ask about next).
+void Lead::fetch_lengths(int source, int64_t doc) {
+  const size_t s = size_t(source);
+  if (!local_.empty()) {
+    lengths_[s][size_t(doc)] = local_[s]->length(doc);
+    return;
+  }
+  const int64_t epoch = plane_ ? plane_->streams()[s].state().epoch : 0;
+  const int64_t n = int64_t(lengths_[s].size());
+  if (perm_epoch_[s] != epoch) {
+    perm_[s] = dataplane::permutation(uint64_t(w_.config.run.seed), source, epoch, n);
+    inverse_[s].assign(size_t(n), 0);
+    for (int64_t i = 0; i < n; ++i) inverse_[s][size_t(perm_[s][size_t(i)])] = i;
+    perm_epoch_[s] = epoch;
+  }
+  const int64_t pos = inverse_[s][size_t(doc)];
+  proto::LengthRequest req;
+  req.source = source;
+  for (int64_t p = pos; p < n && int64_t(req.docs.size()) < kLengthBatch; ++p) {
+    int64_t d = perm_[s][size_t(p)];
+    if (lengths_[s][size_t(d)] < 0 || d == doc) req.docs.push_back(d);
+  }
+  // Batches of positions are dealt round-robin over the source's loaders.
+  const auto& loaders = assignment_.loaders_of_source[s];
+  const int loader = loaders[size_t((pos / kLengthBatch) % int64_t(loaders.size()))];
+  const int rank = w_.layout.first_rank(Role::loader) + loader;
+  send_bytes(proto::encode(req), rank, proto::kLengthReq, MPI_COMM_WORLD);
+  proto::LengthReply rep = proto::decode_length_reply(recv_bytes(
+      rank, proto::kLengthRep, MPI_COMM_WORLD, w_.config.run.timeout, "document lengths"));
+  ML_CHECK(rep.docs.size() == rep.lengths.size(), "bad length reply");
+  for (size_t i = 0; i < rep.docs.size(); ++i) {
+    lengths_[s][size_t(rep.docs[i])] = rep.lengths[i];
+    owner_[s][size_t(rep.docs[i])] = rank;
+  }
+  if (rep.seconds_per_token > 0) cost_[s] = rep.seconds_per_token;
+}
+
+// Placement of a step's samples on trainers. Until the HDP planner is wired in
+// here, samples go whole (or, above the capacity C, in consecutive chunks of
+// at most C) to the trainer with the fewest tokens so far.
+proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
+  proto::StepWork work;
+  work.step = m.step;
+  work.last = last;
+  for (const auto& p : m.samples) {
+    proto::Sample s;
+    s.source = p.source;
+    s.owner = local_.empty() ? owner_[size_t(p.source)][size_t(p.doc)] : -1;
+    s.epoch = p.epoch;
+    s.doc = p.doc;
+    s.offset = p.offset;
+    s.length = p.length;
+    work.samples.push_back(s);
+    work.global_predictions += std::max<int64_t>(0, p.length - 1);
+  }
+  const int T = w_.layout.trainers;
+  const int64_t C = w_.config.plan.capacity;
+  work.trainers.resize(size_t(T));
+  std::vector<int64_t> load(size_t(T), 0), room(size_t(T), 0);
+  for (int t = 0; t < T; ++t) work.trainers[size_t(t)].trainer = t;
+  std::vector<int32_t> order(work.samples.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return work.samples[size_t(a)].length > work.samples[size_t(b)].length;
+  });
+  for (int32_t idx : order) {
+    const int64_t len = work.samples[size_t(idx)].length;
+    for (int64_t begin = 0; begin < len; begin += C) {
+      const int64_t chunk = std::min(C, len - begin);
+      const int t = int(std::min_element(load.begin(), load.end()) - load.begin());
+      auto& micro = work.trainers[size_t(t)].micro;
+      if (micro.empty() || room[size_t(t)] < chunk) {
+        micro.emplace_back();
+        room[size_t(t)] = C;
+      }
+      micro.back().segments.push_back({idx, begin, chunk});
+      room[size_t(t)] -= chunk;
+      load[size_t(t)] += chunk;
+    }
+  }
+  return work;
+}
+
+int64_t Lead::steps_completed() const {
+  int64_t c = 0;
+  while (c < int64_t(acks_.size()) && acks_[size_t(c)] == w_.layout.trainers) ++c;
+  return c;
+}
+
+void Lead::dispatch_step(bool last) {
+  // Flow control: at most `prefetch` steps ahead of the slowest trainer.
+  const int64_t prefetch = w_.config.data.prefetch;
+  while (next_step_ - steps_completed() > prefetch) receive_ack();
+  maybe_reassign();
+  dataplane::StepManifest m = plane_->next();
+  proto::StepWork work = place(m, last);
+  acks_.push_back(0);
+  echoes_.emplace_back();
+  const int K = w_.layout.constructors;
+  if (!local_.empty()) {
+    // Colocated: every trainer gets its own work and loads it itself.
+    for (const auto& t : work.trainers) {
+      proto::StepWork mine = work;
+      mine.trainers = {t};
+      in_flight_.emplace_back(proto::encode(mine), w_.layout.first_rank(Role::trainer) + t.trainer,
+                              proto::kStepWork, MPI_COMM_WORLD);
+    }
+  } else {
+    std::vector<proto::StepWork> per(static_cast<size_t>(K));
+    for (int c = 0; c < K; ++c) {
+      per[size_t(c)] = work;
+      per[size_t(c)].trainers.clear();
+    }
+    for (const auto& t : work.trainers) per[size_t(t.trainer % K)].trainers.push_back(t);
+    for (int c = 1; c < K; ++c)
+      in_flight_.emplace_back(proto::encode(per[size_t(c)]), c, proto::kStepWork, MPI_COMM_WORLD);
+    own_constructor_->construct(per[0]);
+  }
+  std::vector<PendingSend> still;
+  for (auto& s : in_flight_)
+    if (!s.done()) still.push_back(std::move(s));
+  in_flight_ = std::move(still);
+  ++next_step_;
+}
+
+void Lead::receive_ack() {
+  int from = -1;
+  proto::Batch ack = proto::decode_batch(recv_bytes(MPI_ANY_SOURCE, proto::kAck, MPI_COMM_WORLD,
+                                                    w_.config.run.timeout,
+                                                    "a trainer's acknowledgement", &from));
+  ML_CHECK(ack.step >= 0 && ack.step < int64_t(acks_.size()), "ack for an unknown step");
+  acks_[size_t(ack.step)] += 1;
+  if (!ack.micro.empty() || !ack.samples.empty()) {
+    auto& list = echoes_[size_t(ack.step)];
+    list.push_back(std::move(ack));
+  }
+}
+
+void Lead::drain_acks() {
+  auto all_done = [&] {
+    for (int64_t a : acks_)
+      if (a < w_.layout.trainers) return false;
+    return true;
+  };
+  while (!all_done()) receive_ack();
+}
+
+std::vector<proto::Batch> Lead::take_echoes(int64_t step) {
+  return std::move(echoes_.at(size_t(step)));
+}
+
+std::vector<proto::Report> Lead::stop() {
+  drain_acks();
+  in_flight_.clear();
+  if (own_constructor_) own_constructor_->drain();
+  for (int r = 1; r < w_.size; ++r) {
+    Role role = w_.layout.role_of(r);
+    if (role == Role::trainer) continue;  // trainers stop after their last batch
+    send_bytes(std::string(1, '\0'), r, proto::kStop, MPI_COMM_WORLD);
+  }
+  std::vector<proto::Report> reports;
+  for (int r = 1; r < w_.size; ++r)
+    reports.push_back(proto::decode_report(recv_bytes(MPI_ANY_SOURCE, proto::kReport,
+                                                      MPI_COMM_WORLD, w_.config.run.timeout,
+                                                      "a final report")));
+  proto::Report mine;
+  mine.role = int(Role::constructor);
+  mine.peak_rss_kib = peak_rss_kib();
+  reports.push_back(mine);
+  return reports;
+}
+
+}  // namespace meshloom

@@ -1,0 +1,142 @@
+#include "runtime/protocol.hpp"
+
+#include "base/bytes.hpp"
+
+namespace meshloom::proto {
+
+// Plain structs of fixed-width fields travel as raw bytes inside vectors.
+static_assert(std::is_trivially_copyable_v<TokenRange>);
+static_assert(std::is_trivially_copyable_v<Sample>);
+static_assert(std::is_trivially_copyable_v<Segment>);
+
+std::string encode(const Assign& m) {
+  ByteWriter w;
+  w.put_vector(m.sources);
+  return std::move(w.bytes());
+}
+Assign decode_assign(const std::string& b) {
+  ByteReader r(b, "loader assignment");
+  Assign m;
+  m.sources = r.get_vector<int32_t>();
+  return m;
+}
+
+std::string encode(const LengthRequest& m) {
+  ByteWriter w;
+  w.put(m.source);
+  w.put_vector(m.docs);
+  return std::move(w.bytes());
+}
+LengthRequest decode_length_request(const std::string& b) {
+  ByteReader r(b, "length request");
+  LengthRequest m;
+  m.source = r.get<int32_t>();
+  m.docs = r.get_vector<int64_t>();
+  return m;
+}
+
+std::string encode(const LengthReply& m) {
+  ByteWriter w;
+  w.put(m.source);
+  w.put_vector(m.docs);
+  w.put_vector(m.lengths);
+  w.put(m.seconds_per_token);
+  return std::move(w.bytes());
+}
+LengthReply decode_length_reply(const std::string& b) {
+  ByteReader r(b, "length reply");
+  LengthReply m;
+  m.source = r.get<int32_t>();
+  m.docs = r.get_vector<int64_t>();
+  m.lengths = r.get_vector<int64_t>();
+  m.seconds_per_token = r.get<double>();
+  return m;
+}
+
+std::string encode(const std::vector<TokenRange>& m) {
+  ByteWriter w;
+  w.put_vector(m);
+  return std::move(w.bytes());
+}
+std::vector<TokenRange> decode_token_ranges(const std::string& b) {
+  ByteReader r(b, "token request");
+  return r.get_vector<TokenRange>();
+}
+
+static void put_micro(ByteWriter* w, const std::vector<MicroBatchWork>& micro) {
+  w->put(uint64_t(micro.size()));
+  for (const auto& mb : micro) w->put_vector(mb.segments);
+}
+
+std::string encode(const StepWork& m) {
+  ByteWriter w;
+  w.put(m.step);
+  w.put(uint8_t(m.last));
+  w.put(m.global_predictions);
+  w.put_vector(m.samples);
+  w.put(uint64_t(m.trainers.size()));
+  for (const auto& t : m.trainers) {
+    w.put(t.trainer);
+    put_micro(&w, t.micro);
+  }
+  return std::move(w.bytes());
+}
+StepWork decode_step_work(const std::string& b) {
+  ByteReader r(b, "step work");
+  StepWork m;
+  m.step = r.get<int64_t>();
+  m.last = r.get<uint8_t>() != 0;
+  m.global_predictions = r.get<int64_t>();
+  m.samples = r.get_vector<Sample>();
+  m.trainers.resize(r.get<uint64_t>());
+  for (auto& t : m.trainers) {
+    t.trainer = r.get<int32_t>();
+    t.micro.resize(r.get<uint64_t>());
+    for (auto& mb : t.micro) mb.segments = r.get_vector<Segment>();
+  }
+  return m;
+}
+
+std::string encode(const Batch& m) {
+  ByteWriter w;
+  w.put(m.step);
+  w.put(uint8_t(m.last));
+  w.put(m.global_predictions);
+  w.put_vector(m.samples);
+  w.put(uint64_t(m.micro.size()));
+  for (const auto& mb : m.micro) {
+    w.put_vector(mb.tokens);
+    w.put_vector(mb.targets);
+    w.put_vector(mb.positions);
+    w.put_vector(mb.segments);
+  }
+  return std::move(w.bytes());
+}
+Batch decode_batch(const std::string& b) {
+  ByteReader r(b, "trainer batch");
+  Batch m;
+  m.step = r.get<int64_t>();
+  m.last = r.get<uint8_t>() != 0;
+  m.global_predictions = r.get<int64_t>();
+  m.samples = r.get_vector<Sample>();
+  m.micro.resize(r.get<uint64_t>());
+  for (auto& mb : m.micro) {
+    mb.tokens = r.get_vector<int32_t>();
+    mb.targets = r.get_vector<int32_t>();
+    mb.positions = r.get_vector<int32_t>();
+    mb.segments = r.get_vector<Segment>();
+  }
+  return m;
+}
+
+std::string encode(const Report& m) {
+  ByteWriter w;
+  w.put(m);
+  return std::move(w.bytes());
+}
+Report decode_report(const std::string& b) {
+  ByteReader r(b, "report");
+  return r.get<Report>();
+}
+
+}  // namespace meshloom::proto

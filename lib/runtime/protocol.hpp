@@ -1,0 +1,128 @@
+// The messages between roles, and their binary encoding.
+//
+//   lead (rank 0) --Assign-->      loader     --DocCount-->   lead
+//   lead          --LengthReq-->   loader     --LengthRep-->  lead
+//   lead          --StepWork-->    constructor
+//   constructor   --TokenReq-->    loader     --TokenRep-->   constructor
+//   constructor   --Batch-->       trainer    --Ack-->        lead
+//   trainer       --Echo-->        lead        (data runs: what arrived, for checks and dumps)
+//   lead          --Stop-->        loaders, constructors; they answer with a Report
+//
+// All messages are point-to-point on MPI_COMM_WORLD: after start-up no
+// collective includes a loader, so a dead loader cannot block the others.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace meshloom::proto {
+
+enum Tag : int {
+  kAssign = 100,
+  kDocCount,
+  kLengthReq,
+  kLengthRep,
+  kTokenReq,
+  kTokenRep,
+  kStepWork,
+  kBatch,
+  kAck,
+  kEcho,
+  kStop,
+  kReport,
+};
+
+// Loader assignment: which sources a loader serves.
+struct Assign {
+  std::vector<int32_t> sources;
+};
+
+struct LengthRequest {
+  int32_t source = 0;
+  std::vector<int64_t> docs;
+};
+struct LengthReply {
+  int32_t source = 0;
+  std::vector<int64_t> docs, lengths;
+  double seconds_per_token = 0;
+};
+
+// Tokens [offset, offset + length) of a document.
+struct TokenRange {
+  int32_t source = 0;
+  int64_t doc = 0, offset = 0, length = 0;
+};
+
+// One sample of a step's manifest, with the loader that serves it.
+struct Sample {
+  int32_t source = 0;
+  int32_t owner = -1;  // loader world rank; -1 in colocated mode
+  int64_t epoch = 0, doc = 0, offset = 0, length = 0;
+};
+
+// A run of tokens [begin, begin + length) of sample `sample`.
+struct Segment {
+  int32_t sample = 0;
+  int64_t begin = 0, length = 0;
+};
+
+struct MicroBatchWork {
+  std::vector<Segment> segments;
+};
+
+struct TrainerWork {
+  int32_t trainer = 0;  // index among trainers
+  std::vector<MicroBatchWork> micro;
+};
+
+// What a constructor packs for one step: the step's samples and the work of
+// the trainers it serves.
+struct StepWork {
+  int64_t step = 0;
+  bool last = false;
+  int64_t global_predictions = 0;  // sum over samples of (length - 1)
+  std::vector<Sample> samples;
+  std::vector<TrainerWork> trainers;
+};
+
+// One packed micro-batch as a trainer receives it.
+struct MicroBatch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> targets;    // next token in the sample, -1 at its end
+  std::vector<int32_t> positions;  // position inside the sample
+  std::vector<Segment> segments;   // where each run of tokens comes from
+};
+
+struct Batch {
+  int64_t step = 0;
+  bool last = false;
+  int64_t global_predictions = 0;
+  std::vector<Sample> samples;  // the whole step's manifest (sources and documents)
+  std::vector<MicroBatch> micro;
+};
+
+struct Report {
+  int32_t role = 0;
+  int64_t peak_rss_kib = 0;
+  double busy_seconds = 0;
+  int64_t tokens = 0;
+};
+
+std::string encode(const Assign& m);
+std::string encode(const LengthRequest& m);
+std::string encode(const LengthReply& m);
+std::string encode(const std::vector<TokenRange>& m);
+std::string encode(const StepWork& m);
+std::string encode(const Batch& m);
+std::string encode(const Report& m);
+
+Assign decode_assign(const std::string& b);
+LengthRequest decode_length_request(const std::string& b);
+LengthReply decode_length_reply(const std::string& b);
+std::vector<TokenRange> decode_token_ranges(const std::string& b);
+StepWork decode_step_work(const std::string& b);
+Batch decode_batch(const std::string& b);
+Report decode_report(const std::string& b);
+
+}  // namespace meshloom::proto
