@@ -199,6 +199,7 @@ void add_data(CLI::App& app, Runner* run, int* argc, char*** argv) {
       mpi_start(argc, argv);
       World w;
       if (!world_from_config(args.file, args.sets, &w)) return mpi_finish(kExitBadInput);
+      if (!preflight_on_root(w, [&] { check_sources(w.config); })) return mpi_finish(kExitBadInput);
       int code = kExitOk;
       try {
         switch (w.role) {

@@ -36,4 +36,8 @@ std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source) {
               "' is not served by loaders yet; prepare it first with `meshloom prepare`");
 }
 
+void check_sources(const config::Config& config) {
+  for (const auto& s : config.data.sources) open_doc_source(s);
+}
+
 }  // namespace meshloom

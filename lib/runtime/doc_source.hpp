@@ -34,4 +34,8 @@ class DocSource {
 // Opens data.sources[i]; throws meshloom::Error naming the source and file.
 std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source);
 
+// Opens every source once (validating indexes) and throws the first problem;
+// run by rank 0 before the roles start, so a bad path is one clear message.
+void check_sources(const config::Config& config);
+
 }  // namespace meshloom

@@ -12,6 +12,12 @@ namespace {
 
 void abort_job(const std::string&) { MPI_Abort(MPI_COMM_WORLD, 1); }
 
+void report_on_root(int rank, const std::string& text) {
+  if (rank != 0) return;
+  std::fprintf(stderr, "meshloom: error: %s\n", text.c_str());
+  std::fflush(stderr);
+}
+
 }  // namespace
 
 void mpi_start(int* argc, char*** argv) {
@@ -44,10 +50,7 @@ bool world_from_config(const std::string& file, const std::vector<std::string>& 
       },
       &text);
   if (!ok) {
-    if (w->rank == 0) {
-      std::fprintf(stderr, "meshloom: error: %s\n", text.c_str());
-      std::fflush(stderr);
-    }
+    report_on_root(w->rank, text);
     return false;
   }
   // The effective text was produced by the checked config, so it parses.
@@ -65,6 +68,19 @@ bool world_from_config(const std::string& file, const std::vector<std::string>& 
   MPI_CHECK(MPI_Comm_set_errhandler(w->role_comm, MPI_ERRORS_RETURN));
   w->hosts = all_host_names(MPI_COMM_WORLD);
   return true;
+}
+
+bool preflight_on_root(const World& w, const std::function<void()>& check) {
+  std::string text;
+  bool ok = run_on_root(
+      MPI_COMM_WORLD,
+      [&] {
+        check();
+        return std::string();
+      },
+      &text);
+  if (!ok) report_on_root(w.rank, text);
+  return ok;
 }
 
 }  // namespace meshloom

@@ -10,6 +10,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,5 +42,10 @@ int mpi_finish(int code);
 // has printed the one message).
 bool world_from_config(const std::string& file, const std::vector<std::string>& overrides,
                        World* world);
+
+// Start-up checks that only rank 0 needs to run (e.g. that every source file
+// opens): every rank learns the outcome; on failure rank 0 prints the one
+// message and every rank returns false.
+bool preflight_on_root(const World& w, const std::function<void()>& check);
 
 }  // namespace meshloom
