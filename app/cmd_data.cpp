@@ -38,7 +38,9 @@ struct Assembled {
 
 // Checks that every token of every sample arrived exactly once, with the right
 // positions and targets, and appends the step to `out`.
-void assemble(int64_t step, const std::vector<proto::Batch>& echoes, Assembled* out) {
+void assemble(int64_t step, const std::vector<proto::Ack>& acks, Assembled* out) {
+  std::vector<proto::Batch> echoes;
+  for (const auto& a : acks) echoes.push_back(proto::decode_batch(a.echo));
   ML_CHECK(!echoes.empty(), "no echo for a step");
   const auto& samples = echoes[0].samples;
   std::vector<std::vector<int32_t>> got(samples.size());
@@ -109,7 +111,7 @@ int run_lead(const World& w, const DataArgs& args) {
   };
   auto process_completed = [&] {
     for (; processed < lead.steps_completed(); ++processed)
-      assemble(processed, lead.take_echoes(processed), &all);
+      assemble(processed, lead.take_acks(processed), &all);
   };
   for (int64_t s = 0; s < args.steps; ++s) {
     lead.dispatch_step(s + 1 == args.steps);
@@ -175,7 +177,12 @@ int run_trainer(const World& w) {
   proto::Report report;
   report.role = int(Role::trainer);
   while (true) {
-    proto::Batch b = receive_batch(w, /*echo=*/true);
+    proto::Batch b = receive_batch(w);
+    proto::Ack ack;
+    ack.step = b.step;
+    ack.trainer = w.role_index;
+    ack.echo = proto::encode(b);
+    send_ack(ack);
     for (const auto& mb : b.micro) report.tokens += int64_t(mb.tokens.size());
     if (b.last) break;
   }

@@ -199,7 +199,8 @@ void run_constructor(const World& w) {
 
 // --- trainer side -------------------------------------------------------------------
 
-proto::Batch receive_batch(const World& w, bool echo) {
+proto::Batch receive_batch(const World& w, double* wait_seconds) {
+  const auto start = std::chrono::steady_clock::now();
   proto::Batch b;
   if (w.config.data.mode == "colocated") {
     // Per-rank data loading: this trainer opens every source itself.
@@ -214,12 +215,10 @@ proto::Batch receive_batch(const World& w, bool echo) {
     b = proto::decode_batch(recv_bytes(constructor, proto::kBatch, MPI_COMM_WORLD,
                                        w.config.run.timeout, "a batch from its constructor"));
   }
-  proto::Batch ack;
-  ack.step = b.step;
-  ack.last = b.last;
-  if (echo) ack = b;
-  send_bytes(proto::encode(ack), 0, proto::kAck, MPI_COMM_WORLD);
+  if (wait_seconds) *wait_seconds = seconds_since(start);
   return b;
 }
+
+void send_ack(const proto::Ack& ack) { send_bytes(proto::encode(ack), 0, proto::kAck, MPI_COMM_WORLD); }
 
 }  // namespace meshloom

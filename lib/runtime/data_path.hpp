@@ -59,8 +59,9 @@ class Lead {
   int64_t steps_dispatched() const { return next_step_; }
   // Steps whose every trainer has acknowledged, counted from step 0.
   int64_t steps_completed() const;
-  // Acks received for step s (trainer batches echoed back), in trainer order.
-  std::vector<proto::Batch> take_echoes(int64_t step);
+  // The acks of step s (with echoed batches in data runs), in arrival order;
+  // valid once the step is completed.
+  std::vector<proto::Ack> take_acks(int64_t step);
   int reassignments() const { return reassignments_; }
 
  private:
@@ -85,13 +86,15 @@ class Lead {
   std::unique_ptr<Constructor> own_constructor_;
   std::vector<PendingSend> in_flight_;
   int64_t next_step_ = 0;
-  std::vector<int64_t> acks_;  // per step: acks received
-  std::vector<std::vector<proto::Batch>> echoes_;
+  std::vector<std::vector<proto::Ack>> acks_;  // per step, until taken
+  std::vector<int> ack_count_;                 // per step
   int reassignments_ = 0;
 };
 
-// A trainer's side: the next batch from its constructor, then an ack to the
-// lead (with the batch itself when `echo`).
-proto::Batch receive_batch(const World& w, bool echo);
+// A trainer's side: the next batch from its constructor (or, colocated, from
+// its own sources). *wait_seconds gets the time spent waiting.
+proto::Batch receive_batch(const World& w, double* wait_seconds = nullptr);
+// The trainer's answer to the lead for a step.
+void send_ack(const proto::Ack& ack);
 
 }  // namespace meshloom

@@ -185,7 +185,7 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
 
 int64_t Lead::steps_completed() const {
   int64_t c = 0;
-  while (c < int64_t(acks_.size()) && acks_[size_t(c)] == w_.layout.trainers) ++c;
+  while (c < int64_t(ack_count_.size()) && ack_count_[size_t(c)] == w_.layout.trainers) ++c;
   return c;
 }
 
@@ -196,8 +196,8 @@ void Lead::dispatch_step(bool last) {
   maybe_reassign();
   dataplane::StepManifest m = plane_->next();
   proto::StepWork work = place(m, last);
-  acks_.push_back(0);
-  echoes_.emplace_back();
+  acks_.emplace_back();
+  ack_count_.push_back(0);
   const int K = w_.layout.constructors;
   if (!local_.empty()) {
     // Colocated: every trainer gets its own work and loads it itself.
@@ -226,29 +226,20 @@ void Lead::dispatch_step(bool last) {
 }
 
 void Lead::receive_ack() {
-  int from = -1;
-  proto::Batch ack = proto::decode_batch(recv_bytes(MPI_ANY_SOURCE, proto::kAck, MPI_COMM_WORLD,
-                                                    w_.config.run.timeout,
-                                                    "a trainer's acknowledgement", &from));
+  proto::Ack ack = proto::decode_ack(recv_bytes(MPI_ANY_SOURCE, proto::kAck, MPI_COMM_WORLD,
+                                                w_.config.run.timeout,
+                                                "a trainer's acknowledgement"));
   ML_CHECK(ack.step >= 0 && ack.step < int64_t(acks_.size()), "ack for an unknown step");
-  acks_[size_t(ack.step)] += 1;
-  if (!ack.micro.empty() || !ack.samples.empty()) {
-    auto& list = echoes_[size_t(ack.step)];
-    list.push_back(std::move(ack));
-  }
+  ++ack_count_[size_t(ack.step)];
+  acks_[size_t(ack.step)].push_back(std::move(ack));
 }
 
 void Lead::drain_acks() {
-  auto all_done = [&] {
-    for (int64_t a : acks_)
-      if (a < w_.layout.trainers) return false;
-    return true;
-  };
-  while (!all_done()) receive_ack();
+  while (steps_completed() < int64_t(ack_count_.size())) receive_ack();
 }
 
-std::vector<proto::Batch> Lead::take_echoes(int64_t step) {
-  return std::move(echoes_.at(size_t(step)));
+std::vector<proto::Ack> Lead::take_acks(int64_t step) {
+  return std::move(acks_.at(size_t(step)));
 }
 
 std::vector<proto::Report> Lead::stop() {

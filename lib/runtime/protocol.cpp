@@ -139,4 +139,36 @@ Report decode_report(const std::string& b) {
   return r.get<Report>();
 }
 
+std::string encode(const Ack& m) {
+  ByteWriter w;
+  w.put(m.step);
+  w.put(m.trainer);
+  w.put(m.loss_sum);
+  w.put(m.predictions);
+  w.put(m.tokens);
+  w.put(m.flops);
+  w.put(m.step_seconds);
+  w.put(m.wait_seconds);
+  w.put(m.compute_seconds);
+  w.put(m.grad_norm);
+  w.put_string(m.echo);
+  return std::move(w.bytes());
+}
+Ack decode_ack(const std::string& b) {
+  ByteReader r(b, "trainer ack");
+  Ack m;
+  m.step = r.get<int64_t>();
+  m.trainer = r.get<int32_t>();
+  m.loss_sum = r.get<double>();
+  m.predictions = r.get<int64_t>();
+  m.tokens = r.get<int64_t>();
+  m.flops = r.get<double>();
+  m.step_seconds = r.get<double>();
+  m.wait_seconds = r.get<double>();
+  m.compute_seconds = r.get<double>();
+  m.grad_norm = r.get<double>();
+  m.echo = r.get_string();
+  return m;
+}
+
 }  // namespace meshloom::proto

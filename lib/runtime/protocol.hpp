@@ -102,6 +102,22 @@ struct Batch {
   std::vector<MicroBatch> micro;
 };
 
+// A trainer's answer for one step: what it measured, and in data runs the
+// batch it received (echo), so rank 0 can check and dump it.
+struct Ack {
+  int64_t step = 0;
+  int32_t trainer = 0;
+  double loss_sum = 0;          // sum of -log p over this trainer's predictions
+  int64_t predictions = 0;
+  int64_t tokens = 0;
+  double flops = 0;             // model FLOPs of this trainer's step
+  double step_seconds = 0;      // wall time of the step on this trainer
+  double wait_seconds = 0;      // of which waiting for data
+  double compute_seconds = 0;   // forward + backward
+  double grad_norm = 0;         // global, before clipping (same on every trainer)
+  std::string echo;             // encoded Batch, or empty
+};
+
 struct Report {
   int32_t role = 0;
   int64_t peak_rss_kib = 0;
@@ -116,6 +132,7 @@ std::string encode(const std::vector<TokenRange>& m);
 std::string encode(const StepWork& m);
 std::string encode(const Batch& m);
 std::string encode(const Report& m);
+std::string encode(const Ack& m);
 
 Assign decode_assign(const std::string& b);
 LengthRequest decode_length_request(const std::string& b);
@@ -124,5 +141,6 @@ std::vector<TokenRange> decode_token_ranges(const std::string& b);
 StepWork decode_step_work(const std::string& b);
 Batch decode_batch(const std::string& b);
 Report decode_report(const std::string& b);
+Ack decode_ack(const std::string& b);
 
 }  // namespace meshloom::proto
