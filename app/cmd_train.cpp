@@ -1,5 +1,8 @@
 // `meshloom train`: the whole system under mpirun/srun.
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 
 #include <cerrno>
 #include <cstdio>
@@ -10,6 +13,10 @@
 #include "app/commands.hpp"
 #include "base/log.hpp"
 #include "base/strings.hpp"
+#include "runtime/data_path.hpp"
+#include "runtime/gemm_peak.hpp"
+#include "runtime/step_dump.hpp"
+#include "runtime/trainer.hpp"
 #include "runtime/world.hpp"
 #ifdef MESHLOOM_HAVE_CUDA
 #include "kernels/device_info.hpp"
@@ -22,6 +29,8 @@ struct TrainArgs {
   std::string file;
   std::vector<std::string> sets;
   bool dry_run = false;
+  int64_t dump_step = -1;
+  std::string dump_file;
 };
 
 // Writes the effective config into the run folder, so a run can be repeated.
@@ -53,6 +62,120 @@ int dry_run(const World& w) {
   return kExitOk;
 }
 
+// Rank 0: the data path's lead, plus one line per step and metrics.jsonl.
+int run_lead(const World& w) {
+  const auto& run = w.config.run;
+  const int64_t steps = run.steps;
+  Lead lead(w);
+  std::FILE* metrics = nullptr;
+  if (w.config.log.metrics) {
+    std::filesystem::create_directories(run.dir);
+    const std::string path = run.dir + "/metrics.jsonl";
+    metrics = std::fopen(path.c_str(), "w");
+    if (!metrics) ML_FAIL("cannot write " + path);
+  }
+  const bool tty = isatty(fileno(stdout));
+  const auto start = std::chrono::steady_clock::now();
+  auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  double first_loss = 0, last_loss = 0;
+  int64_t done = 0;
+  auto report = [&](int64_t s) {
+    std::vector<proto::Ack> acks = lead.take_acks(s);
+    double loss = 0, flops = 0, max_step = 0, mean_step = 0, max_wait = 0, grad_norm = 0, peak = 0;
+    double wall = 0;  // the step on the slowest trainer, data wait included
+    int64_t predictions = 0, tokens = 0;
+    for (const auto& a : acks) {
+      loss += a.loss_sum;
+      predictions += a.predictions;
+      tokens += a.tokens;
+      flops += a.flops;
+      max_step = std::max(max_step, a.compute_seconds);
+      mean_step += a.compute_seconds / double(acks.size());
+      max_wait = std::max(max_wait, a.wait_seconds);
+      wall = std::max(wall, a.step_seconds + a.wait_seconds);
+      grad_norm = a.grad_norm;
+      peak += a.peak_flops;
+    }
+    loss /= double(std::max<int64_t>(predictions, 1));
+    if (s == 0) first_loss = loss;
+    last_loss = loss;
+    const double t = now(), dt = wall;
+    const double imbalance = mean_step > 0 ? max_step / mean_step : 1.0;
+    // Useful FLOPs over what the trainers' measured sgemm peak allows in the
+    // step's compute time (the slowest trainer sets it).
+    const double mfu = peak > 0 ? flops / (std::max(max_step, 1e-9) * peak) : 0;
+    const double lr = train::learning_rate(w.config.optim, s, steps);
+    if (tty) std::printf("\r\033[K");
+    if (s % w.config.log.every == 0 || s + 1 == steps)
+      LOG_INFO("step %5lld  loss %.4f  lr %.2e  |g| %.3f  %7.0f tok/s  MFU %4.1f%%  imbalance %.2f  "
+               "data wait %s",
+               (long long)s, loss, lr, grad_norm, double(tokens) / std::max(dt, 1e-9), 100 * mfu,
+               imbalance, human_seconds(max_wait).c_str());
+    if (tty) {
+      const double frac = double(s + 1) / double(steps);
+      const int bar = int(30 * frac);
+      std::printf("[%s%s] %lld/%lld  ETA %s", std::string(size_t(bar), '#').c_str(),
+                  std::string(size_t(30 - bar), '.').c_str(), (long long)s + 1, (long long)steps,
+                  human_seconds(t / frac * (1 - frac)).c_str());
+      std::fflush(stdout);
+    }
+    if (metrics) {
+      std::fprintf(metrics,
+                   "{\"step\": %lld, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, "
+                   "\"tokens\": %lld, \"seconds\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, "
+                   "\"imbalance\": %.4f, \"data_wait_max\": %.6f, \"trainers\": [",
+                   (long long)s, loss, lr, grad_norm, (long long)tokens, dt,
+                   double(tokens) / std::max(dt, 1e-9), mfu, imbalance, max_wait);
+      for (size_t i = 0; i < acks.size(); ++i)
+        std::fprintf(metrics,
+                     "%s{\"trainer\": %d, \"tokens\": %lld, \"flops\": %.4g, \"compute\": %.6f, "
+                     "\"wait\": %.6f, \"step\": %.6f}",
+                     i ? ", " : "", acks[i].trainer, (long long)acks[i].tokens, acks[i].flops,
+                     acks[i].compute_seconds, acks[i].wait_seconds, acks[i].step_seconds);
+      std::fprintf(metrics, "]}\n");
+      std::fflush(metrics);
+    }
+  };
+  for (int64_t s = 0; s < steps; ++s) {
+    lead.dispatch_step(s + 1 == steps);
+    for (; done < lead.steps_completed(); ++done) report(done);
+  }
+  lead.drain_acks();
+  for (; done < lead.steps_completed(); ++done) report(done);
+  if (tty) std::printf("\n");
+  lead.stop();
+  if (metrics) std::fclose(metrics);
+  LOG_INFO("trained %lld steps in %s: loss %.4f -> %.4f", (long long)steps,
+           human_seconds(now()).c_str(), first_loss, last_loss);
+  return kExitOk;
+}
+
+int run_trainer(const World& w, const TrainArgs& args) {
+  Trainer trainer(w, w.role_comm);
+  const double peak = measure_sgemm_peak(trainer.model().threads());
+  proto::Report report;
+  report.role = int(Role::trainer);
+  while (true) {
+    double wait = 0;
+    proto::Batch b = receive_batch(w, &wait);
+    const bool dump = b.step == args.dump_step;
+    std::vector<float> before;
+    if (dump) before.assign(trainer.model().params().begin(), trainer.model().params().end());
+    proto::Ack ack = trainer.step(b);
+    ack.wait_seconds = wait;
+    ack.peak_flops = peak;
+    if (dump)
+      write_step_dump(args.dump_file, w.role_comm, b, trainer.model().layout(), before,
+                      trainer.last_grads(), ack.loss_sum);
+    send_ack(ack);
+    for (const auto& mb : b.micro) report.tokens += int64_t(mb.tokens.size());
+    if (b.last) break;
+  }
+  report.peak_rss_kib = peak_rss_kib();
+  send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
+  return kExitOk;
+}
+
 }  // namespace
 
 void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
@@ -62,17 +185,48 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
   cmd->add_option("--set", args.sets, "Override a key: --set optim.lr=1e-3 (repeatable)");
   cmd->add_flag("--dry-run", args.dry_run,
                 "Check the config and the rank/role layout, print them, and exit");
+  static std::vector<std::string> dump;
+  cmd->add_option("--dump-step", dump,
+                  "Write step N's batch, loss, parameters and gradients to HDF5 FILE")
+      ->expected(2)
+      ->type_name("N FILE");
   cmd->callback([run, argc, argv] {
     *run = [argc, argv] {
+      if (!dump.empty()) {
+        char* end = nullptr;
+        args.dump_step = std::strtoll(dump[0].c_str(), &end, 10);
+        if (*end != '\0' || args.dump_step < 0)
+          throw Error("--dump-step: '" + dump[0] + "' is not a step number");
+        args.dump_file = dump[1];
+      }
       mpi_start(argc, argv);
       World w;
       if (!world_from_config(args.file, args.sets, &w)) return mpi_finish(kExitBadInput);
       if (args.dry_run) return mpi_finish(dry_run(w));
-      if (w.rank == 0)
-        std::fprintf(stderr,
-                     "meshloom: error: training is not built yet in this version; use "
-                     "--dry-run\n");
-      return mpi_finish(kExitFatal);
+      if (!preflight_on_root(w, [&] { check_sources(w.config); })) return mpi_finish(kExitBadInput);
+      if (w.rank == 0) save_effective_config(w);
+      int code = kExitOk;
+      try {
+        switch (w.role) {
+          case Role::loader:
+            run_loader(w);
+            break;
+          case Role::trainer:
+            code = run_trainer(w, args);
+            break;
+          case Role::constructor:
+            if (w.rank == 0)
+              code = run_lead(w);
+            else
+              run_constructor(w);
+            break;
+        }
+      } catch (const Error& e) {
+        std::fprintf(stderr, "meshloom: error [rank %d]: %s\n", w.rank, e.what());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, kExitBadInput);
+      }
+      return mpi_finish(code);
     };
   });
 }

@@ -56,6 +56,21 @@ void H5File::write_raw(const std::string& name, hid_t type, const void* data, si
   H5Sclose(space);
 }
 
+void H5File::write_nd(const std::string& name, hid_t type, const void* data, size_t n,
+                      const std::vector<int64_t>& dims) {
+  std::vector<hsize_t> hd(dims.begin(), dims.end());
+  hsize_t total = 1;
+  for (hsize_t d : hd) total *= d;
+  ML_CHECK(total == n, "dataset '" + name + "': dims do not match the data");
+  ensure_parents(name);
+  hid_t space = H5_CHECK(H5Screate_simple(int(hd.size()), hd.data(), nullptr));
+  hid_t ds = H5_CHECK(
+      H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  H5_CHECK(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+  H5Dclose(ds);
+  H5Sclose(space);
+}
+
 void H5File::write_string(const std::string& name, const std::string& text) {
   ensure_parents(name);
   hid_t type = H5_CHECK(H5Tcopy(H5T_C_S1));

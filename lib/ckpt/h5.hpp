@@ -61,6 +61,12 @@ class H5File {
   void write(const std::string& name, const std::vector<T>& data) {
     write_raw(name, h5_type<T>(), data.data(), data.size(), false);
   }
+  // An N-D dataset, row-major, dims multiplying to data.size().
+  template <class T>
+  void write(const std::string& name, const std::vector<T>& data,
+             const std::vector<int64_t>& dims) {
+    write_nd(name, h5_type<T>(), data.data(), data.size(), dims);
+  }
   template <class T>
   void write_scalar(const std::string& name, T value) {
     write_raw(name, h5_type<T>(), &value, 1, true);
@@ -88,6 +94,8 @@ class H5File {
  private:
   void ensure_parents(const std::string& name);
   void write_raw(const std::string& name, hid_t type, const void* data, size_t n, bool scalar);
+  void write_nd(const std::string& name, hid_t type, const void* data, size_t n,
+                const std::vector<int64_t>& dims);
   void read_raw(const std::string& name, hid_t type, void* data) const;
   hid_t file_ = -1;
   std::string path_;

@@ -151,6 +151,8 @@ static proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& 
       }
       mb.segments.push_back(seg);
     }
+    mb.group = mbw.group;
+    mb.member = mbw.member;
     b.micro.push_back(std::move(mb));
   }
   return b;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/p2p.hpp"
 #include "dataplane/data_plane.hpp"
 #include "dataplane/partition.hpp"
 #include "runtime/doc_source.hpp"

@@ -65,7 +65,11 @@ std::vector<TokenRange> decode_token_ranges(const std::string& b) {
 
 static void put_micro(ByteWriter* w, const std::vector<MicroBatchWork>& micro) {
   w->put(uint64_t(micro.size()));
-  for (const auto& mb : micro) w->put_vector(mb.segments);
+  for (const auto& mb : micro) {
+    w->put_vector(mb.segments);
+    w->put_vector(mb.group);
+    w->put(mb.member);
+  }
 }
 
 std::string encode(const StepWork& m) {
@@ -92,7 +96,11 @@ StepWork decode_step_work(const std::string& b) {
   for (auto& t : m.trainers) {
     t.trainer = r.get<int32_t>();
     t.micro.resize(r.get<uint64_t>());
-    for (auto& mb : t.micro) mb.segments = r.get_vector<Segment>();
+    for (auto& mb : t.micro) {
+      mb.segments = r.get_vector<Segment>();
+      mb.group = r.get_vector<int32_t>();
+      mb.member = r.get<int32_t>();
+    }
   }
   return m;
 }
@@ -109,6 +117,8 @@ std::string encode(const Batch& m) {
     w.put_vector(mb.targets);
     w.put_vector(mb.positions);
     w.put_vector(mb.segments);
+    w.put_vector(mb.group);
+    w.put(mb.member);
   }
   return std::move(w.bytes());
 }
@@ -125,6 +135,8 @@ Batch decode_batch(const std::string& b) {
     mb.targets = r.get_vector<int32_t>();
     mb.positions = r.get_vector<int32_t>();
     mb.segments = r.get_vector<Segment>();
+    mb.group = r.get_vector<int32_t>();
+    mb.member = r.get<int32_t>();
   }
   return m;
 }
@@ -151,6 +163,7 @@ std::string encode(const Ack& m) {
   w.put(m.wait_seconds);
   w.put(m.compute_seconds);
   w.put(m.grad_norm);
+  w.put(m.peak_flops);
   w.put_string(m.echo);
   return std::move(w.bytes());
 }
@@ -167,6 +180,7 @@ Ack decode_ack(const std::string& b) {
   m.wait_seconds = r.get<double>();
   m.compute_seconds = r.get<double>();
   m.grad_norm = r.get<double>();
+  m.peak_flops = r.get<double>();
   m.echo = r.get_string();
   return m;
 }

@@ -67,8 +67,12 @@ struct Segment {
   int64_t begin = 0, length = 0;
 };
 
+// A micro-batch: its segments, and for a CP ring the group (trainer indices
+// in ring order) and this trainer's place in it. One member: no ring.
 struct MicroBatchWork {
   std::vector<Segment> segments;
+  std::vector<int32_t> group;
+  int32_t member = 0;
 };
 
 struct TrainerWork {
@@ -92,6 +96,8 @@ struct MicroBatch {
   std::vector<int32_t> targets;    // next token in the sample, -1 at its end
   std::vector<int32_t> positions;  // position inside the sample
   std::vector<Segment> segments;   // where each run of tokens comes from
+  std::vector<int32_t> group;      // CP ring (trainer indices); empty or one: none
+  int32_t member = 0;
 };
 
 struct Batch {
@@ -115,6 +121,7 @@ struct Ack {
   double wait_seconds = 0;      // of which waiting for data
   double compute_seconds = 0;   // forward + backward
   double grad_norm = 0;         // global, before clipping (same on every trainer)
+  double peak_flops = 0;        // this trainer's measured sgemm FLOP/s
   std::string echo;             // encoded Batch, or empty
 };
 

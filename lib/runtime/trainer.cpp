@@ -1,0 +1,143 @@
+#include "runtime/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "base/log.hpp"
+#include "comm/mpi_check.hpp"
+#include "train/ring_attention.hpp"
+
+namespace meshloom {
+
+model::Batch to_model_batch(const proto::MicroBatch& mb) {
+  model::Batch b;
+  b.tokens = mb.tokens;
+  b.targets = mb.targets;
+  b.positions = mb.positions;
+  b.samples.reserve(mb.tokens.size());
+  for (const auto& seg : mb.segments) b.samples.insert(b.samples.end(), size_t(seg.length), seg.sample);
+  return b;
+}
+
+double Trainer::flops(const model::Shape& s, int64_t tokens, double attn_pairs) {
+  const double d = double(s.d_model);
+  const double per_token_layer =
+      2.0 * (d * double(s.qkv_dim()) + double(s.q_dim()) * d + 3.0 * d * double(s.ffn_dim));
+  const double head = 2.0 * d * double(s.vocab);
+  const double attn = 4.0 * double(s.head_dim) * double(s.n_heads) * attn_pairs;  // QKᵀ and PV
+  const double forward = double(tokens) * (per_token_layer * double(s.n_layers) + head) +
+                         attn * double(s.n_layers);
+  return 3.0 * forward;  // backward costs twice the forward
+}
+
+static int threads_per_trainer(const World& w) {
+  if (w.config.run.threads > 0) return int(w.config.run.threads);
+  // Ranks share the node's cores; trainers get what is left after the others.
+  int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  int on_node = 0;
+  for (const auto& h : w.hosts) on_node += h == w.hosts[size_t(w.rank)];
+  return std::max(1, cores / std::max(1, on_node));
+}
+
+Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  model::ModelOptions opt;
+  opt.threads = threads_per_trainer(w);
+  model_ = std::make_unique<model::Transformer<float>>(model::Shape::from_config(w.config.model),
+                                                      opt);
+  // Every trainer draws the same parameters: the generator is keyed by the
+  // seed and the element, not by the rank.
+  model_->init_params(uint64_t(w.config.run.seed));
+  const int64_t n = model_->layout().numel();
+  if (w.config.optim.zero1) {
+    shard_size_ = (n + size_ - 1) / size_;
+    shard_begin_ = std::min<int64_t>(n, shard_size_ * rank_);
+    shard_end_ = std::min<int64_t>(n, shard_begin_ + shard_size_);
+  } else {
+    shard_begin_ = 0;
+    shard_end_ = n;
+  }
+  adam_ = std::make_unique<train::AdamW>(w.config.optim, shard_begin_, shard_end_,
+                                         model_->layout().decay_ranges());
+}
+
+int64_t Trainer::optimizer_bytes() const {
+  return 2 * (shard_end_ - shard_begin_) * int64_t(sizeof(float));
+}
+
+proto::Ack Trainer::step(const proto::Batch& batch) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  proto::Ack ack;
+  ack.step = batch.step;
+  ack.trainer = rank_;
+  model_->zero_grads();
+  const double scale = batch.global_predictions > 0 ? 1.0 / double(batch.global_predictions) : 0;
+  const model::Shape& shape = model_->shape();
+  model::AttnOptions attn;
+  attn.threads = model_->threads();
+  for (const auto& mb : batch.micro) {
+    model::Batch b = to_model_batch(mb);
+    double pairs = 0;
+    for (int32_t p : mb.positions) pairs += double(p) + 1.0;
+    ack.flops += flops(shape, b.size(), pairs);
+    ack.tokens += b.size();
+    model::LossSum ls;
+    if (mb.group.size() > 1) {
+      std::vector<int> group(mb.group.begin(), mb.group.end());
+      train::RingAttention ring(comm_, group, mb.member, w_.config.plan.capacity, attn,
+                                w_.config.run.timeout);
+      ls = model_->forward(b, &ring);
+      model_->backward(scale);
+    } else {
+      ls = model_->forward(b);
+      model_->backward(scale);
+    }
+    ack.loss_sum += ls.sum;
+    ack.predictions += ls.count;
+  }
+  const auto t1 = clock::now();
+  ack.compute_seconds = std::chrono::duration<double>(t1 - t0).count();
+
+  // Gradients over all trainers; the norm is taken before clipping.
+  auto grads = model_->grads();
+  auto params = model_->params();
+  const int64_t n = int64_t(grads.size());
+  double sq = 0;
+  if (!w_.config.optim.zero1) {
+    reduced_.assign(grads.begin(), grads.end());
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, reduced_.data(), int(n), MPI_FLOAT, MPI_SUM, comm_));
+    for (float g : reduced_) sq += double(g) * double(g);
+  } else {
+    // Reduce-scatter into equal shards (the buffer padded to size x shard).
+    std::vector<float> padded(size_t(shard_size_ * size_), 0.0f);
+    std::copy(grads.begin(), grads.end(), padded.begin());
+    std::vector<float> mine(static_cast<size_t>(shard_size_));
+    MPI_CHECK(MPI_Reduce_scatter_block(padded.data(), mine.data(), int(shard_size_), MPI_FLOAT,
+                                       MPI_SUM, comm_));
+    for (int64_t i = 0; i < shard_end_ - shard_begin_; ++i) sq += double(mine[size_t(i)]) * mine[size_t(i)];
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, comm_));
+    reduced_.assign(size_t(n), 0.0f);  // only this shard is known here
+    std::copy(mine.begin(), mine.begin() + (shard_end_ - shard_begin_),
+              reduced_.begin() + shard_begin_);
+  }
+  ack.grad_norm = std::sqrt(sq);
+  const double lr = train::learning_rate(w_.config.optim, step_, w_.config.run.steps);
+  const double clip = train::clip_scale(ack.grad_norm, w_.config.optim.grad_clip);
+  adam_->update(params.data() + shard_begin_, reduced_.data() + shard_begin_, lr, clip);
+  if (w_.config.optim.zero1) {
+    std::vector<float> gathered(size_t(shard_size_ * size_));
+    std::copy(params.begin() + shard_begin_, params.begin() + shard_end_, gathered.begin() + shard_begin_);
+    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered.data(), int(shard_size_),
+                            MPI_FLOAT, comm_));
+    std::copy(gathered.begin(), gathered.begin() + n, params.begin());
+  }
+  ++step_;
+  ack.step_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  return ack;
+}
+
+}  // namespace meshloom

@@ -1,0 +1,54 @@
+// A trainer rank's training step: run its micro-batches forward and backward
+// (ring attention for CP micro-batches), reduce gradients over all trainers,
+// clip, and update with AdamW (optionally ZeRO-1: optimizer state sharded,
+// reduce-scatter, update the shard, all-gather).
+//
+// The loss is normalized by the global prediction count that comes with every
+// batch, so loss and gradients do not depend on how the batch was split.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <vector>
+
+#include "model/transformer.hpp"
+#include "runtime/protocol.hpp"
+#include "runtime/world.hpp"
+#include "train/optimizer.hpp"
+
+namespace meshloom {
+
+class Trainer {
+ public:
+  // `trainers` is the trainers' communicator (rank = trainer index).
+  Trainer(const World& w, MPI_Comm trainers);
+
+  // One optimizer step on this trainer's part of the global batch. Returns the
+  // measurements for the lead (loss sum, counts, timings, gradient norm).
+  proto::Ack step(const proto::Batch& batch);
+
+  model::Transformer<float>& model() { return *model_; }
+  const std::vector<float>& last_grads() const { return reduced_; }  // before clipping
+  int64_t optimizer_bytes() const;  // this rank's optimizer state
+
+  // Model FLOPs (forward + backward) of a micro-batch, counting attention
+  // exactly over the visible (query, key) pairs.
+  static double flops(const model::Shape& s, int64_t tokens, double attn_pairs);
+
+ private:
+  const World& w_;
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  std::unique_ptr<model::Transformer<float>> model_;
+  std::unique_ptr<train::AdamW> adam_;
+  std::vector<float> reduced_;  // the reduced gradient of the last step
+  int64_t shard_begin_ = 0, shard_end_ = 0, shard_size_ = 0;
+  int64_t step_ = 0;
+};
+
+// Builds the model's view of a received micro-batch: tokens, targets,
+// positions, and the sample id of every token (the document mask).
+model::Batch to_model_batch(const proto::MicroBatch& mb);
+
+}  // namespace meshloom
