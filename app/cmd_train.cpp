@@ -166,7 +166,7 @@ int run_trainer(const World& w, const TrainArgs& args) {
     ack.peak_flops = peak;
     if (dump)
       write_step_dump(args.dump_file, w.role_comm, b, trainer.model().layout(), before,
-                      trainer.last_grads(), ack.loss_sum);
+                      trainer.full_grads(), ack.loss_sum);
     send_ack(ack);
     for (const auto& mb : b.micro) report.tokens += int64_t(mb.tokens.size());
     if (b.last) break;

@@ -203,15 +203,25 @@ struct PlanConfig {
   int64_t capacity = 4096;
   double slack = 0.02;
   bool offload = false;
+  double flops = 2.0e10;
+  double bandwidth = 5.0e9;
+  std::string calibration;
   template <class V>
   void visit(V& v) {
-    v.field("planner", planner, "hdp (dynamic mesh) or static (fixed DP x CP grid)",
-            one_of({"hdp", "static"}));
+    v.field("planner", planner,
+            "hdp (dynamic mesh), bytescale (ByteScale's Alg. 2), naive (Alg. 1) or static "
+            "(fixed DP x CP grid)",
+            one_of({"hdp", "bytescale", "naive", "static"}));
     v.field("capacity", capacity, "Tokens one trainer can hold in a micro-batch (C)",
             in_range(1, int64_t(1) << 31));
     v.field("slack", slack, "Balance scheduler slack: relative gap it tolerates",
             in_range(0.0, 1.0));
     v.field("offload", offload, "Selective activation offloading for long sequences");
+    v.field("flops", flops, "Cost model: effective FLOP/s of one trainer", above(0.0));
+    v.field("bandwidth", bandwidth, "Cost model: bytes/s one trainer sends to another",
+            above(0.0));
+    v.field("calibration", calibration,
+            "Cost model: CSV of measured micro-batches to fit (meshloom plan --calibrate)");
   }
 };
 

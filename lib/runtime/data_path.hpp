@@ -11,6 +11,7 @@
 #include "comm/p2p.hpp"
 #include "dataplane/data_plane.hpp"
 #include "dataplane/partition.hpp"
+#include "plan/planner.hpp"
 #include "runtime/doc_source.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/world.hpp"
@@ -64,6 +65,9 @@ class Lead {
   // valid once the step is completed.
   std::vector<proto::Ack> take_acks(int64_t step);
   int reassignments() const { return reassignments_; }
+  // The plan of the last dispatched step, and the cost model it used.
+  const plan::Plan& last_plan() const { return last_plan_; }
+  const plan::CostModel& cost_model() const { return plan_cost_; }
 
  private:
   int64_t length(int source, int64_t doc);
@@ -90,6 +94,8 @@ class Lead {
   std::vector<std::vector<proto::Ack>> acks_;  // per step, until taken
   std::vector<int> ack_count_;                 // per step
   int reassignments_ = 0;
+  plan::CostModel plan_cost_;
+  plan::Plan last_plan_;
 };
 
 // A trainer's side: the next batch from its constructor (or, colocated, from

@@ -50,6 +50,17 @@ Lead::Lead(const World& w) : w_(w) {
   }
   plane_ = std::make_unique<dataplane::DataPlane>(
       w.config, docs, [this](int s, int64_t d) { return length(s, d); });
+  plan::Hardware hw;
+  hw.flops = w.config.plan.flops;
+  hw.bandwidth = hw.intra_bandwidth = w.config.plan.bandwidth;
+  hw.trainers_per_node = 0;
+  plan_cost_ = plan::CostModel::from_shape(plan::shape_from_config(w.config.model), hw);
+  if (!w.config.plan.calibration.empty()) {
+    plan::Calibration fit = plan::calibrate(plan::read_calibration_csv(w.config.plan.calibration));
+    plan_cost_ = plan::calibrated(plan_cost_, fit);
+    LOG_INFO("cost model calibrated from %s: %s", w.config.plan.calibration.c_str(),
+             fit.describe().c_str());
+  }
 }
 
 Lead::~Lead() = default;
@@ -137,13 +148,15 @@ void Lead::fetch_lengths(int source, int64_t doc) {
   if (rep.seconds_per_token > 0) cost_[s] = rep.seconds_per_token;
 }
 
-// Placement of a step's samples on trainers. Until the HDP planner is wired in
-// here, samples go whole (or, above the capacity C, in consecutive chunks of
-// at most C) to the trainer with the fewest tokens so far.
+// Placement: the configured planner (HDP by default) turns the step's sample
+// lengths into a plan; each trainer's micro-batches become segment lists. A
+// CP micro-batch carries its ring (trainer indices in order) and this
+// member's place; every member holds its zigzag chunks (front, then back).
 proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
   proto::StepWork work;
   work.step = m.step;
   work.last = last;
+  std::vector<int64_t> lengths;
   for (const auto& p : m.samples) {
     proto::Sample s;
     s.source = p.source;
@@ -154,30 +167,30 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
     s.length = p.length;
     work.samples.push_back(s);
     work.global_predictions += std::max<int64_t>(0, p.length - 1);
+    lengths.push_back(p.length);
   }
   const int T = w_.layout.trainers;
-  const int64_t C = w_.config.plan.capacity;
+  plan::PlannerOptions options =
+      plan::options_from_config(w_.config.plan, T, w_.config.data.seq_len);
+  last_plan_ = plan::make_plan(w_.config.plan.planner, lengths, options, plan_cost_);
+  ML_DCHECK(last_plan_.validate().empty(), last_plan_.validate());
   work.trainers.resize(size_t(T));
-  std::vector<int64_t> load(size_t(T), 0), room(size_t(T), 0);
-  for (int t = 0; t < T; ++t) work.trainers[size_t(t)].trainer = t;
-  std::vector<int32_t> order(work.samples.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return work.samples[size_t(a)].length > work.samples[size_t(b)].length;
-  });
-  for (int32_t idx : order) {
-    const int64_t len = work.samples[size_t(idx)].length;
-    for (int64_t begin = 0; begin < len; begin += C) {
-      const int64_t chunk = std::min(C, len - begin);
-      const int t = int(std::min_element(load.begin(), load.end()) - load.begin());
-      auto& micro = work.trainers[size_t(t)].micro;
-      if (micro.empty() || room[size_t(t)] < chunk) {
-        micro.emplace_back();
-        room[size_t(t)] = C;
+  for (int t = 0; t < T; ++t) {
+    proto::TrainerWork& tw = work.trainers[size_t(t)];
+    tw.trainer = t;
+    const size_t count = last_plan_.micro_batches_of(t).size();
+    for (size_t i = 0; i < count; ++i) {
+      proto::MicroBatchWork mbw;
+      for (const plan::PieceLayout& pl : last_plan_.layout(t, i)) {
+        for (const plan::Span& span : {pl.chunks.front, pl.chunks.back})
+          if (span.size() > 0) mbw.segments.push_back({pl.seq, span.begin, span.size()});
+        if (pl.k > 1) {
+          auto g = last_plan_.group(pl.seq);
+          mbw.group.assign(g.begin(), g.end());
+          mbw.member = pl.member;
+        }
       }
-      micro.back().segments.push_back({idx, begin, chunk});
-      room[size_t(t)] -= chunk;
-      load[size_t(t)] += chunk;
+      tw.micro.push_back(std::move(mbw));
     }
   }
   return work;

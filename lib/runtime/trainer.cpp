@@ -64,6 +64,17 @@ Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
                                          model_->layout().decay_ranges());
 }
 
+std::vector<float> Trainer::full_grads() {
+  if (!w_.config.optim.zero1) return reduced_;
+  std::vector<float> gathered(size_t(shard_size_ * size_), 0.0f);
+  std::copy(reduced_.begin() + shard_begin_, reduced_.begin() + shard_end_,
+            gathered.begin() + shard_size_ * rank_);
+  MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered.data(), int(shard_size_),
+                          MPI_FLOAT, comm_));
+  gathered.resize(reduced_.size());
+  return gathered;
+}
+
 int64_t Trainer::optimizer_bytes() const {
   return 2 * (shard_end_ - shard_begin_) * int64_t(sizeof(float));
 }

@@ -29,7 +29,9 @@ class Trainer {
   proto::Ack step(const proto::Batch& batch);
 
   model::Transformer<float>& model() { return *model_; }
-  const std::vector<float>& last_grads() const { return reduced_; }  // before clipping
+  // The last step's reduced gradient, before clipping, whole on every trainer
+  // (with ZeRO-1 the shards are gathered: collective over the trainers).
+  std::vector<float> full_grads();
   int64_t optimizer_bytes() const;  // this rank's optimizer state
 
   // Model FLOPs (forward + backward) of a micro-batch, counting attention

@@ -1,0 +1,48 @@
+#!/usr/bin/python3
+"""Compare two step dumps (meshloom train --dump-step N FILE).
+
+The batch must be identical; the loss and every gradient tensor must agree to
+a relative error of at most TOL (default 1e-5): |a - b| / |a| for the loss,
+||a - b|| / ||a|| per gradient tensor. Prints the worst tensor; exits 1 on a
+mismatch.
+
+Usage: compare_dumps.py REFERENCE.h5 OTHER.h5 [TOL]
+"""
+import sys
+
+import h5py
+import numpy as np
+
+
+def main():
+    if len(sys.argv) not in (3, 4):
+        sys.exit(__doc__)
+    tol = float(sys.argv[3]) if len(sys.argv) == 4 else 1e-5
+    a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+    for name in ("batch/tokens", "batch/sample_lengths", "batch/source"):
+        if not np.array_equal(a[name][()], b[name][()]):
+            print(f"FAIL: /{name} differs: the batches are not the same")
+            return 1
+    la, lb = float(a["loss"][()]), float(b["loss"][()])
+    worst = ("loss", abs(la - lb) / abs(la))
+    for name in a["grads"]:
+        ga, gb = a["grads"][name][()].astype(np.float64), b["grads"][name][()].astype(np.float64)
+        if ga.shape != gb.shape:
+            print(f"FAIL: grads/{name} shapes {ga.shape} vs {gb.shape}")
+            return 1
+        na = np.linalg.norm(ga)
+        err = np.linalg.norm(ga - gb) / na if na > 0 else np.linalg.norm(gb)
+        if err > worst[1]:
+            worst = ("grads/" + name, err)
+        pa, pb = a["params"][name][()], b["params"][name][()]
+        if not np.array_equal(pa, pb):
+            print(f"FAIL: params/{name} differ before the update")
+            return 1
+    ok = worst[1] <= tol
+    print(f"{'ok' if ok else 'FAIL'}: loss {la:.6f} vs {lb:.6f}; worst relative error "
+          f"{worst[1]:.2e} in {worst[0]} (tolerance {tol:g})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
