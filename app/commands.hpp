@@ -17,7 +17,10 @@ constexpr int kExitBadInput = 2;   // a bad config, file or argument
 
 void add_train(CLI::App& app, Runner* run, int* argc, char*** argv);
 void add_config(CLI::App& app, Runner* run);
+void add_tokenize(CLI::App& app, Runner* run);
 void add_prepare(CLI::App& app, Runner* run);  // prepare and inspect
 void add_data(CLI::App& app, Runner* run, int* argc, char*** argv);
+void add_simulate(CLI::App& app, Runner* run);
+void add_plan(CLI::App& app, Runner* run);
 
 }  // namespace meshloom::app

@@ -14,8 +14,11 @@ int main(int argc, char** argv) {
   Runner run;
   add_train(app, &run, &argc, &argv);
   add_config(app, &run);
+  add_tokenize(app, &run);
   add_prepare(app, &run);
   add_data(app, &run, &argc, &argv);
+  add_simulate(app, &run);
+  add_plan(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -26,6 +26,12 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // Like encode(), but each occurrence of the text of a special token named in
+  // `allowed_special` (e.g. "<|endoftext|>") becomes that token's id. encode()
+  // itself treats such text as ordinary text, so a document cannot forge a
+  // document boundary. Throws meshloom::Error for a name this tokenizer lacks.
+  virtual std::vector<int32_t> encode_with_special(
+      std::string_view text, const std::vector<std::string>& allowed_special) const;
   virtual std::string decode(const int32_t* ids, size_t n) const = 0;
   // Ids are in [0, vocab_size()).
   virtual int32_t vocab_size() const = 0;
@@ -33,7 +39,9 @@ class Tokenizer {
   virtual int32_t eot_id() const = 0;
   virtual std::string name() const = 0;
 
-  std::string decode(const std::vector<int32_t>& ids) const { return decode(ids.data(), ids.size()); }
+  std::string decode(const std::vector<int32_t>& ids) const {
+    return decode(ids.data(), ids.size());
+  }
 };
 
 // Builds the tokenizer for `spec`; throws meshloom::Error naming the spec and

@@ -1,0 +1,201 @@
+// `meshloom plan`: plan one step from a file of sequence lengths, check the
+// plan, print what it predicts, and optionally dump it (JSON, binary), draw it
+// next to the static grid's plan (--png), or calibrate the cost model from
+// measured micro-batches (--calibrate). No MPI.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "app/commands.hpp"
+#include "base/check.hpp"
+#include "base/strings.hpp"
+#include "plan/lengths.hpp"
+#include "plan/plan_io.hpp"
+#include "plan/planner.hpp"
+#include "plan/simulate.hpp"
+
+namespace meshloom::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PlanArgs {
+  std::string lengths;
+  int trainers = 0;
+  std::string capacity = "8K";
+  std::string planner = "hdp";
+  std::string model = "llama-7b";
+  std::string batch, context, seq_len_max;
+  uint64_t seed = 1;
+  double slack = 0.02;
+  bool offload = false;
+  int tp = 1;
+  double tflops = 312, mfu = 0.45, bandwidth = 25, nvlink = 150;
+  std::string json, out, png, calibrate;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// scripts/plot_plan.py: $MESHLOOM_PLOT_SCRIPT, ./scripts, or beside the build.
+std::string plot_script() {
+  if (const char* env = std::getenv("MESHLOOM_PLOT_SCRIPT")) return env;
+  std::vector<fs::path> tries = {fs::current_path() / "scripts/plot_plan.py"};
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    const fs::path dir = fs::path(exe).parent_path();
+    tries.push_back(dir / "../../scripts/plot_plan.py");
+    tries.push_back(dir / "../scripts/plot_plan.py");
+  }
+  for (const fs::path& p : tries)
+    if (fs::exists(p)) return fs::weakly_canonical(p).string();
+  throw Error("cannot find scripts/plot_plan.py (run from the repository root, or set "
+              "MESHLOOM_PLOT_SCRIPT)");
+}
+
+void print_summary(const plan::Plan& p, double ideal) {
+  const plan::PlanStats st = plan::plan_stats(p);
+  int64_t tokens = 0;
+  for (int64_t L : p.lengths) tokens += L;
+  std::printf("planner %s: %d sequences, %s tokens on %d trainers, capacity %s",
+              p.planner.c_str(), p.sequences(), plan::format_tokens(tokens).c_str(), p.trainers,
+              plan::format_tokens(p.capacity).c_str());
+  if (p.static_cp > 0) std::printf(" (grid CP %d x DP %d)", p.static_cp, p.trainers / p.static_cp);
+  std::printf("\n  predicted step %s, imbalance %.3f (max/mean), step / ideal %.3f, idle %.1f%%\n",
+              human_seconds(st.makespan).c_str(), st.imbalance,
+              ideal > 0 ? st.makespan / ideal : 1.0, 100 * st.idle_fraction);
+  std::printf("  %lld split sequences (largest group %d), ring traffic %s/step, "
+              "micro-batches per trainer %d-%d\n",
+              (long long)st.split_sequences, st.max_group, human_bytes(st.comm_bytes).c_str(),
+              st.min_micro_batches, st.max_micro_batches);
+  std::printf("  planned in %.2f ms; binary plan %s\n", p.planning_seconds * 1e3,
+              human_bytes(double(plan::serialize(p).size())).c_str());
+}
+
+int run_plan(const PlanArgs& a) {
+  plan::SimulateSpec hw;
+  hw.tp = a.tp;
+  hw.gpu_flops = a.tflops * 1e12;
+  hw.mfu = a.mfu;
+  hw.gpu_bandwidth = a.bandwidth * 1e9;
+  hw.nvlink_bandwidth = a.nvlink * 1e9;
+  plan::CostModel cost =
+      plan::CostModel::from_shape(plan::model_shape(a.model), plan::trainer_hardware(hw));
+  if (!a.calibrate.empty()) {
+    const plan::Calibration fit = plan::calibrate(plan::read_calibration_csv(a.calibrate));
+    std::printf("calibration from %s: %s\n", a.calibrate.c_str(), fit.describe().c_str());
+    std::printf("  model-derived: a=%.4e b=%.4e g=%.4e\n", cost.a, cost.b, cost.g);
+    cost = plan::calibrated(cost, fit);
+    if (a.lengths.empty()) return kExitOk;
+  }
+  if (a.lengths.empty()) throw Error("--lengths FILE is required (or --calibrate FILE alone)");
+  if (a.trainers < 1) throw Error("--trainers must be at least 1");
+  std::vector<int64_t> lengths = plan::read_lengths(a.lengths);
+  const int64_t context = a.context.empty() ? 0 : plan::parse_tokens(a.context);
+  if (!a.batch.empty()) {
+    const plan::LengthSampler s = plan::LengthSampler::empirical(lengths, a.lengths);
+    lengths = plan::draw_batch(s, plan::parse_tokens(a.batch),
+                               context > 0 ? context : INT64_MAX / 4, a.seed);
+  } else if (context > 0) {
+    std::vector<int64_t> cut;
+    for (int64_t L : lengths)
+      for (int64_t left = L; left > 0; left -= context) cut.push_back(std::min(left, context));
+    lengths = std::move(cut);
+  }
+  plan::PlannerOptions o;
+  o.trainers = a.trainers;
+  o.capacity = plan::parse_tokens(a.capacity);
+  o.slack = a.slack;
+  o.offload = a.offload;
+  o.seq_len_max = !a.seq_len_max.empty() ? plan::parse_tokens(a.seq_len_max) : context;
+  const double ideal = plan::ideal_step_time(lengths, o, cost);
+
+  const plan::Plan p = plan::make_plan(a.planner, lengths, o, cost);
+  const std::string err = p.validate();
+  print_summary(p, ideal);
+  if (!err.empty()) {
+    std::fprintf(stderr, "meshloom: error: %s\n", err.c_str());
+    return kExitFatal;
+  }
+  std::printf("  plan valid: every token on one trainer, micro-batches within capacity, zigzag "
+              "chunks, consistent rings\n");
+  if (!a.json.empty()) {
+    plan::write_json(p, a.json);
+    std::printf("JSON dump: %s\n", a.json.c_str());
+  }
+  if (!a.out.empty()) {
+    const std::vector<uint8_t> bytes = plan::serialize(p);
+    std::ofstream f(a.out, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    if (!f) throw Error("cannot write '" + a.out + "'");
+    std::printf("binary plan: %s (%zu bytes)\n", a.out.c_str(), bytes.size());
+  }
+  if (!a.png.empty()) {
+    const std::string other_name = a.planner == "static" ? "hdp" : "static";
+    const plan::Plan other = plan::make_plan(other_name, lengths, o, cost);
+    const std::string other_err = other.validate();
+    if (!other_err.empty()) throw Error(other_err);
+    print_summary(other, ideal);
+    const std::string stem = fs::path(a.png).replace_extension("").string();
+    const plan::Plan& hdp = a.planner == "static" ? other : p;
+    const plan::Plan& stat = a.planner == "static" ? p : other;
+    plan::write_json(hdp, stem + "." + hdp.planner + ".json");
+    plan::write_json(stat, stem + ".static.json");
+    const char* py = std::getenv("MESHLOOM_PYTHON");
+    const std::string cmd = quote(py ? py : "/usr/bin/python3") + " " + quote(plot_script()) +
+                            " plan " + quote(stem + "." + hdp.planner + ".json") + " " +
+                            quote(stem + ".static.json") + " -o " + quote(a.png);
+    if (std::system(cmd.c_str()) != 0) throw Error("plotting failed: " + cmd);
+    std::printf("chart: %s\n", a.png.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_plan(CLI::App& app, Runner* run) {
+  static PlanArgs a;
+  CLI::App* cmd =
+      app.add_subcommand("plan", "Plan one step from a file of sequence lengths and check it");
+  cmd->add_option("--lengths", a.lengths,
+                  "Lengths: .tsv with a gpt2_tokens column, one per line, or .idx");
+  cmd->add_option("--trainers,-T", a.trainers, "Trainers");
+  cmd->add_option("--capacity,-C", a.capacity, "Tokens one trainer holds in a micro-batch")
+      ->capture_default_str();
+  cmd->add_option("--planner", a.planner, "hdp, bytescale, naive or static")->capture_default_str();
+  cmd->add_option("--model", a.model, "Model shape for the cost model")->capture_default_str();
+  cmd->add_option("--batch", a.batch,
+                  "Draw a global batch of this many tokens from the file (default: the file's "
+                  "lengths are the batch)");
+  cmd->add_option("--context", a.context, "Cut longer sequences into pieces of this length");
+  cmd->add_option("--seq-len-max", a.seq_len_max,
+                  "Longest sequence the run allows (static CP; default: --context or the batch's)");
+  cmd->add_option("--seed", a.seed, "Seed for --batch")->capture_default_str();
+  cmd->add_option("--slack", a.slack, "Balance scheduler slack delta")->capture_default_str();
+  cmd->add_flag("--offload", a.offload, "Selective activation offloading");
+  cmd->add_option("--tp", a.tp, "Tensor-parallel GPUs per trainer")->capture_default_str();
+  cmd->add_option("--gpu-tflops", a.tflops, "Peak TFLOP/s per GPU")->capture_default_str();
+  cmd->add_option("--mfu", a.mfu, "Share of the peak reached")->capture_default_str();
+  cmd->add_option("--bandwidth", a.bandwidth, "GB/s per GPU across nodes")->capture_default_str();
+  cmd->add_option("--nvlink", a.nvlink, "GB/s per GPU inside a node")->capture_default_str();
+  cmd->add_option("--json", a.json, "Write the plan as readable JSON");
+  cmd->add_option("--out", a.out, "Write the binary plan (what rank 0 broadcasts)");
+  cmd->add_option("--png", a.png,
+                  "Draw trainer x time of this plan and the other (hdp vs static) side by side");
+  cmd->add_option("--calibrate", a.calibrate,
+                  "Fit a, b, g of the cost model to a CSV 'tokens,sum_l2,seconds' of measured "
+                  "micro-batches");
+  cmd->callback([run] {
+    *run = [] { return run_plan(a); };
+  });
+}
+
+}  // namespace meshloom::app

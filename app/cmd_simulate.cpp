@@ -1,0 +1,104 @@
+// `meshloom simulate`: HDP against the static DP x CP grid at cluster scale,
+// with no data, no MPI and no GPU. Batches are drawn from a named length
+// distribution (byted, github, ...) or a lengths file, every planner plans the
+// same batch, and the cost model predicts each step (lib/plan/simulate.hpp).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "app/commands.hpp"
+#include "base/check.hpp"
+#include "base/strings.hpp"
+#include "plan/lengths.hpp"
+#include "plan/model_shape.hpp"
+#include "plan/simulate.hpp"
+
+namespace meshloom::app {
+
+void add_simulate(CLI::App& app, Runner* run) {
+  struct Args {
+    plan::SimulateSpec spec;
+    int trainers = 0;
+    std::string context = "2M", batch = "32M", capacity = "8K";
+    double tflops = 312, bandwidth = 25, nvlink = 150, latency_us = 10, host = 20, mb_ms = 0;
+    std::string planners = "static,naive,bytescale,hdp";
+    std::string csv;
+    bool no_validate = false;
+  };
+  static Args a;
+  CLI::App* cmd = app.add_subcommand(
+      "simulate", "Predict step time of HDP and the static DP x CP grid at cluster scale (no data)");
+  cmd->add_option("--model", a.spec.model,
+                  "Model shape: " + join(plan::model_shape_names(), ", "))
+      ->capture_default_str();
+  cmd->add_option("--gpus", a.spec.gpus, "GPUs (trainers x TP)")->capture_default_str();
+  cmd->add_option("--trainers,-T", a.trainers, "Trainers (overrides --gpus: GPUs = T x TP)");
+  cmd->add_option("--tp", a.spec.tp, "Tensor-parallel GPUs per trainer")->capture_default_str();
+  cmd->add_option("--gpus-per-node", a.spec.gpus_per_node, "GPUs per node (NVLink domain)")
+      ->capture_default_str();
+  cmd->add_option("--context", a.context, "Longest sample, tokens (256K-2M; sets the static CP)")
+      ->capture_default_str();
+  cmd->add_option("--batch", a.batch, "Global batch, tokens")->capture_default_str();
+  cmd->add_option("--capacity,-C", a.capacity, "Tokens one trainer holds in a micro-batch")
+      ->capture_default_str();
+  cmd->add_option("--lengths", a.spec.lengths,
+                  "Length distribution (byted, github, fixed:N, loguniform:A:B) or a lengths "
+                  "file (.tsv with gpt2_tokens, one per line, or .idx)")
+      ->capture_default_str();
+  cmd->add_option("--gpu-tflops", a.tflops, "Peak dense BF16 TFLOP/s per GPU")
+      ->capture_default_str();
+  cmd->add_option("--mfu", a.spec.mfu, "Share of the peak the kernels reach")
+      ->capture_default_str();
+  cmd->add_option("--bandwidth", a.bandwidth, "GB/s per GPU across nodes")->capture_default_str();
+  cmd->add_option("--nvlink", a.nvlink, "GB/s per GPU inside a node")->capture_default_str();
+  cmd->add_option("--latency-us", a.latency_us, "Microseconds per ring message")
+      ->capture_default_str();
+  cmd->add_option("--host-bandwidth", a.host, "GB/s per GPU to host memory (offloading)")
+      ->capture_default_str();
+  cmd->add_option("--mb-overhead-ms", a.mb_ms, "Fixed milliseconds per micro-batch")
+      ->capture_default_str();
+  cmd->add_option("--steps", a.spec.steps, "Batches to draw and average over")
+      ->capture_default_str();
+  cmd->add_option("--seed", a.spec.seed, "Seed of the batches")->capture_default_str();
+  cmd->add_option("--slack", a.spec.slack, "Balance scheduler slack delta")->capture_default_str();
+  cmd->add_flag("--offload", a.spec.offload, "Selective activation offloading (ByteScale eq. 3)");
+  cmd->add_option("--planners", a.planners, "Planners to compare (comma-separated)")
+      ->capture_default_str();
+  cmd->add_option("--csv", a.csv, "Append one CSV line per planner to this file");
+  cmd->add_flag("--no-validate", a.no_validate, "Skip validate() of every plan");
+  cmd->callback([run] {
+    *run = [] {
+      plan::SimulateSpec s = a.spec;
+      s.context = plan::parse_tokens(a.context);
+      s.batch = plan::parse_tokens(a.batch);
+      s.capacity = plan::parse_tokens(a.capacity);
+      if (a.trainers > 0) s.gpus = a.trainers * s.tp;
+      s.gpu_flops = a.tflops * 1e12;
+      s.gpu_bandwidth = a.bandwidth * 1e9;
+      s.nvlink_bandwidth = a.nvlink * 1e9;
+      s.latency = a.latency_us * 1e-6;
+      s.host_bandwidth = a.host * 1e9;
+      s.micro_batch_overhead = a.mb_ms * 1e-3;
+      s.validate = !a.no_validate;
+      s.planners = split(a.planners, ',');
+      const plan::SimResult r = plan::simulate(s);
+      std::fputs(plan::simulate_report(r).c_str(), stdout);
+      const plan::SimRow* hdp = r.row("hdp");
+      const plan::SimRow* bs = r.row("bytescale");
+      if (hdp && bs && hdp->error.empty() && bs->error.empty() && hdp->step_s > 0)
+        std::printf("\nhdp over ByteScale's Alg. 2 balance: %.3fx\n", bs->step_s / hdp->step_s);
+      if (!a.csv.empty()) {
+        const bool fresh = !std::filesystem::exists(a.csv);
+        std::ofstream out(a.csv, std::ios::app);
+        if (fresh) out << plan::simulate_csv_header();
+        out << plan::simulate_csv_rows(r);
+        if (!out) throw Error("cannot write '" + a.csv + "'");
+      }
+      int bad = 0;
+      for (const plan::SimRow& row : r.rows) bad += !row.error.empty();
+      return bad == int(r.rows.size()) ? kExitBadInput : kExitOk;
+    };
+  });
+}
+
+}  // namespace meshloom::app

@@ -1,0 +1,120 @@
+// The model's shape and its parameters as one flat buffer.
+//
+// Every parameter tensor is a named view into one contiguous buffer, in this
+// order (shapes row-major [out, in], as DESIGN.md "The model" names them):
+//
+//   embed [V, d]
+//   for each layer i: layers.i.attn_norm [d], layers.i.wq [H·D, d],
+//     layers.i.wk [Hkv·D, d], layers.i.wv [Hkv·D, d], layers.i.wo [d, H·D],
+//     layers.i.mlp_norm [d], layers.i.w1 [F, d], layers.i.w3 [F, d],
+//     layers.i.w2 [d, F]
+//   final_norm [d]
+//   lm_head [V, d]            (untied only)
+//
+// with no gaps. Gradients live in a buffer of the same layout, so a trainer
+// all-reduces one buffer and the optimizer walks one buffer. The order is
+// chosen so that wq|wk|wv and w1|w3 are adjacent: the model multiplies by
+// each pair (triple) as one matrix ([(H+2·Hkv)·D, d] and [2F, d]) in one GEMM.
+//
+// Initialization (init_params) is a pure function of (seed, tensor index,
+// element index), so it does not depend on threads, ranks or the scalar type:
+// element e of tensor t (its index in the order above) is
+//   u1 = (hash(seed, t, 2e) >> 11 + 1) · 2^-53      in (0, 1]
+//   u2 = (hash(seed, t, 2e+1) >> 11) · 2^-53        in [0, 1)
+//   z  = sqrt(-2 ln u1) · cos(2π u2)                 (Box–Muller, in double)
+//   value = std · z
+// where hash is three rounds of the splitmix64 finalizer over the words
+// (seed, t, counter). std is init_std (0.02 by default) for matrices and
+// init_std / sqrt(2·layers) for wo and w2; norm gains are 1.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace meshloom::model {
+
+// The transformer's dimensions, checked once.
+struct Shape {
+  int64_t vocab = 0;
+  int64_t d_model = 0;
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t ffn_dim = 0;
+  bool tied = true;
+  double rope_theta = 10000.0;
+  double init_std = 0.02;
+
+  int64_t q_dim() const { return n_heads * head_dim; }
+  int64_t kv_dim() const { return n_kv_heads * head_dim; }
+  int64_t qkv_dim() const { return q_dim() + 2 * kv_dim(); }
+
+  // Fails (ML_CHECK) unless d_model = n_heads·head_dim, n_heads is a multiple
+  // of n_kv_heads and head_dim is even (rotate-half RoPE pairs i with i+D/2).
+  void validate() const;
+  static Shape from_config(const config::ModelConfig& c);
+};
+
+enum class TensorKind { embed, norm, matrix };
+
+struct TensorInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;  // in elements, into the flat buffer
+  int64_t numel = 0;
+  TensorKind kind = TensorKind::matrix;
+  int index = 0;  // position in tensors(); keys the initialization
+};
+
+// Offsets of one layer's tensors in the flat buffer.
+struct LayerOffsets {
+  int64_t attn_norm, wq, wk, wv, wo, mlp_norm, w1, w3, w2;
+};
+
+class ParamLayout {
+ public:
+  explicit ParamLayout(const Shape& shape);
+
+  const Shape& shape() const { return shape_; }
+  int64_t numel() const { return numel_; }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  // Fails on an unknown name.
+  const TensorInfo& find(const std::string& name) const;
+
+  int64_t embed() const { return embed_; }
+  const LayerOffsets& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
+  int64_t final_norm() const { return final_norm_; }
+  // The LM head's matrix: lm_head when untied, embed when tied.
+  int64_t head() const { return head_; }
+
+  // [first, last) ranges of the matrices and the embedding (what weight
+  // decay applies to); norm gains are left out.
+  std::vector<std::pair<int64_t, int64_t>> decay_ranges() const;
+
+ private:
+  int64_t add(const std::string& name, std::vector<int64_t> shape, TensorKind kind);
+
+  Shape shape_;
+  std::vector<TensorInfo> tensors_;
+  std::vector<LayerOffsets> layers_;
+  int64_t embed_ = 0, final_norm_ = 0, head_ = 0, numel_ = 0;
+};
+
+// The standard deviation tensor `t` is drawn with (0 for norm gains).
+double init_std(const Shape& shape, const TensorInfo& t);
+
+// Fills `params` (layout.numel() elements) as documented above.
+template <class T>
+void init_params(const ParamLayout& layout, uint64_t seed, std::span<T> params, int threads = 1);
+
+// The counter-based generator behind init_params, exposed for tests.
+uint64_t init_hash(uint64_t seed, uint64_t tensor, uint64_t counter);
+double init_normal(uint64_t seed, uint64_t tensor, uint64_t element);
+
+}  // namespace meshloom::model

@@ -1,0 +1,581 @@
+#include "model/transformer.hpp"
+
+#include <omp.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "base/check.hpp"
+#include "model/blas.hpp"
+#include "model/math.hpp"
+
+namespace meshloom::model {
+namespace {
+
+constexpr double kNormEps = 1e-5;
+// Elementwise loops go parallel above this many elements.
+constexpr int64_t kParallelElems = 1 << 15;
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Adds the scope's wall and CPU time (divided by the thread count) to the
+// profile field `field` of both Times.
+class Timer {
+ public:
+  Timer(Profile* p, double Times::*field, int threads)
+      : p_(p),
+        field_(field),
+        threads_(threads),
+        wall0_(std::chrono::steady_clock::now()),
+        cpu0_(process_cpu_seconds()) {}
+  ~Timer() {
+    p_->wall.*field_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0_).count();
+    p_->cpu.*field_ += (process_cpu_seconds() - cpu0_) / threads_;
+  }
+
+ private:
+  Profile* p_;
+  double Times::*field_;
+  int threads_;
+  std::chrono::steady_clock::time_point wall0_;
+  double cpu0_;
+};
+
+template <class V>
+void fit(V& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+// Row kernels (no threading; ML_SIMD_CLONES picks the vector width at load
+// time) and the parallel loops over rows that call them.
+
+// y = x / sqrt(mean(x²) + eps) · g; returns 1/sqrt(mean(x²) + eps).
+template <class T>
+ML_SIMD_CLONES T rmsnorm_row(int64_t d, const T* x, const T* g, T* y) {
+  T ss = 0;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t c = 0; c < d; ++c) ss += x[c] * x[c];
+  const T r = T(1) / std::sqrt(ss / static_cast<T>(d) + static_cast<T>(kNormEps));
+  for (int64_t c = 0; c < d; ++c) y[c] = x[c] * r * g[c];
+  return r;
+}
+
+// out = base + r·g⊙dy − x·r³/d·Σ(dy⊙g⊙x)   (base may be null or alias out).
+template <class T>
+ML_SIMD_CLONES void rmsnorm_backward_row(int64_t d, const T* dy, const T* x, const T* g, T r,
+                                         const T* base, T* out) {
+  T dot = 0;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t c = 0; c < d; ++c) dot += dy[c] * g[c] * x[c];
+  const T k = r * r * r * dot / static_cast<T>(d);
+  if (base) {
+    for (int64_t c = 0; c < d; ++c) out[c] = base[c] + r * g[c] * dy[c] - k * x[c];
+  } else {
+    for (int64_t c = 0; c < d; ++c) out[c] = r * g[c] * dy[c] - k * x[c];
+  }
+}
+
+// acc[c − c0] += Σ_rows dy[i, c]·x[i, c]·rstd[i] for columns [c0, c1).
+template <class T>
+ML_SIMD_CLONES void gain_grad_columns(int64_t n, int64_t d, int64_t c0, int64_t c1, const T* dy,
+                                      const T* x, const T* rstd, T* acc) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T r = rstd[i];
+    const T* dyr = dy + i * d;
+    const T* xr = x + i * d;
+    for (int64_t c = c0; c < c1; ++c) acc[c - c0] += dyr[c] * xr[c] * r;
+  }
+}
+
+// Rotate-half RoPE of `heads` consecutive heads of D values: (x_i, x_{i+D/2})
+// turns by the angle whose cos/sin are cs[i]/sign·sn[i].
+template <class T>
+ML_SIMD_CLONES void rope_row(int64_t heads, int64_t D, T* x, const T* cs, const T* sn, T sign) {
+  const int64_t half = D / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    T* a = x + h * D;
+    T* b = a + half;
+    for (int64_t i = 0; i < half; ++i) {
+      const T x1 = a[i], x2 = b[i], c = cs[i], s = sign * sn[i];
+      a[i] = x1 * c - x2 * s;
+      b[i] = x2 * c + x1 * s;
+    }
+  }
+}
+
+// u = silu(a) ⊙ b.
+template <class T>
+ML_SIMD_CLONES void swiglu_row(int64_t f, const T* a, const T* b, T* u) {
+  for (int64_t j = 0; j < f; ++j) u[j] = a[j] * sigmoid(a[j]) * b[j];
+}
+
+// da = du⊙b⊙silu'(a), db = du⊙silu(a).
+template <class T>
+ML_SIMD_CLONES void swiglu_backward_row(int64_t f, const T* a, const T* b, const T* du, T* da,
+                                        T* db) {
+  for (int64_t j = 0; j < f; ++j) {
+    const T s = sigmoid(a[j]);
+    const T silu = a[j] * s;
+    db[j] = du[j] * silu;
+    da[j] = du[j] * b[j] * (s + silu * (T(1) - s));
+  }
+}
+
+// Softmax cross-entropy of one row of logits z [V] against `target`: turns z
+// into softmax(z) − onehot(target) and returns −log softmax(z)[target].
+template <class T>
+ML_SIMD_CLONES double cross_entropy_row(int64_t V, T* z, int32_t target) {
+  const T z_target = z[target];
+  T mx = z[0];
+#pragma omp simd reduction(max : mx)
+  for (int64_t c = 0; c < V; ++c) mx = std::max(mx, z[c]);
+  T sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < V; ++c) {
+    const T e = fast_exp<T>(z[c] - mx);
+    z[c] = e;
+    sum += e;
+  }
+  const T inv = T(1) / sum;
+  for (int64_t c = 0; c < V; ++c) z[c] *= inv;
+  z[target] -= T(1);
+  // −log p(target) = log Σ exp(z − mx) − (z_target − mx).
+  return std::log(static_cast<double>(sum)) - static_cast<double>(z_target - mx);
+}
+
+template <class T>
+void rmsnorm_forward(int threads, int64_t n, int64_t d, const T* x, const T* g, T* y, T* rstd) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (n * d > kParallelElems)
+  for (int64_t i = 0; i < n; ++i) rstd[i] = rmsnorm_row(d, x + i * d, g, y + i * d);
+}
+
+template <class T>
+void rmsnorm_backward(int threads, int64_t n, int64_t d, const T* dy, const T* x, const T* g,
+                      const T* rstd, const T* base, T* out) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (n * d > kParallelElems)
+  for (int64_t i = 0; i < n; ++i) {
+    rmsnorm_backward_row(d, dy + i * d, x + i * d, g, rstd[i], base ? base + i * d : nullptr,
+                         out + i * d);
+  }
+}
+
+// dg += Σ_rows dy⊙x·r. Split by columns, each summed over rows in order, so
+// the result does not depend on the thread count.
+template <class T>
+void rmsnorm_gain_grad(int threads, int64_t n, int64_t d, const T* dy, const T* x, const T* rstd,
+                       T* dg) {
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (d + kBlock - 1) / kBlock;
+#pragma omp parallel for num_threads(threads) schedule(static) if (n * d > kParallelElems)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t c0 = b * kBlock, c1 = std::min(d, c0 + kBlock);
+    T acc[kBlock] = {};
+    gain_grad_columns(n, d, c0, c1, dy, x, rstd, acc);
+    for (int64_t c = c0; c < c1; ++c) dg[c] += acc[c - c0];
+  }
+}
+
+// RoPE on the first `heads` heads of every row (q heads then k heads in the
+// fused QKV rows); `inverse` turns back (the transpose, for gradients).
+template <class T>
+void rope_apply(int threads, int64_t n, int64_t heads, int64_t D, T* x, int64_t ld,
+                const int32_t* pos, const T* cos_table, const T* sin_table, bool inverse) {
+  const int64_t half = D / 2;
+  const T sign = inverse ? T(-1) : T(1);
+#pragma omp parallel for num_threads(threads) schedule(static) if (n * heads * D > kParallelElems)
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t p = pos[t];
+    rope_row(heads, D, x + t * ld, cos_table + p * half, sin_table + p * half, sign);
+  }
+}
+
+// u = silu(a) ⊙ b for rows [a | b] of width 2F.
+template <class T>
+void swiglu_forward(int threads, int64_t n, int64_t f, const T* ab, T* u) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (n * f > kParallelElems)
+  for (int64_t t = 0; t < n; ++t) swiglu_row(f, ab + t * 2 * f, ab + t * 2 * f + f, u + t * f);
+}
+
+// [da | db] from du.
+template <class T>
+void swiglu_backward(int threads, int64_t n, int64_t f, const T* ab, const T* du, T* dab) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (n * f > kParallelElems)
+  for (int64_t t = 0; t < n; ++t) {
+    const T* a = ab + t * 2 * f;
+    swiglu_backward_row(f, a, a + f, du + t * f, dab + t * 2 * f, dab + t * 2 * f + f);
+  }
+}
+
+template <class T>
+void copy_rows(int threads, int64_t count, const T* src, T* dst) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (count > kParallelElems)
+  for (int64_t i = 0; i < count; ++i) dst[i] = src[i];
+}
+
+}  // namespace
+
+template <class T>
+Transformer<T>::Transformer(const Shape& shape, const ModelOptions& opt)
+    : layout_(shape),
+      threads_(resolve_threads(opt.threads)),
+      params_(static_cast<size_t>(layout_.numel())),
+      grads_(static_cast<size_t>(layout_.numel())),
+      local_attention_(AttnOptions{opt.attn_tile_q, opt.attn_tile_k, threads_}) {
+  blas_use_one_thread();
+  acts_.resize(static_cast<size_t>(shape.n_layers));
+  x_.resize(static_cast<size_t>(shape.n_layers + 1));
+}
+
+template <class T>
+std::span<T> Transformer<T>::param(const std::string& name) {
+  const TensorInfo& t = layout_.find(name);
+  return std::span<T>(params_).subspan(static_cast<size_t>(t.offset), static_cast<size_t>(t.numel));
+}
+
+template <class T>
+std::span<T> Transformer<T>::grad(const std::string& name) {
+  const TensorInfo& t = layout_.find(name);
+  return std::span<T>(grads_).subspan(static_cast<size_t>(t.offset), static_cast<size_t>(t.numel));
+}
+
+template <class T>
+void Transformer<T>::init_params(uint64_t seed) {
+  model::init_params<T>(layout_, seed, params_, threads_);
+}
+
+template <class T>
+void Transformer<T>::zero_grads() {
+  std::fill(grads_.begin(), grads_.end(), T(0));
+}
+
+template <class T>
+AttnDims Transformer<T>::attn_dims() const {
+  return AttnDims{shape().n_heads, shape().n_kv_heads, shape().head_dim};
+}
+
+template <class T>
+void Transformer<T>::ensure_buffers(int64_t n) {
+  const Shape& s = shape();
+  const int64_t d = s.d_model, f = s.ffn_dim;
+  for (auto& x : x_) fit(x, n * d);
+  for (LayerActs& a : acts_) {
+    fit(a.xn1, n * d);
+    fit(a.rstd1, n);
+    fit(a.qkv, n * s.qkv_dim());
+    fit(a.o, n * s.q_dim());
+    fit(a.lse, n * s.n_heads);
+    fit(a.h, n * d);
+    fit(a.xn2, n * d);
+    fit(a.rstd2, n);
+    fit(a.ab, n * 2 * f);
+  }
+  fit(xf_, n * d);
+  fit(rstdf_, n);
+  fit(logits_, n * s.vocab);
+  fit(u_, n * f);
+  fit(dx_, n * d);
+  fit(dh_, n * d);
+  fit(dxn_, n * d);
+  fit(dab_, n * 2 * f);
+  fit(do_, n * s.q_dim());
+  fit(dqkv_, n * s.qkv_dim());
+  fit(token_loss_, n);
+}
+
+template <class T>
+void Transformer<T>::ensure_rope(int32_t max_pos) {
+  if (max_pos < rope_positions_) return;
+  const int64_t half = shape().head_dim / 2;
+  const int64_t count = static_cast<int64_t>(max_pos) + 1;
+  rope_cos_.resize(static_cast<size_t>(count * half));
+  rope_sin_.resize(static_cast<size_t>(count * half));
+  std::vector<double> freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    freq[static_cast<size_t>(i)] =
+        std::pow(shape().rope_theta,
+                 -2.0 * static_cast<double>(i) / static_cast<double>(shape().head_dim));
+  }
+  for (int64_t p = 0; p < count; ++p) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(p) * freq[static_cast<size_t>(i)];
+      rope_cos_[static_cast<size_t>(p * half + i)] = static_cast<T>(std::cos(angle));
+      rope_sin_[static_cast<size_t>(p * half + i)] = static_cast<T>(std::sin(angle));
+    }
+  }
+  rope_positions_ = static_cast<int32_t>(count);
+}
+
+template <class T>
+LossSum Transformer<T>::forward(const Batch& batch, AttentionBackend<T>* attention) {
+  const Shape& s = shape();
+  batch.validate(s.vocab);
+  const int64_t n = batch.size();
+  const int64_t d = s.d_model, V = s.vocab;
+  n_ = n;
+  tokens_ = batch.tokens;
+  targets_ = batch.targets;
+  positions_ = batch.positions;
+  samples_ = batch.samples;
+  attention_ = attention ? attention : &local_attention_;
+  have_forward_ = true;
+  ensure_buffers(n);
+  int32_t max_pos = 0;
+  for (int32_t p : positions_) max_pos = std::max(max_pos, p);
+  ensure_rope(max_pos);
+
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    const T* embed = params_.data() + layout_.embed();
+    T* x0 = x_[0].data();
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n * d > kParallelElems)
+    for (int64_t i = 0; i < n; ++i) {
+      const T* row = embed + static_cast<int64_t>(tokens_[static_cast<size_t>(i)]) * d;
+      std::copy(row, row + d, x0 + i * d);
+    }
+  }
+  for (int64_t l = 0; l < s.n_layers; ++l) layer_forward(l, n);
+
+  const T* head = params_.data() + layout_.head();
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    rmsnorm_forward(threads_, n, d, x_[static_cast<size_t>(s.n_layers)].data(),
+                    params_.data() + layout_.final_norm(), xf_.data(), rstdf_.data());
+  }
+  {
+    Timer t(&profile_, &Times::head, threads_);
+    gemm_parallel<T>(threads_, Op::N, Op::T, n, V, d, T(1), xf_.data(), d, head, d, T(0),
+                     logits_.data(), V);
+  }
+  {
+    // Cross-entropy; each row becomes softmax − onehot (0 without a target).
+    Timer t(&profile_, &Times::loss, threads_);
+    T* logits = logits_.data();
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n * V > kParallelElems)
+    for (int64_t i = 0; i < n; ++i) {
+      T* z = logits + i * V;
+      const int32_t target = targets_[static_cast<size_t>(i)];
+      if (target < 0) {
+        std::fill(z, z + V, T(0));
+        token_loss_[static_cast<size_t>(i)] = 0.0;
+        continue;
+      }
+      token_loss_[static_cast<size_t>(i)] = cross_entropy_row(V, z, target);
+    }
+  }
+  LossSum out;
+  for (int64_t i = 0; i < n; ++i) {
+    out.sum += token_loss_[static_cast<size_t>(i)];
+    out.count += targets_[static_cast<size_t>(i)] >= 0 ? 1 : 0;
+  }
+  return out;
+}
+
+template <class T>
+void Transformer<T>::layer_forward(int64_t l, int64_t n) {
+  const Shape& s = shape();
+  const int64_t d = s.d_model, f = s.ffn_dim, qd = s.q_dim(), kvd = s.kv_dim(), qkvd = s.qkv_dim();
+  const LayerOffsets& o = layout_.layer(l);
+  const T* P = params_.data();
+  LayerActs& A = acts_[static_cast<size_t>(l)];
+  const T* x = x_[static_cast<size_t>(l)].data();
+  T* x_next = x_[static_cast<size_t>(l + 1)].data();
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    rmsnorm_forward(threads_, n, d, x, P + o.attn_norm, A.xn1.data(), A.rstd1.data());
+  }
+  {
+    Timer t(&profile_, &Times::matmul, threads_);  // q | k | v in one product: wq, wk, wv are adjacent
+    gemm_parallel<T>(threads_, Op::N, Op::T, n, qkvd, d, T(1), A.xn1.data(), d, P + o.wq, d, T(0),
+                     A.qkv.data(), qkvd);
+  }
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    rope_apply(threads_, n, s.n_heads + s.n_kv_heads, s.head_dim, A.qkv.data(), qkvd,
+               positions_.data(), rope_cos_.data(), rope_sin_.data(), false);
+  }
+  {
+    Timer t(&profile_, &Times::attention, threads_);
+    const QueryBlock<T> q{A.qkv.data(), qkvd, samples_.data(), positions_.data(), n};
+    const KvBlock<T> kv{A.qkv.data() + qd, A.qkv.data() + qd + kvd, qkvd, qkvd,
+                        samples_.data(), positions_.data(), n};
+    attention_->forward(static_cast<int>(l), attn_dims(), q, kv,
+                        AttnOut<T>{A.o.data(), qd, A.lse.data()});
+  }
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    copy_rows(threads_, n * d, x, A.h.data());
+  }
+  {
+    Timer t(&profile_, &Times::matmul, threads_);
+    gemm_parallel<T>(threads_, Op::N, Op::T, n, d, qd, T(1), A.o.data(), qd, P + o.wo, qd, T(1),
+                     A.h.data(), d);
+  }
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    rmsnorm_forward(threads_, n, d, A.h.data(), P + o.mlp_norm, A.xn2.data(), A.rstd2.data());
+  }
+  {
+    Timer t(&profile_, &Times::matmul, threads_);  // w1 | w3 in one product
+    gemm_parallel<T>(threads_, Op::N, Op::T, n, 2 * f, d, T(1), A.xn2.data(), d, P + o.w1, d, T(0),
+                     A.ab.data(), 2 * f);
+  }
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    swiglu_forward(threads_, n, f, A.ab.data(), u_.data());
+    copy_rows(threads_, n * d, A.h.data(), x_next);
+  }
+  {
+    Timer t(&profile_, &Times::matmul, threads_);
+    gemm_parallel<T>(threads_, Op::N, Op::T, n, d, f, T(1), u_.data(), f, P + o.w2, f, T(1), x_next,
+                     d);
+  }
+}
+
+template <class T>
+void Transformer<T>::backward(double scale) {
+  ML_CHECK(have_forward_, "backward() needs a forward() first");
+  const Shape& s = shape();
+  const int64_t n = n_, d = s.d_model, V = s.vocab;
+  const T* head = params_.data() + layout_.head();
+  T* ghead = grads_.data() + layout_.head();
+  const T a = static_cast<T>(scale);
+  {
+    Timer t(&profile_, &Times::head, threads_);
+    // dxf = scale·dlogits·W;  dW += scale·dlogitsᵀ·xf.
+    gemm_parallel<T>(threads_, Op::N, Op::N, n, d, V, a, logits_.data(), V, head, d, T(0),
+                     dxn_.data(), d);
+    gemm_parallel<T>(threads_, Op::T, Op::N, V, d, n, a, logits_.data(), V, xf_.data(), d, T(1),
+                     ghead, d);
+  }
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    const T* xl = x_[static_cast<size_t>(s.n_layers)].data();
+    const T* g = params_.data() + layout_.final_norm();
+    rmsnorm_backward(threads_, n, d, dxn_.data(), xl, g, rstdf_.data(), static_cast<const T*>(nullptr),
+                     dx_.data());
+    rmsnorm_gain_grad(threads_, n, d, dxn_.data(), xl, rstdf_.data(),
+                      grads_.data() + layout_.final_norm());
+  }
+  for (int64_t l = s.n_layers - 1; l >= 0; --l) layer_backward(l, n);
+  {
+    // Embedding rows: column blocks per thread, rows in order (deterministic).
+    Timer t(&profile_, &Times::other, threads_);
+    T* ge = grads_.data() + layout_.embed();
+    const T* dx = dx_.data();
+    constexpr int64_t kBlock = 64;
+    const int64_t blocks = (d + kBlock - 1) / kBlock;
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n * d > kParallelElems)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t c0 = b * kBlock, c1 = std::min(d, c0 + kBlock);
+      for (int64_t i = 0; i < n; ++i) {
+        T* row = ge + static_cast<int64_t>(tokens_[static_cast<size_t>(i)]) * d;
+        const T* src = dx + i * d;
+        for (int64_t c = c0; c < c1; ++c) row[c] += src[c];
+      }
+    }
+  }
+}
+
+template <class T>
+void Transformer<T>::layer_backward(int64_t l, int64_t n) {
+  const Shape& s = shape();
+  const int64_t d = s.d_model, f = s.ffn_dim, qd = s.q_dim(), kvd = s.kv_dim(), qkvd = s.qkv_dim();
+  const LayerOffsets& o = layout_.layer(l);
+  const T* P = params_.data();
+  T* G = grads_.data();
+  LayerActs& A = acts_[static_cast<size_t>(l)];
+  const T* x = x_[static_cast<size_t>(l)].data();
+  // dx_ holds ∂/∂(layer output). MLP branch: out = h + (silu(a)⊙b)·w2ᵀ.
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    swiglu_forward(threads_, n, f, A.ab.data(), u_.data());
+  }
+  {
+    Timer t(&profile_, &Times::matmul, threads_);
+    gemm_parallel<T>(threads_, Op::N, Op::N, n, f, d, T(1), dx_.data(), d, P + o.w2, f, T(0),
+                     dab_.data() + n * f, f);  // du, parked in the second half of dab_
+    gemm_parallel<T>(threads_, Op::T, Op::N, d, f, n, T(1), dx_.data(), d, u_.data(), f, T(1),
+                     G + o.w2, f);
+  }
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    // du lives in u_'s place from here on (u_ is no longer needed).
+    std::copy(dab_.data() + n * f, dab_.data() + 2 * n * f, u_.data());
+    swiglu_backward(threads_, n, f, A.ab.data(), u_.data(), dab_.data());
+  }
+  {
+    Timer t(&profile_, &Times::matmul, threads_);
+    gemm_parallel<T>(threads_, Op::N, Op::N, n, d, 2 * f, T(1), dab_.data(), 2 * f, P + o.w1, d,
+                     T(0), dxn_.data(), d);
+    gemm_parallel<T>(threads_, Op::T, Op::N, 2 * f, d, n, T(1), dab_.data(), 2 * f, A.xn2.data(),
+                     d, T(1), G + o.w1, d);
+  }
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    rmsnorm_backward(threads_, n, d, dxn_.data(), A.h.data(), P + o.mlp_norm, A.rstd2.data(),
+                     static_cast<const T*>(dx_.data()), dh_.data());
+    rmsnorm_gain_grad(threads_, n, d, dxn_.data(), A.h.data(), A.rstd2.data(), G + o.mlp_norm);
+  }
+  // Attention branch: h = x + o·woᵀ.
+  {
+    Timer t(&profile_, &Times::matmul, threads_);
+    gemm_parallel<T>(threads_, Op::N, Op::N, n, qd, d, T(1), dh_.data(), d, P + o.wo, qd, T(0),
+                     do_.data(), qd);
+    gemm_parallel<T>(threads_, Op::T, Op::N, d, qd, n, T(1), dh_.data(), d, A.o.data(), qd, T(1),
+                     G + o.wo, qd);
+  }
+  {
+    Timer t(&profile_, &Times::attention, threads_);
+    std::fill(dqkv_.begin(), dqkv_.begin() + n * qkvd, T(0));
+    const QueryBlock<T> q{A.qkv.data(), qkvd, samples_.data(), positions_.data(), n};
+    const KvBlock<T> kv{A.qkv.data() + qd, A.qkv.data() + qd + kvd, qkvd, qkvd,
+                        samples_.data(), positions_.data(), n};
+    const KvGrad<T> kvg{dqkv_.data() + qd, dqkv_.data() + qd + kvd, qkvd, qkvd};
+    attention_->backward(static_cast<int>(l), attn_dims(), q, kv, A.o.data(), qd, A.lse.data(),
+                         do_.data(), qd, dqkv_.data(), qkvd, kvg);
+  }
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    rope_apply(threads_, n, s.n_heads + s.n_kv_heads, s.head_dim, dqkv_.data(), qkvd,
+               positions_.data(), rope_cos_.data(), rope_sin_.data(), true);
+  }
+  {
+    Timer t(&profile_, &Times::matmul, threads_);
+    gemm_parallel<T>(threads_, Op::N, Op::N, n, d, qkvd, T(1), dqkv_.data(), qkvd, P + o.wq, d,
+                     T(0), dxn_.data(), d);
+    gemm_parallel<T>(threads_, Op::T, Op::N, qkvd, d, n, T(1), dqkv_.data(), qkvd, A.xn1.data(), d,
+                     T(1), G + o.wq, d);
+  }
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    rmsnorm_backward(threads_, n, d, dxn_.data(), x, P + o.attn_norm, A.rstd1.data(),
+                     static_cast<const T*>(dh_.data()), dx_.data());
+    rmsnorm_gain_grad(threads_, n, d, dxn_.data(), x, A.rstd1.data(), G + o.attn_norm);
+  }
+}
+
+double model_flops(const Shape& s, const Batch& batch) {
+  const double d = static_cast<double>(s.d_model);
+  const double per_layer_linear =
+      2.0 * (d * static_cast<double>(s.qkv_dim()) + static_cast<double>(s.q_dim()) * d +
+             3.0 * d * static_cast<double>(s.ffn_dim));
+  const double linear = per_layer_linear * static_cast<double>(s.n_layers) +
+                        2.0 * d * static_cast<double>(s.vocab);
+  double visible = 0;  // Σ over queries of the keys they see
+  for (int32_t p : batch.positions) visible += static_cast<double>(p) + 1.0;
+  const double attention = 4.0 * static_cast<double>(s.q_dim()) * visible *
+                           static_cast<double>(s.n_layers);
+  return 3.0 * (linear * static_cast<double>(batch.size()) + attention);
+}
+
+template class Transformer<float>;
+template class Transformer<double>;
+
+}  // namespace meshloom::model

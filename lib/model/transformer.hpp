@@ -1,0 +1,143 @@
+// The CPU model: forward and backward of DESIGN.md's transformer over one
+// packed micro-batch, in float (training) or double (gradient checks).
+//
+// How a trainer runs a micro-batch:
+//
+//   model::Transformer<float> m(model::Shape::from_config(cfg.model), {.threads = 2});
+//   m.init_params(seed);                       // or copy a checkpoint into m.params()
+//   m.zero_grads();
+//   for (const Batch& mb : my_micro_batches) {
+//     LossSum ls = m.forward(mb);              // Σ −log p over mb's targets, and their count
+//     m.backward(1.0 / global_count);          // grads += (1/global_count)·∂Σ/∂params
+//   }
+//   all-reduce m.grads() (one flat buffer, ParamLayout order), then the optimizer.
+//
+// The loss is a SUM, and backward takes the scale, because the global batch's
+// prediction count is only known to the trainer (the batch is split over
+// trainers and micro-batches); so gradients add up to those of the global
+// mean loss whatever the split. backward() accumulates (+=) into grads().
+//
+// What forward() keeps for backward(), per layer: the layer input, both
+// normalized inputs and 1/rms, the fused QKV after RoPE, the attention output
+// and its log-sum-exp, the residual after attention and the SwiGLU input
+// [n, 2F]; plus the logits buffer [n, V], which forward() turns in place into
+// softmax − onehot, so backward() needs no recomputation. Scratch is reused
+// from call to call.
+//
+// Attention goes through an AttentionBackend (attention.hpp): LocalAttention
+// by default; a context-parallel trainer passes its ring implementation to
+// forward(), and the same object is used by the following backward().
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/attention.hpp"
+#include "model/batch.hpp"
+#include "model/params.hpp"
+
+namespace meshloom::model {
+
+struct ModelOptions {
+  int threads = 0;  // 0: OpenMP's default (OMP_NUM_THREADS or the cores)
+  int64_t attn_tile_q = 64;
+  int64_t attn_tile_k = 128;
+};
+
+struct LossSum {
+  double sum = 0;     // Σ −log p(target) over the micro-batch's predictions
+  int64_t count = 0;  // number of predictions (targets ≠ −1)
+};
+
+// Time spent per kind of work since the last reset (forward + backward).
+struct Times {
+  double matmul = 0;     // projections and MLP GEMMs
+  double attention = 0;  // block forward/backward (tiles, softmax)
+  double head = 0;       // LM head GEMMs
+  double loss = 0;       // softmax cross-entropy over the vocabulary
+  double other = 0;      // embedding, norms, RoPE, SwiGLU, residual copies
+  double total() const { return matmul + attention + head + loss + other; }
+};
+// wall: elapsed seconds. cpu: process CPU seconds / threads, which on a
+// machine shared with other work is closer to what the step costs alone.
+struct Profile {
+  Times wall;
+  Times cpu;
+};
+
+template <class T>
+class Transformer {
+ public:
+  explicit Transformer(const Shape& shape, const ModelOptions& opt = {});
+
+  const Shape& shape() const { return layout_.shape(); }
+  const ParamLayout& layout() const { return layout_; }
+  int threads() const { return threads_; }
+
+  std::span<T> params() { return params_; }
+  std::span<const T> params() const { return params_; }
+  std::span<T> grads() { return grads_; }
+  std::span<const T> grads() const { return grads_; }
+  // Views of one named tensor (e.g. "layers.1.wq").
+  std::span<T> param(const std::string& name);
+  std::span<T> grad(const std::string& name);
+
+  void init_params(uint64_t seed);
+  void zero_grads();
+
+  // Runs the micro-batch and keeps what backward() needs. `attention` (not
+  // owned) must outlive the following backward(); null means LocalAttention.
+  LossSum forward(const Batch& batch, AttentionBackend<T>* attention = nullptr);
+  // grads += scale · ∂(forward's loss sum)/∂params. Needs a forward() first;
+  // may be called again after each forward().
+  void backward(double scale);
+
+  // −log p per token of the last forward() (0 where the target is −1).
+  std::span<const double> token_losses() const { return token_loss_; }
+
+  const Profile& profile() const { return profile_; }
+  void reset_profile() { profile_ = Profile{}; }
+
+ private:
+  struct LayerActs {
+    std::vector<T> xn1, rstd1, qkv, o, lse, h, xn2, rstd2, ab;
+  };
+  void ensure_buffers(int64_t n);
+  void ensure_rope(int32_t max_pos);
+  void layer_forward(int64_t l, int64_t n);
+  void layer_backward(int64_t l, int64_t n);
+  AttnDims attn_dims() const;
+
+  ParamLayout layout_;
+  int threads_;
+  std::vector<T> params_, grads_;
+  LocalAttention<T> local_attention_;
+  AttentionBackend<T>* attention_ = nullptr;
+
+  // The micro-batch of the last forward().
+  int64_t n_ = 0;
+  bool have_forward_ = false;
+  std::vector<int32_t> tokens_, targets_, positions_, samples_;
+  std::vector<double> token_loss_;
+
+  // Activations.
+  std::vector<std::vector<T>> x_;  // residual stream entering layer l; x_[L] = final
+  std::vector<LayerActs> acts_;
+  std::vector<T> xf_, rstdf_, logits_;
+  // Backward scratch.
+  std::vector<T> u_, dx_, dh_, dxn_, dab_, do_, dqkv_;
+  // RoPE table: cos/sin of position p, frequency i at [p·D/2 + i].
+  std::vector<T> rope_cos_, rope_sin_;
+  int32_t rope_positions_ = 0;
+
+  Profile profile_;
+};
+
+// Model FLOPs of one forward + backward over `batch` (3 × the forward's matrix
+// products; attention counts only (query, key) pairs the mask lets through,
+// i.e. pos + 1 keys per query). What MFU is measured against.
+double model_flops(const Shape& shape, const Batch& batch);
+
+}  // namespace meshloom::model

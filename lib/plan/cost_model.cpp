@@ -1,0 +1,200 @@
+#include "plan/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "base/check.hpp"
+#include "base/strings.hpp"
+
+namespace meshloom::plan {
+
+CostModel CostModel::from_shape(const ModelShape& shape, const Hardware& hw) {
+  ML_CHECK(hw.flops > 0 && hw.bandwidth > 0, "FLOP rate and bandwidth must be positive");
+  CostModel m;
+  m.a = 3.5 * shape.attention_flops_per_token2() / hw.flops;
+  m.b = 3.0 * shape.linear_flops_per_token() / hw.flops;
+  m.g = hw.micro_batch_overhead;
+  m.layers = shape.layers;
+  m.kv_bytes = shape.kv_bytes_per_token_layer();
+  m.act_bytes = shape.act_bytes_per_token_layer();
+  m.bandwidth = hw.bandwidth;
+  m.intra_bandwidth = hw.intra_bandwidth > 0 ? hw.intra_bandwidth : hw.bandwidth;
+  m.trainers_per_node = hw.trainers_per_node;
+  m.latency = hw.latency;
+  m.host_bandwidth = hw.host_bandwidth;
+  return m;
+}
+
+double CostModel::micro_batch(double tokens, double attn_l2, int k, bool intra,
+                              double offload_bytes) const {
+  const double attn = a * attn_l2;
+  double t = b * tokens + g;
+  if (k <= 1) {
+    t += attn;
+  } else {
+    const double step = attn / k;
+    const double bw = intra ? intra_bandwidth : bandwidth;
+    const double comm = passes * double(layers) * (tokens * kv_bytes / bw + latency);
+    t += step + double(k - 1) * std::max(step, comm);
+  }
+  if (offload_bytes > 0 && host_bandwidth > 0) t = std::max(t, offload_bytes / host_bandwidth);
+  return t;
+}
+
+double CostModel::piece(int64_t length, int k) const {
+  const int64_t tokens = (length + k - 1) / k;
+  return micro_batch(double(tokens), double(length) * double(length) / k, k);
+}
+
+double CostModel::piece_compute(int64_t length, int k) const {
+  const int64_t tokens = (length + k - 1) / k;
+  return b * double(tokens) + a * double(length) * double(length) / k;
+}
+
+std::string CostModel::describe() const {
+  return strf(
+      "a=%.3e s/token^2 b=%.3e s/token g=%.3e s; layers=%d kv=%.0f B/token/layer; "
+      "link %.1f GB/s (intra-node %.1f GB/s, %d per node), latency %.1f us",
+      a, b, g, layers, kv_bytes, bandwidth / 1e9, intra_bandwidth / 1e9, trainers_per_node,
+      latency * 1e6);
+}
+
+std::string Calibration::describe() const {
+  return strf("a=%.4e s/token^2 b=%.4e s/token g=%.4e s (%zu samples, rms %.3g s, R^2 %.4f)", a,
+              b, g, samples, rms, r2);
+}
+
+namespace {
+
+// Solves the n x n system m x = v (n <= 3) by Gaussian elimination with
+// partial pivoting; false when singular.
+bool solve(int n, double m[3][3], double v[3], double x[3]) {
+  for (int c = 0; c < n; ++c) {
+    int p = c;
+    for (int r = c + 1; r < n; ++r)
+      if (std::fabs(m[r][c]) > std::fabs(m[p][c])) p = r;
+    if (std::fabs(m[p][c]) < 1e-300) return false;
+    std::swap(m[c], m[p]);
+    std::swap(v[c], v[p]);
+    for (int r = c + 1; r < n; ++r) {
+      const double f = m[r][c] / m[c][c];
+      for (int j = c; j < n; ++j) m[r][j] -= f * m[c][j];
+      v[r] -= f * v[c];
+    }
+  }
+  for (int c = n - 1; c >= 0; --c) {
+    double s = v[c];
+    for (int j = c + 1; j < n; ++j) s -= m[c][j] * x[j];
+    x[c] = s / m[c][c];
+  }
+  return true;
+}
+
+}  // namespace
+
+Calibration calibrate(const std::vector<CalibrationSample>& samples) {
+  ML_CHECK(!samples.empty(), "calibration needs at least one sample");
+  // Columns scaled to unit RMS so that sum_l2 (~1e10) and 1 sit in one system.
+  double scale[3] = {0, 0, 1};
+  for (const auto& s : samples) {
+    scale[0] += s.sum_l2 * s.sum_l2;
+    scale[1] += s.tokens * s.tokens;
+  }
+  for (int j = 0; j < 2; ++j) scale[j] = scale[j] > 0 ? std::sqrt(scale[j] / samples.size()) : 1;
+  auto column = [&](const CalibrationSample& s, int j) {
+    return (j == 0 ? s.sum_l2 : j == 1 ? s.tokens : 1.0) / scale[j];
+  };
+  double mean_y = 0;
+  for (const auto& s : samples) mean_y += s.seconds;
+  mean_y /= double(samples.size());
+
+  Calibration best;
+  double best_sse = INFINITY;
+  for (int mask = 1; mask < 8; ++mask) {
+    int idx[3], n = 0;
+    for (int j = 0; j < 3; ++j)
+      if (mask & (1 << j)) idx[n++] = j;
+    double m[3][3] = {}, v[3] = {}, x[3] = {};
+    for (const auto& s : samples)
+      for (int r = 0; r < n; ++r) {
+        v[r] += column(s, idx[r]) * s.seconds;
+        for (int c = 0; c < n; ++c) m[r][c] += column(s, idx[r]) * column(s, idx[c]);
+      }
+    if (!solve(n, m, v, x)) continue;
+    double coef[3] = {0, 0, 0};
+    bool ok = true;
+    for (int r = 0; r < n; ++r) {
+      if (x[r] < 0) ok = false;
+      coef[idx[r]] = x[r] / scale[idx[r]];
+    }
+    if (!ok) continue;
+    double sse = 0;
+    for (const auto& s : samples) {
+      const double e = coef[0] * s.sum_l2 + coef[1] * s.tokens + coef[2] - s.seconds;
+      sse += e * e;
+    }
+    if (sse < best_sse * (1 - 1e-12)) {
+      best_sse = sse;
+      best.a = coef[0];
+      best.b = coef[1];
+      best.g = coef[2];
+    }
+  }
+  ML_CHECK(std::isfinite(best_sse), "calibration: the samples determine no non-negative fit");
+  double sst = 0;
+  for (const auto& s : samples) sst += (s.seconds - mean_y) * (s.seconds - mean_y);
+  best.samples = samples.size();
+  best.rms = std::sqrt(best_sse / double(samples.size()));
+  best.r2 = sst > 0 ? 1.0 - best_sse / sst : 1.0;
+  return best;
+}
+
+std::vector<CalibrationSample> read_calibration_csv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read calibration file '" + path + "'");
+  std::vector<CalibrationSample> out;
+  std::string line;
+  int line_no = 0;
+  bool header = false;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    if (!header) {
+      if (line != "tokens,sum_l2,seconds")
+        throw Error(strf("%s:%d: expected the header 'tokens,sum_l2,seconds', got '%s'",
+                         path.c_str(), line_no, line.c_str()));
+      header = true;
+      continue;
+    }
+    const std::vector<std::string> f = split(line, ',');
+    CalibrationSample s;
+    char* end = nullptr;
+    bool ok = f.size() == 3;
+    double v[3] = {0, 0, 0};
+    for (size_t j = 0; ok && j < 3; ++j) {
+      v[j] = std::strtod(f[j].c_str(), &end);
+      ok = end != f[j].c_str() && *end == '\0' && std::isfinite(v[j]) && v[j] >= 0;
+    }
+    if (!ok)
+      throw Error(strf("%s:%d: expected three non-negative numbers 'tokens,sum_l2,seconds', got '%s'",
+                       path.c_str(), line_no, line.c_str()));
+    s.tokens = v[0];
+    s.sum_l2 = v[1];
+    s.seconds = v[2];
+    out.push_back(s);
+  }
+  if (out.empty()) throw Error("calibration file '" + path + "' holds no samples");
+  return out;
+}
+
+CostModel calibrated(CostModel model, const Calibration& fit) {
+  model.a = fit.a;
+  model.b = fit.b;
+  model.g = fit.g;
+  return model;
+}
+
+}  // namespace meshloom::plan

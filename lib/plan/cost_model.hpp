@@ -1,0 +1,114 @@
+// The cost model every planner and the simulator share: predicted seconds of
+// one trainer's micro-batch, from the model's shape and the machine's rates.
+//
+// A micro-batch on one trainer holds pieces of sequences that all use the same
+// CP group of k trainers (k = 1: whole sequences, packed). With `tokens` the
+// tokens this trainer holds and `attn_l2` = sum over its sequences of L^2 / k
+// (its share of the causal attention work, in token^2):
+//
+//   k = 1:  t = b * tokens + a * attn_l2 + g
+//   k > 1:  t = b * tokens + g + s + (k - 1) * max(s, layers * c)
+//           s = a * attn_l2 / k              attention of one ring step
+//           c = passes * (tokens * kv_bytes / bandwidth + latency)
+//                                            K/V of one block, one layer
+//
+// i.e. ring attention runs k steps per layer; in each, the K/V block of the
+// previous member arrives while the current block is computed, so a step costs
+// the larger of the two (the first step needs nothing from the ring). `passes`
+// = 3: K/V once forward; K/V again and dK/dV backward. a (s per token^2) is
+// causal attention, forward + backward (3.5 x forward: flash attention's
+// backward recomputes the scores), b (s per token) the linear layers (3 x
+// forward), g a fixed cost per micro-batch. Rings whose members all sit on one
+// node use the intra-node bandwidth.
+//
+// Selective offloading (ByteScale section 5.2) moves a share r of a piece's
+// activations to host memory while it computes; it costs time only where the
+// copy (r x activation bytes over the host link) outlasts the compute.
+//
+// a, b and g can be fitted to measurements: `calibrate()` takes (tokens,
+// sum L^2, seconds) of whole-sequence (k = 1) micro-batches and solves the
+// least-squares problem with a, b, g >= 0. The CSV it reads has one header
+// line `tokens,sum_l2,seconds` and one micro-batch per line; `#` starts a
+// comment line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/model_shape.hpp"
+
+namespace meshloom::plan {
+
+// What one trainer (a GPU, or a TP group of GPUs) can do.
+struct Hardware {
+  double flops = 989e12 * 0.45;    // effective FLOP/s of one trainer (peak x MFU)
+  double bandwidth = 25e9;         // bytes/s one trainer sends to another node
+  double intra_bandwidth = 150e9;  // bytes/s inside a node (NVLink)
+  int trainers_per_node = 8;       // 0: every ring uses `bandwidth`
+  double latency = 10e-6;          // seconds per ring message (one block, one layer)
+  double host_bandwidth = 20e9;    // bytes/s device <-> host, for offloading
+  double micro_batch_overhead = 0.0;  // seconds per micro-batch (g)
+};
+
+class CostModel {
+ public:
+  double a = 0;  // seconds per token^2 of causal attention (all layers, fwd + bwd)
+  double b = 0;  // seconds per token (linear layers and LM head, fwd + bwd)
+  double g = 0;  // seconds per micro-batch
+  int layers = 1;
+  double kv_bytes = 0;   // K/V bytes per token per layer
+  double act_bytes = 0;  // activation bytes per token per layer
+  double passes = 3;
+  double bandwidth = 25e9;
+  double intra_bandwidth = 150e9;
+  int trainers_per_node = 0;
+  double latency = 0;
+  double host_bandwidth = 20e9;
+
+  static CostModel from_shape(const ModelShape& shape, const Hardware& hw);
+
+  // One member's micro-batch time (see the file comment). `offload_bytes`:
+  // activation bytes this member copies to the host during it.
+  double micro_batch(double tokens, double attn_l2, int k, bool intra = false,
+                     double offload_bytes = 0) const;
+  // Time of a whole sequence of L tokens on one trainer, without g.
+  double whole(int64_t length) const { return a * double(length) * double(length) + b * double(length); }
+  // Time of one member of a k-way ring over one sequence of L tokens, with g
+  // (inter-node ring, the member holding ceil(L / k) tokens).
+  double piece(int64_t length, int k) const;
+  // Compute only (no ring, no g) of that member: what can hide offloading.
+  double piece_compute(int64_t length, int k) const;
+
+  // Trainers the ring over a group spans: true when all sit on one node.
+  bool same_node(int rank_lo, int rank_hi) const {
+    return trainers_per_node > 0 && rank_lo / trainers_per_node == rank_hi / trainers_per_node;
+  }
+
+  std::string describe() const;
+};
+
+struct CalibrationSample {
+  double tokens = 0;
+  double sum_l2 = 0;
+  double seconds = 0;
+};
+
+struct Calibration {
+  double a = 0, b = 0, g = 0;
+  double rms = 0;         // root mean square residual, seconds
+  double r2 = 0;          // coefficient of determination
+  size_t samples = 0;
+  std::string describe() const;
+};
+
+// Least squares fit of seconds = a * sum_l2 + b * tokens + g with a, b, g >= 0
+// (the best of the fits over every subset of the three terms that comes out
+// non-negative). Needs at least one sample.
+Calibration calibrate(const std::vector<CalibrationSample>& samples);
+// Reads the CSV described above; throws meshloom::Error naming file:line.
+std::vector<CalibrationSample> read_calibration_csv(const std::string& path);
+// The model with a, b, g replaced by the fit.
+CostModel calibrated(CostModel model, const Calibration& fit);
+
+}  // namespace meshloom::plan

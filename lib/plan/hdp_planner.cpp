@@ -1,0 +1,694 @@
+#include "plan/hdp_planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <queue>
+#include <set>
+
+#include "base/check.hpp"
+#include "base/strings.hpp"
+#include "plan/lengths.hpp"
+
+namespace meshloom::plan {
+
+namespace {
+
+using TimeRank = std::pair<double, int32_t>;
+using MinHeap = std::priority_queue<TimeRank, std::vector<TimeRank>, std::greater<TimeRank>>;
+
+// Shared view of one step's sequences for the HDP planners.
+struct Work {
+  const std::vector<int64_t>& lengths;
+  const PlannerOptions& o;
+  const CostModel& cost;
+  std::vector<int32_t> k;
+  std::vector<float> r;
+  std::vector<double> t;  // member time (k > 1) or whole time with amortized g (k = 1)
+
+  Work(const std::vector<int64_t>& L, const PlannerOptions& opt, const CostModel& c)
+      : lengths(L), o(opt), cost(c), k(L.size()), r(L.size()), t(L.size()) {
+    for (size_t i = 0; i < L.size(); ++i) {
+      const Split s = min_split(L[i], o, cost);
+      if (s.k > o.trainers)
+        throw Error(strf(
+            "sequence %zu of %lld tokens needs %d trainers of capacity %lld, but there are %d%s",
+            i, (long long)L[i], s.k, (long long)o.capacity, o.trainers,
+            o.offload ? "" : " (selective offloading would need fewer)"));
+      set(i, s.k, s.ratio);
+    }
+  }
+  int32_t n() const { return int32_t(lengths.size()); }
+  // Member time; `intra`: the ring stays inside one node.
+  double time_of(int64_t L, int32_t kk, float ratio, bool intra = false) const {
+    const double act = cost.act_bytes * cost.layers;
+    if (kk == 1) {
+      const double off = ratio * double(L) * act;
+      return cost.micro_batch(double(L), double(L) * double(L), 1, false, off) - cost.g +
+             cost.g * double(L) / double(o.capacity);
+    }
+    const double m = double((L + kk - 1) / kk);
+    return cost.micro_batch(m, double(L) * double(L) / kk, kk, intra, ratio * m * act);
+  }
+  void set(size_t i, int32_t kk, float ratio) {
+    k[i] = kk;
+    r[i] = ratio;
+    t[i] = time_of(lengths[i], kk, ratio);
+  }
+  double work(size_t i) const { return k[i] == 1 ? t[i] : double(k[i]) * t[i]; }
+  // Activation memory of a whole sequence, in tokens (for packing).
+  double resident(size_t i) const {
+    const double L = double(lengths[i]);
+    if (r[i] <= 0 || cost.layers <= 2) return L;
+    return L * (2.0 + (1.0 - r[i]) * (cost.layers - 2)) / cost.layers;
+  }
+};
+
+// Best fit decreasing by resident tokens into micro-batches of capacity C.
+std::vector<std::vector<int32_t>> pack(std::vector<int32_t> items, const Work& w) {
+  std::sort(items.begin(), items.end(), [&](int32_t x, int32_t y) {
+    const double a = w.resident(x), b = w.resident(y);
+    return a != b ? a > b : x < y;
+  });
+  std::vector<std::vector<int32_t>> bins;
+  std::multimap<double, int32_t> left;  // room -> bin
+  const double cap = double(w.o.capacity) * (1 + 1e-12);
+  for (int32_t i : items) {
+    const double need = w.resident(i);
+    auto it = left.lower_bound(need);
+    if (it == left.end()) {
+      bins.push_back({i});
+      left.emplace(cap - need, int32_t(bins.size() - 1));
+    } else {
+      const int32_t b = it->second;
+      const double room = it->first - need;
+      left.erase(it);
+      bins[b].push_back(i);
+      left.emplace(room, b);
+    }
+  }
+  return bins;
+}
+
+// The smallest k >= k0 whose member time is at most `target`, or the k with
+// the least member time when none reaches it.
+int32_t widen_to(const Work& w, size_t i, double target) {
+  const int64_t L = w.lengths[i];
+  const int32_t k0 = w.k[i];
+  const int32_t kmax = int32_t(std::min<int64_t>(w.o.trainers, L));
+  if (kmax <= k0) return k0;
+  auto time = [&](int32_t kk) {
+    const float r = w.o.offload ? offload_ratio_for(L, kk, w.o.capacity, w.cost) : 0.f;
+    return w.time_of(L, kk, r);
+  };
+  int32_t best_k = k0;
+  double best_t = time(k0);
+  for (double x = k0;;) {
+    x = std::max(x * 1.08, x + 1);
+    const int32_t kk = int32_t(std::min<double>(kmax, std::floor(x)));
+    const double tt = time(kk);
+    if (tt < best_t) {
+      best_t = tt;
+      best_k = kk;
+    }
+    if (tt <= target || kk >= kmax) break;
+  }
+  if (best_t > target) return best_k;
+  int32_t lo = k0, hi = best_k;  // time(lo) > target >= time(hi)
+  while (hi - lo > 1) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    (time(mid) <= target ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+}  // namespace
+
+namespace {
+
+// Steps 2-5 of plan_hdp for one widening target: who runs what, when.
+struct Schedule {
+  Work w;
+  std::vector<int32_t> split_ids, whole_ids;
+  std::vector<int32_t> group_at, group_pool;  // split sequences' ranks
+  std::vector<double> ring_start;
+  struct Gap {
+    int32_t trainer;
+    double begin, end, left;
+  };
+  std::vector<Gap> gaps;
+  std::vector<int32_t> in_gap, owner;
+  std::vector<std::vector<int32_t>> tail;
+  std::vector<double> gang_end, finish;
+  double makespan = 0;
+  explicit Schedule(const Work& work) : w(work) {}
+};
+
+// Widens split sequences whose member time exceeds `factor` x the bound
+// max(total work / T, largest whole sequence); factor 0: no widening;
+// factor < 0: every split sequence as wide as it can usefully go (up to all
+// T trainers: split sequences then take turns on the whole mesh).
+void widen(Work& w, double factor) {
+  if (factor == 0) return;
+  const int32_t n = w.n();
+  if (factor < 0) {
+    for (int32_t i = 0; i < n; ++i) {
+      if (w.k[i] < 2) continue;
+      const int32_t kk = widen_to(w, i, 0.0);
+      w.set(i, kk, w.o.offload ? offload_ratio_for(w.lengths[i], kk, w.o.capacity, w.cost) : 0.f);
+    }
+    return;
+  }
+  for (int iter = 0; iter < 2; ++iter) {
+    double total = 0, largest_whole = 0;
+    for (int32_t i = 0; i < n; ++i) {
+      total += w.work(i);
+      if (w.k[i] == 1) largest_whole = std::max(largest_whole, w.t[i]);
+    }
+    const double target = factor * std::max(total / w.o.trainers, largest_whole);
+    bool changed = false;
+    for (int32_t i = 0; i < n; ++i) {
+      if (w.k[i] < 2 || w.t[i] <= target * (1 + 1e-9)) continue;
+      const int32_t kk = widen_to(w, i, target);
+      if (kk != w.k[i]) {
+        w.set(i, kk, w.o.offload ? offload_ratio_for(w.lengths[i], kk, w.o.capacity, w.cost) : 0.f);
+        changed = true;
+      }
+    }
+    if (!changed) break;
+  }
+}
+
+// Records a ring of sequence i on `ranks` (sorted) starting at `start`; the
+// members that were free before `start` leave gaps. fin: per-trainer end of
+// its last ring.
+void add_gang(Schedule& sc, int32_t i, std::span<const int32_t> ranks, double start,
+              std::vector<double>& fin) {
+  Work& w = sc.w;
+  sc.group_at[i] = int32_t(sc.group_pool.size());
+  sc.group_pool.insert(sc.group_pool.end(), ranks.begin(), ranks.end());
+  // A ring inside one node runs on the faster link.
+  if (w.cost.same_node(ranks.front(), ranks.back()))
+    w.t[i] = w.time_of(w.lengths[i], w.k[i], w.r[i], true);
+  for (int32_t t : ranks) {
+    if (start - fin[t] > 1e-12 * (1 + start)) sc.gaps.push_back({t, fin[t], start, start - fin[t]});
+    fin[t] = start + w.t[i];
+  }
+  sc.ring_start[i] = start;
+}
+
+// 3a. Each split sequence, costliest first, on the k trainers free earliest.
+void place_gangs_greedy(Schedule& sc, std::vector<double>& fin) {
+  Work& w = sc.w;
+  const int32_t T = w.o.trainers;
+  std::vector<TimeRank> init(T);
+  for (int32_t t = 0; t < T; ++t) init[t] = {0.0, t};
+  MinHeap heap(std::greater<TimeRank>(), std::move(init));
+  std::vector<int32_t> ranks;
+  for (int32_t i : sc.split_ids) {
+    ranks.clear();
+    double start = 0;
+    for (int32_t j = 0; j < w.k[i]; ++j) {
+      start = heap.top().first;  // the heap pops in increasing time
+      ranks.push_back(heap.top().second);
+      heap.pop();
+    }
+    std::sort(ranks.begin(), ranks.end());
+    add_gang(sc, i, ranks, start, fin);
+    for (int32_t t : ranks) heap.push({fin[t], t});
+  }
+}
+
+// 3b. Shelves over trainers [0, region): split sequences, most work first,
+// side by side while their k_min fit; each shelf then shares its region so
+// that its sequences end together (the least height H such that the
+// smallest k_i >= k_min with member time <= H sum to at most the region).
+void place_gangs_shelves(Schedule& sc, int32_t region, std::vector<double>& fin) {
+  Work& w = sc.w;
+  std::vector<int32_t> ids = sc.split_ids;
+  std::sort(ids.begin(), ids.end(), [&](int32_t x, int32_t y) {
+    return w.work(x) != w.work(y) ? w.work(x) > w.work(y) : x < y;
+  });
+  auto time = [&](int32_t i, int32_t kk) {
+    const float r = w.o.offload ? offload_ratio_for(w.lengths[i], kk, w.o.capacity, w.cost) : 0.f;
+    return w.time_of(w.lengths[i], kk, r);
+  };
+  std::vector<int32_t> kmin, kbest, kk, ranks;
+  double start = 0;
+  for (size_t i0 = 0; i0 < ids.size();) {
+    size_t i1 = i0;
+    int64_t sum = 0;
+    while (i1 < ids.size() && (i1 == i0 || sum + w.k[ids[i1]] <= region)) sum += w.k[ids[i1++]];
+    const size_t m = i1 - i0;
+    kmin.assign(m, 0);
+    kbest.assign(m, 0);
+    kk.assign(m, 0);
+    double hi = 0;
+    for (size_t j = 0; j < m; ++j) {
+      const int32_t i = ids[i0 + j];
+      kmin[j] = w.k[i];
+      hi = std::max(hi, time(i, kmin[j]));
+      // the k where more trainers stop helping (ring traffic), within the region
+      const int32_t cap = int32_t(std::min<int64_t>(region, w.lengths[i]));
+      kbest[j] = kmin[j];
+      double tb = time(i, kmin[j]);
+      for (double x = kmin[j]; kbest[j] < cap;) {
+        x = std::max(x * 1.15, x + 1);
+        const int32_t k2 = int32_t(std::min<double>(cap, std::floor(x)));
+        const double t2 = time(i, k2);
+        if (t2 >= tb) break;
+        tb = t2;
+        kbest[j] = k2;
+        if (k2 >= cap) break;
+      }
+    }
+    // k_j(H): smallest k in [kmin, kbest] with time <= H, or -1.
+    auto k_for = [&](size_t j, double H) -> int32_t {
+      const int32_t i = ids[i0 + j];
+      if (time(i, kbest[j]) > H) return -1;
+      int32_t k = std::max<int32_t>(kmin[j], int32_t(std::ceil(w.work(i) / H)));
+      k = std::min(k, kbest[j]);
+      while (k > kmin[j] && time(i, k - 1) <= H) --k;
+      while (time(i, k) > H) ++k;
+      return k;
+    };
+    auto fits = [&](double H) {
+      int64_t total = 0;
+      for (size_t j = 0; j < m && total <= region; ++j) {
+        const int32_t k = k_for(j, H);
+        if (k < 0) return false;
+        total += k;
+      }
+      return total <= region;
+    };
+    double lo = 0;
+    for (int it = 0; it < 30; ++it) {
+      const double mid = 0.5 * (lo + hi);
+      (fits(mid) ? hi : lo) = mid;
+    }
+    int32_t cursor = 0;
+    for (size_t j = 0; j < m; ++j) {
+      const int32_t i = ids[i0 + j];
+      const int32_t k = k_for(j, hi);
+      w.set(i, k, w.o.offload ? offload_ratio_for(w.lengths[i], k, w.o.capacity, w.cost) : 0.f);
+      ranks.resize(k);
+      for (int32_t r = 0; r < k; ++r) ranks[r] = cursor + r;
+      cursor += k;
+      add_gang(sc, i, ranks, start, fin);
+    }
+    double end = start;
+    for (size_t j = 0; j < m; ++j) end = std::max(end, start + w.t[ids[i0 + j]]);
+    start = end;
+    i0 = i1;
+  }
+}
+
+// Steps 3-5; region 0: greedy gangs, else shelves over that many trainers.
+void schedule(Schedule& sc, int32_t region) {
+  Work& w = sc.w;
+  const int32_t n = w.n();
+  const int32_t T = w.o.trainers;
+  for (int32_t i = 0; i < n; ++i) (w.k[i] > 1 ? sc.split_ids : sc.whole_ids).push_back(i);
+  auto by_time = [&](int32_t x, int32_t y) { return w.t[x] != w.t[y] ? w.t[x] > w.t[y] : x < y; };
+  std::sort(sc.split_ids.begin(), sc.split_ids.end(), by_time);
+  std::sort(sc.whole_ids.begin(), sc.whole_ids.end(), by_time);
+  sc.ring_start.assign(n, 0.0);
+  sc.group_at.assign(n, -1);
+  sc.gang_end.assign(T, 0.0);
+  if (region > 0) {
+    place_gangs_shelves(sc, region, sc.gang_end);
+  } else {
+    place_gangs_greedy(sc, sc.gang_end);
+  }
+  sc.finish = sc.gang_end;
+  std::vector<TimeRank> init(T);
+  for (int32_t t = 0; t < T; ++t) init[t] = {sc.gang_end[t], t};
+  MinHeap heap(std::greater<TimeRank>(), std::move(init));
+
+  // 4. Whole sequences: best fit into gaps, else LPT onto the tails.
+  std::multimap<double, int32_t> gap_room;
+  for (size_t g = 0; g < sc.gaps.size(); ++g) gap_room.emplace(sc.gaps[g].left, int32_t(g));
+  sc.in_gap.assign(n, -1);
+  sc.owner.assign(n, -1);
+  sc.tail.assign(T, {});
+  for (int32_t i : sc.whole_ids) {
+    auto it = gap_room.lower_bound(w.t[i]);
+    if (it != gap_room.end()) {
+      const int32_t g = it->second;
+      gap_room.erase(it);
+      sc.gaps[g].left -= w.t[i];
+      if (sc.gaps[g].left > 0) gap_room.emplace(sc.gaps[g].left, g);
+      sc.in_gap[i] = g;
+      sc.owner[i] = sc.gaps[g].trainer;
+      continue;
+    }
+    const TimeRank top = heap.top();
+    heap.pop();
+    sc.owner[i] = top.second;
+    sc.tail[top.second].push_back(i);
+    sc.finish[top.second] = top.first + w.t[i];
+    heap.push({sc.finish[top.second], top.second});
+  }
+
+  // 5. Local search between the last and the first trainer to finish.
+  const int64_t budget = w.o.search_moves < 0 ? 4 * int64_t(T) : w.o.search_moves;
+  std::vector<double>& finish = sc.finish;
+  auto& tail = sc.tail;
+  if (T > 1 && budget > 0) {
+    std::set<TimeRank> order;
+    for (int32_t t = 0; t < T; ++t) order.insert({finish[t], t});
+    std::vector<std::pair<double, int32_t>> sorted_b;
+    for (int64_t move = 0; move < budget; ++move) {
+      const auto [fmax, a] = *order.rbegin();
+      const auto [fmin, bt] = *order.begin();
+      const double diff = fmax - fmin;
+      if (a == bt || diff <= 1e-9 * fmax || tail[a].empty()) break;
+      double best = fmax;
+      int32_t bx = -1, by = -1;  // positions in tail[a], tail[bt] (by = -1: a move)
+      for (size_t x = 0; x < tail[a].size(); ++x) {
+        const double c = w.t[tail[a][x]];
+        if (c < diff && std::max(fmax - c, fmin + c) < best) {
+          best = std::max(fmax - c, fmin + c);
+          bx = int32_t(x);
+          by = -1;
+        }
+      }
+      sorted_b.clear();
+      for (size_t y = 0; y < tail[bt].size(); ++y) sorted_b.push_back({w.t[tail[bt][y]], int32_t(y)});
+      std::sort(sorted_b.begin(), sorted_b.end());
+      for (size_t x = 0; x < tail[a].size() && !sorted_b.empty(); ++x) {
+        const double cx = w.t[tail[a][x]];
+        // the best partner costs cx - diff/2: look at the two around that point
+        auto it = std::lower_bound(sorted_b.begin(), sorted_b.end(),
+                                   std::make_pair(cx - diff / 2, int32_t(-1)));
+        for (auto jt : {it, it == sorted_b.begin() ? it : std::prev(it)}) {
+          if (jt == sorted_b.end()) continue;
+          const double d = cx - jt->first;
+          if (d <= 0 || d >= diff) continue;
+          if (std::max(fmax - d, fmin + d) < best) {
+            best = std::max(fmax - d, fmin + d);
+            bx = int32_t(x);
+            by = jt->second;
+          }
+        }
+      }
+      if (bx < 0 || best >= fmax * (1 - 1e-12)) break;
+      const int32_t ix = tail[a][bx];
+      double delta = w.t[ix];
+      tail[a].erase(tail[a].begin() + bx);
+      if (by >= 0) {
+        const int32_t iy = tail[bt][by];
+        delta -= w.t[iy];
+        tail[bt].erase(tail[bt].begin() + by);
+        tail[a].push_back(iy);
+        sc.owner[iy] = a;
+      }
+      tail[bt].push_back(ix);
+      sc.owner[ix] = bt;
+      order.erase(order.find({fmax, a}));
+      order.erase(order.begin());
+      finish[a] = fmax - delta;
+      finish[bt] = fmin + delta;
+      order.insert({finish[a], a});
+      order.insert({finish[bt], bt});
+    }
+  }
+  sc.makespan = *std::max_element(finish.begin(), finish.end());
+}
+
+}  // namespace
+
+Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o,
+              const CostModel& cost) {
+  const Work base(lengths, o, cost);
+  const int32_t T = o.trainers;
+
+  // 2. Widening targets, from none to the tightest; the schedule decides.
+  // Widening only pays where the trainers it takes are not needed by
+  // sequences that cannot be split, so each target is scheduled (steps 3-5)
+  // and the fastest kept (ties: the least widening, i.e. the least traffic).
+  std::vector<double> factors = {0};
+  if (o.widen) factors.insert(factors.end(), {2.0, 1.5, 1.25, 1.1, 1.0, 0.75, 0.5, 0.25, -1.0});
+  std::unique_ptr<Schedule> best;
+  auto consider = [&](std::unique_ptr<Schedule> sc) {
+    if (!best || sc->makespan < best->makespan * (1 - 1e-3)) best = std::move(sc);
+  };
+  std::vector<int32_t> last_k;
+  for (double f : factors) {
+    Work w = base;
+    widen(w, f);
+    if (w.k == last_k) continue;  // the same groups as the last target: the same schedule
+    last_k = w.k;
+    auto sc = std::make_unique<Schedule>(w);
+    schedule(*sc, 0);
+    consider(std::move(sc));
+  }
+  // Shelves over a region sized to the split sequences' share of the work.
+  if (o.widen) {
+    double split_work = 0, whole_work = 0;
+    int32_t widest = 0;
+    for (int32_t i = 0; i < base.n(); ++i) {
+      (base.k[i] > 1 ? split_work : whole_work) += base.work(i);
+      if (base.k[i] > 1) widest = std::max(widest, base.k[i]);
+    }
+    if (widest > 0) {
+      const double share = split_work / (split_work + whole_work);
+      std::vector<int32_t> regions;
+      for (double f : {1.0, 1.1, 1.25, 1e9}) {
+        const int32_t r = std::clamp<int32_t>(int32_t(std::ceil(share * f * T)), widest, T);
+        if (std::find(regions.begin(), regions.end(), r) == regions.end()) regions.push_back(r);
+      }
+      for (int32_t r : regions) {
+        auto sc = std::make_unique<Schedule>(base);
+        schedule(*sc, r);
+        consider(std::move(sc));
+      }
+    }
+  }
+  Schedule& sc = *best;
+  const Work& w = sc.w;
+
+  // 6. Micro-batches: rings at their start, gap packs before them, tails after.
+  PlanBuilder b("hdp", T, o.capacity, ChunkRule::kBalanced, lengths, cost);
+  for (int32_t i = 0; i < w.n(); ++i)
+    if (w.r[i] > 0) b.set_offload(i, w.r[i]);
+  for (int32_t i : sc.split_ids) {
+    b.set_group(i, std::span<const int32_t>(sc.group_pool.data() + sc.group_at[i], size_t(w.k[i])));
+    b.add_ring(sc.ring_start[i], std::span<const int32_t>(&i, 1));
+  }
+  for (int32_t i : sc.whole_ids) b.set_group(i, sc.owner[i]);
+  std::vector<std::vector<int32_t>> gap_items(sc.gaps.size());
+  for (int32_t i : sc.whole_ids)
+    if (sc.in_gap[i] >= 0) gap_items[sc.in_gap[i]].push_back(i);
+  std::vector<Piece> pcs;
+  auto emit = [&](int32_t trainer, const std::vector<int32_t>& items, double lo, double hi) {
+    if (items.empty()) return;
+    const auto bins = pack(items, w);
+    for (size_t j = 0; j < bins.size(); ++j) {
+      pcs.clear();
+      for (int32_t i : bins[j]) pcs.push_back(Piece{i, 0});
+      b.add_micro_batch(trainer, lo + (hi - lo) * double(j + 1) / double(bins.size() + 1), pcs);
+    }
+  };
+  for (size_t g = 0; g < sc.gaps.size(); ++g)
+    emit(sc.gaps[g].trainer, gap_items[g], sc.gaps[g].begin, sc.gaps[g].end);
+  for (int32_t t = 0; t < T; ++t) emit(t, sc.tail[t], sc.gang_end[t], sc.gang_end[t] + 1.0);
+  return b.finish(cost);
+}
+
+Plan plan_bytescale(const std::vector<int64_t>& lengths, const PlannerOptions& o,
+                    const CostModel& cost) {
+  Work w(lengths, o, cost);
+  const int32_t n = w.n();
+  const int32_t T = o.trainers;
+  const int64_t C = o.capacity;
+  PlanBuilder b("bytescale", T, C, ChunkRule::kBalanced, lengths, cost);
+  for (int32_t i = 0; i < n; ++i)
+    if (w.r[i] > 0) b.set_offload(i, w.r[i]);
+
+  std::vector<int32_t> order(n);
+  for (int32_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+    return lengths[x] != lengths[y] ? lengths[x] > lengths[y] : x < y;
+  });
+  double total_tokens = 0, total_work = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    total_tokens += double(lengths[i]);
+    total_work += w.work(i);
+  }
+  const int64_t nb =
+      std::max<int64_t>(1, int64_t(std::ceil(total_tokens / (double(T) * double(C)))));
+  std::vector<std::vector<int32_t>> buckets(1);
+  double acc = 0;
+  for (int32_t i : order) {
+    if (acc >= total_work * double(buckets.size()) / double(nb) && !buckets.back().empty() &&
+        int64_t(buckets.size()) < nb)
+      buckets.emplace_back();
+    buckets.back().push_back(i);
+    acc += w.work(i);
+  }
+
+  std::vector<double> exec(T, 0.0);
+  std::vector<int32_t> lag, all(T), members;
+  std::vector<Piece> pcs;
+  struct Bin {
+    int32_t trainer;
+    std::vector<int32_t> items;
+  };
+  std::vector<Bin> bins;
+  std::vector<uint8_t> done(n, 0);
+  size_t front = 0;
+  const double act = cost.act_bytes * cost.layers;
+  int64_t round = 0;
+  auto sorted_by_exec = [&](std::vector<int32_t>& v) {
+    std::sort(v.begin(), v.end(),
+              [&](int32_t x, int32_t y) { return exec[x] != exec[y] ? exec[x] < exec[y] : x < y; });
+  };
+  auto run_round = [&](const std::vector<int32_t>& who, std::vector<int32_t>& bucket) {
+    size_t cursor = 0;
+    int64_t assigned = 0;
+    bins.clear();
+    std::multimap<double, int32_t> room;
+    double smallest = INFINITY;
+    for (int32_t i : bucket) smallest = std::min(smallest, w.resident(i));
+    for (int32_t i : bucket) {
+      if (cursor == who.size() && (room.empty() || room.rbegin()->first < smallest)) break;
+      if (w.k[i] > 1) {
+        if (who.size() - cursor < size_t(w.k[i])) continue;
+        members.assign(who.begin() + cursor, who.begin() + cursor + w.k[i]);
+        cursor += w.k[i];
+        std::sort(members.begin(), members.end());
+        b.set_group(i, members);
+        double start = 0;
+        for (int32_t m : members) start = std::max(start, exec[m]);
+        for (int32_t m : members) exec[m] = start + w.t[i];
+        b.add_ring(double(round), std::span<const int32_t>(&i, 1));
+      } else {
+        const double need = w.resident(i);
+        auto it = room.lower_bound(need);
+        int32_t bi;
+        if (it != room.end()) {  // best fit among this round's micro-batches
+          bi = it->second;
+          const double left = it->first - need;
+          room.erase(it);
+          bins[bi].items.push_back(i);
+          room.emplace(left, bi);
+        } else if (cursor < who.size()) {
+          bins.push_back({who[cursor++], {i}});
+          bi = int32_t(bins.size() - 1);
+          room.emplace(double(C) * (1 + 1e-12) - need, bi);
+        } else {
+          continue;
+        }
+        b.set_group(i, bins[bi].trainer);
+      }
+      done[i] = 1;
+      ++assigned;
+    }
+    for (const Bin& bin : bins) {
+      pcs.clear();
+      double tokens = 0, l2 = 0, off = 0;
+      for (int32_t i : bin.items) {
+        pcs.push_back(Piece{i, 0});
+        const double L = double(lengths[i]);
+        tokens += L;
+        l2 += L * L;
+        off += w.r[i] * L * act;
+      }
+      b.add_micro_batch(bin.trainer, double(round), pcs);
+      exec[bin.trainer] += cost.micro_batch(tokens, l2, 1, false, off);
+    }
+    bucket.erase(std::remove_if(bucket.begin(), bucket.end(), [&](int32_t i) { return done[i] != 0; }),
+                 bucket.end());
+    return assigned;
+  };
+  for (int32_t t = 0; t < T; ++t) all[t] = t;
+  while (front < buckets.size()) {
+    if (buckets[front].empty()) {
+      ++front;
+      continue;
+    }
+    const double mx = *std::max_element(exec.begin(), exec.end());
+    lag.clear();
+    for (int32_t t = 0; t < T; ++t)
+      if (mx - exec[t] > o.slack * mx) lag.push_back(t);
+    bool everyone = lag.empty();
+    if (everyone) lag = all;
+    sorted_by_exec(lag);
+    int64_t assigned = run_round(lag, buckets[front]);
+    if (assigned == 0 && !everyone) {
+      lag = all;
+      sorted_by_exec(lag);
+      assigned = run_round(lag, buckets[front]);
+    }
+    ML_CHECK(assigned > 0, "bytescale planner made no progress");
+    ++round;
+  }
+  return b.finish(cost);
+}
+
+Plan plan_naive(const std::vector<int64_t>& lengths, const PlannerOptions& o,
+                const CostModel& cost) {
+  Work w(lengths, o, cost);
+  const int32_t n = w.n();
+  const int32_t T = o.trainers;
+  PlanBuilder b("naive", T, o.capacity, ChunkRule::kBalanced, lengths, cost);
+  std::vector<int32_t> split_ids, whole_ids;
+  for (int32_t i = 0; i < n; ++i) {
+    (w.k[i] > 1 ? split_ids : whole_ids).push_back(i);
+    if (w.r[i] > 0) b.set_offload(i, w.r[i]);
+  }
+  auto by_length = [&](int32_t x, int32_t y) {
+    return lengths[x] != lengths[y] ? lengths[x] > lengths[y] : x < y;
+  };
+  std::sort(split_ids.begin(), split_ids.end(), by_length);
+  std::sort(whole_ids.begin(), whole_ids.end(), by_length);
+  std::vector<double> tokens(T, 0.0);
+  std::vector<int32_t> members;
+  int32_t cursor = 0;
+  int64_t wave = 0;
+  for (int32_t i : split_ids) {
+    if (cursor + w.k[i] > T) {
+      cursor = 0;
+      ++wave;
+    }
+    members.resize(w.k[i]);
+    for (int32_t j = 0; j < w.k[i]; ++j) {
+      members[j] = cursor + j;
+      tokens[cursor + j] += double(member_slots(lengths[i], w.k[i], j, ChunkRule::kBalanced));
+    }
+    cursor += w.k[i];
+    b.set_group(i, members);
+    b.add_ring(double(wave), std::span<const int32_t>(&i, 1));
+  }
+  auto bins = pack(whole_ids, w);
+  std::vector<double> bin_tokens(bins.size(), 0.0);
+  std::vector<int32_t> bin_order(bins.size());
+  for (size_t j = 0; j < bins.size(); ++j) {
+    bin_order[j] = int32_t(j);
+    for (int32_t i : bins[j]) bin_tokens[j] += double(lengths[i]);
+  }
+  std::stable_sort(bin_order.begin(), bin_order.end(),
+                   [&](int32_t x, int32_t y) { return bin_tokens[x] > bin_tokens[y]; });
+  std::vector<TimeRank> init(T);
+  for (int32_t t = 0; t < T; ++t) init[t] = {tokens[t], t};
+  MinHeap heap(std::greater<TimeRank>(), std::move(init));
+  std::vector<Piece> pcs;
+  int64_t next = 0;
+  for (int32_t j : bin_order) {
+    const TimeRank top = heap.top();
+    heap.pop();
+    pcs.clear();
+    for (int32_t i : bins[j]) {
+      pcs.push_back(Piece{i, 0});
+      b.set_group(i, top.second);
+    }
+    b.add_micro_batch(top.second, double(wave + 1 + next++), pcs);
+    heap.push({top.first + bin_tokens[j], top.second});
+  }
+  return b.finish(cost);
+}
+
+}  // namespace meshloom::plan

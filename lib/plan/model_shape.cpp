@@ -1,0 +1,89 @@
+#include "plan/model_shape.hpp"
+
+#include "base/check.hpp"
+#include "base/strings.hpp"
+
+namespace meshloom::plan {
+
+double ModelShape::linear_flops_per_token() const {
+  const double d = double(hidden);
+  const double q_dim = double(heads) * double(head_dim());
+  const double kv_dim = double(kv_heads) * double(head_dim());
+  // wq, wk, wv, wo, then SwiGLU w1, w3, w2 for each active expert.
+  const double per_layer = d * q_dim + 2.0 * d * kv_dim + q_dim * d + 3.0 * d * double(ffn) * top_k;
+  return 2.0 * (double(layers) * per_layer + d * double(vocab));
+}
+
+double ModelShape::attention_flops_per_token2() const {
+  // q.k and p.v are 2 FLOPs per multiply-add over heads x head_dim, for the
+  // L^2 / 2 (query, key) pairs of the causal triangle: 2 * 2 * (1/2) = 2.
+  return 2.0 * double(layers) * double(heads) * double(head_dim());
+}
+
+double ModelShape::kv_bytes_per_token_layer() const {
+  return 2.0 * double(kv_heads) * double(head_dim()) * 2.0;
+}
+
+double ModelShape::act_bytes_per_token_layer() const { return 34.0 * double(hidden); }
+
+double ModelShape::parameters() const {
+  const double d = double(hidden);
+  const double q_dim = double(heads) * double(head_dim());
+  const double kv_dim = double(kv_heads) * double(head_dim());
+  const double per_layer =
+      d * q_dim * 2.0 + 2.0 * d * kv_dim + 3.0 * d * double(ffn) * experts + 2.0 * d;
+  return double(layers) * per_layer + 2.0 * d * double(vocab);
+}
+
+namespace {
+
+struct Named {
+  const char* name;
+  ModelShape shape;
+};
+
+const std::vector<Named>& table() {
+  static const std::vector<Named> t = {
+      {"llama-7b", {"llama-7b", 32, 32, 8, 4096, 11008, 32000, 1, 1}},
+      {"llama-13b", {"llama-13b", 40, 40, 8, 5120, 13824, 32000, 1, 1}},
+      {"llama-30b", {"llama-30b", 60, 52, 8, 6656, 17920, 32000, 1, 1}},
+      {"llama-70b", {"llama-70b", 80, 64, 8, 8192, 28672, 32000, 1, 1}},
+      {"mixtral-8x7b", {"mixtral-8x7b", 32, 32, 8, 4096, 14336, 32000, 8, 2}},
+      {"mixtral-8x22b", {"mixtral-8x22b", 56, 48, 8, 6144, 16384, 32768, 8, 2}},
+  };
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::string> model_shape_names() {
+  std::vector<std::string> names;
+  for (const Named& n : table()) names.push_back(n.name);
+  return names;
+}
+
+ModelShape model_shape(const std::string& name) {
+  const std::string full = (name.size() <= 4 && !name.empty() && name.back() == 'b')
+                               ? "llama-" + name
+                               : name;  // "7b" -> "llama-7b"
+  for (const Named& n : table())
+    if (full == n.name) return n.shape;
+  const std::string hint = nearest(name, model_shape_names());
+  throw Error(strf("unknown model shape '%s'%s; known: %s", name.c_str(),
+                   hint.empty() ? "" : (" (did you mean '" + hint + "'?)").c_str(),
+                   join(model_shape_names(), ", ").c_str()));
+}
+
+ModelShape shape_from_config(const config::ModelConfig& model) {
+  ModelShape s;
+  s.name = "config";
+  s.layers = int(model.n_layers);
+  s.heads = int(model.n_heads);
+  s.kv_heads = int(model.n_kv_heads);
+  s.hidden = model.d_model;
+  s.ffn = model.ffn_dim;
+  s.vocab = model.vocab_size;
+  return s;
+}
+
+}  // namespace meshloom::plan

@@ -1,0 +1,57 @@
+// The shape of a transformer as the planner sees it: enough to count FLOPs,
+// K/V bytes and activation bytes per token, nothing about its weights.
+//
+// Named shapes are the models of ByteScale's evaluation (Table 1: layers /
+// heads / KV groups / hidden) with the feed-forward sizes of their public
+// releases, so `meshloom simulate --model llama-7b` means the same model the
+// paper trained. One rule is not obvious: ByteScale lists 56 heads for the
+// 30B model, which does not divide its hidden size 6656; we use LLaMA-30B's 52
+// heads (head size 128). Attention FLOPs depend only on heads x head size =
+// hidden, so only the K/V bytes per token follow from that choice.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace meshloom::plan {
+
+struct ModelShape {
+  std::string name;
+  int layers = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  int64_t hidden = 0;
+  int64_t ffn = 0;
+  int64_t vocab = 0;
+  int experts = 1;  // feed-forward experts per layer (1: dense)
+  int top_k = 1;    // experts each token goes through
+
+  int64_t head_dim() const { return hidden / heads; }
+  // Forward FLOPs per token of every matrix product: the projections and
+  // (active) experts of all layers, plus the LM head.
+  double linear_flops_per_token() const;
+  // Forward FLOPs of causal attention over one sequence of L tokens, all
+  // layers, divided by L^2: scores and weighted sum over the causal half.
+  double attention_flops_per_token2() const;
+  // Bytes of K and V (bf16) of one token in one layer: what a CP ring moves.
+  double kv_bytes_per_token_layer() const;
+  // Activation bytes one token keeps for backward in one layer (bf16, no
+  // recomputation, flash attention: about 34 x hidden, Korthikanti et al.).
+  double act_bytes_per_token_layer() const;
+  // Parameters (for reports).
+  double parameters() const;
+};
+
+// llama-7b, llama-13b, llama-30b, llama-70b, mixtral-8x7b, mixtral-8x22b;
+// "7b", "13b", "30b", "70b" are accepted too. Throws meshloom::Error naming
+// the known shapes on anything else.
+ModelShape model_shape(const std::string& name);
+std::vector<std::string> model_shape_names();
+
+// The shape of the experiment's own model (the `model:` config section).
+ModelShape shape_from_config(const config::ModelConfig& model);
+
+}  // namespace meshloom::plan

@@ -1,0 +1,41 @@
+// Plan on the wire and on disk: a compact binary form for the broadcast from
+// rank 0, and a readable JSON dump for people and plots.
+//
+// Binary layout (little-endian; "v" = unsigned LEB128 varint):
+//   "MLPLAN" u8 version(=1) u8 rule
+//   v trainers, v capacity, v static_cp, v layers, f64 kv_bytes, f64 passes,
+//   f64 planning_seconds, v len + planner name bytes
+//   v sequences, then per sequence v length
+//   per sequence: v k, then the group as runs of consecutive ranks:
+//     v runs, per run: v first rank, v run length
+//   u8 has_offload, then per sequence f32 ratio if set
+//   per trainer: v micro-batches; per micro-batch: v pieces, f32 start,
+//     f32 end, per piece: v sequence, v member
+//   u64 FNV-1a hash of every byte before it
+// Groups are mostly runs of consecutive ranks, and lengths and ranks mostly
+// small, so a step of 16K trainers and 30K sequences takes a few hundred KB.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/plan.hpp"
+
+namespace meshloom::plan {
+
+std::vector<uint8_t> serialize(const Plan& plan);
+// Throws meshloom::Error on anything malformed (truncated, bad magic,
+// checksum, out-of-range value). The result is structurally sound; call
+// validate() for the plan's own invariants.
+Plan deserialize(const uint8_t* data, size_t size);
+inline Plan deserialize(const std::vector<uint8_t>& bytes) {
+  return deserialize(bytes.data(), bytes.size());
+}
+
+// Readable JSON: summary, sequences (length, group, and chunks of split
+// ones), trainers (predicted time, micro-batches with times and pieces).
+std::string to_json(const Plan& plan, int indent = 1);
+void write_json(const Plan& plan, const std::string& path);
+
+}  // namespace meshloom::plan

@@ -1,0 +1,107 @@
+#include "plan/planner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "base/check.hpp"
+#include "base/strings.hpp"
+#include "plan/hdp_planner.hpp"
+#include "plan/lengths.hpp"
+#include "plan/static_planner.hpp"
+
+namespace meshloom::plan {
+
+std::vector<std::string> planner_names() { return {"hdp", "bytescale", "naive", "static"}; }
+
+float offload_ratio_for(int64_t length, int32_t k, int64_t capacity, const CostModel& cost) {
+  const int64_t m = (length + k - 1) / k;
+  if (m <= capacity) return 0.f;
+  const int l = cost.layers;
+  if (l <= 2) return 2.f;  // offloading cannot help: reported as infeasible (> 1)
+  const double r = 1.0 - (double(l) * double(capacity) / double(m) - 2.0) / double(l - 2);
+  if (r > 1.0) return 2.f;
+  // A hair above the exact ratio, so that the float rounds to a fitting one.
+  return float(std::min(1.0, r + 1e-6));
+}
+
+Split min_split(int64_t length, const PlannerOptions& o, const CostModel& cost) {
+  Split s;
+  const int64_t plain = (length + o.capacity - 1) / o.capacity;
+  s.k = int32_t(std::min<int64_t>(plain, INT32_MAX));
+  if (!o.offload || length <= o.capacity || cost.layers <= 2) return s;
+  const int l = cost.layers;
+  const int64_t lo = std::max<int64_t>(1, (2 * length + int64_t(l) * o.capacity - 1) /
+                                              (int64_t(l) * o.capacity));
+  for (int64_t d = lo; d < plain; ++d) {
+    const float r = offload_ratio_for(length, int32_t(d), o.capacity, cost);
+    if (r > 1.f) continue;
+    const int64_t m = (length + d - 1) / d;
+    const double copy = double(r) * double(m) * cost.act_bytes * cost.layers;
+    const double hide = cost.piece_compute(length, int32_t(d)) * cost.host_bandwidth;
+    if (copy <= hide) {
+      s.k = int32_t(d);
+      s.ratio = r;
+      return s;
+    }
+  }
+  return s;
+}
+
+Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
+               const PlannerOptions& o, const CostModel& cost) {
+  if (o.trainers < 1) throw Error(strf("trainers = %d, need at least 1", o.trainers));
+  if (o.capacity < 1) throw Error(strf("capacity = %lld, need at least 1", (long long)o.capacity));
+  if (!(o.slack >= 0 && o.slack < 1)) throw Error(strf("slack = %g, need 0 <= slack < 1", o.slack));
+  for (size_t i = 0; i < lengths.size(); ++i)
+    if (lengths[i] < 1)
+      throw Error(strf("sequence %zu has length %lld; lengths must be positive", i,
+                       (long long)lengths[i]));
+  const auto t0 = std::chrono::steady_clock::now();
+  Plan p;
+  if (planner == "hdp") {
+    p = plan_hdp(lengths, o, cost);
+  } else if (planner == "bytescale") {
+    p = plan_bytescale(lengths, o, cost);
+  } else if (planner == "naive") {
+    p = plan_naive(lengths, o, cost);
+  } else if (planner == "static") {
+    p = plan_static(lengths, o, cost);
+  } else {
+    const std::string hint = nearest(planner, planner_names());
+    throw Error(strf("unknown planner '%s'%s; known: %s", planner.c_str(),
+                     hint.empty() ? "" : (" (did you mean '" + hint + "'?)").c_str(),
+                     join(planner_names(), ", ").c_str()));
+  }
+  p.planning_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return p;
+}
+
+double ideal_step_time(const std::vector<int64_t>& lengths, const PlannerOptions& o,
+                       const CostModel& cost) {
+  double total = 0, largest = 0;
+  for (int64_t L : lengths) {
+    total += cost.whole(L);
+    if (L <= o.capacity) {
+      largest = std::max(largest, cost.whole(L));
+    } else {
+      const int32_t k = int32_t(std::min<int64_t>(o.trainers, L));
+      largest = std::max(largest, cost.piece_compute(L, k));
+    }
+  }
+  return std::max(total / std::max(1, o.trainers), largest);
+}
+
+PlannerOptions options_from_config(const config::PlanConfig& plan, int32_t trainers,
+                                   int64_t seq_len_max) {
+  PlannerOptions o;
+  o.trainers = trainers;
+  o.capacity = plan.capacity;
+  o.slack = plan.slack;
+  o.offload = plan.offload;
+  o.seq_len_max = seq_len_max;
+  return o;
+}
+
+}  // namespace meshloom::plan

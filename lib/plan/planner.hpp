@@ -1,0 +1,69 @@
+// The planning entry point: a step's sequence lengths in, a Plan out.
+//
+// Rank 0 calls make_plan() once per step with the manifest's lengths (a plain
+// vector, in manifest order; Plan sequence i is lengths[i]) and broadcasts
+// serialize(plan). Planners:
+//   hdp        meshloom's HDP planner: ByteScale's dynamic mesh, balanced by
+//              LPT, gap filling and local search (hdp_planner.hpp)
+//   bytescale  ByteScale's balance scheduler, Alg. 2 DP-Balance, as published
+//   naive      ByteScale's Alg. 1: HDP without balancing (equal tokens)
+//   static     the fixed DP x CP grid baseline (static_planner.hpp)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "plan/cost_model.hpp"
+#include "plan/plan.hpp"
+
+namespace meshloom::plan {
+
+struct PlannerOptions {
+  int32_t trainers = 1;
+  int64_t capacity = 4096;  // C: tokens one trainer holds in a micro-batch
+  double slack = 0.02;      // delta: relative lag the balance scheduler tolerates
+  bool offload = false;     // selective activation offloading of long sequences
+  // Static grid: the longest sequence the run allows (data.seq_len); sets CP.
+  // 0: the longest sequence of the batch.
+  int64_t seq_len_max = 0;
+  // hdp only: widen a split sequence's group beyond the minimum when that
+  // sequence alone would set the step time (never a sequence that fits in C).
+  bool widen = true;
+  // hdp only: local search moves after LPT (-1: 4 x trainers, 0: none).
+  int64_t search_moves = -1;
+};
+
+std::vector<std::string> planner_names();  // hdp, bytescale, naive, static
+
+// Plans one step. Throws meshloom::Error when the batch cannot be planned (a
+// sequence needs more trainers than exist, or exceeds seq_len_max for
+// static). Sets plan.planning_seconds.
+Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
+               const PlannerOptions& options, const CostModel& cost);
+
+// The least step time any HDP plan of these lengths could reach under the
+// cost model, ring communication taken as free: max(total compute / T, the
+// costliest sequence that fits in C run whole, the member compute of every
+// longer sequence spread over min(T, L) trainers).
+double ideal_step_time(const std::vector<int64_t>& lengths, const PlannerOptions& options,
+                       const CostModel& cost);
+
+PlannerOptions options_from_config(const config::PlanConfig& plan, int32_t trainers,
+                                   int64_t seq_len_max);
+
+// The fewest trainers a sequence of L tokens needs, and its offload ratio r:
+// without offloading ceil(L / C) and 0; with it, ByteScale eq. 3: the
+// smallest D such that some r in [0, 1] gives every member at most C
+// resident tokens, ceil(L/D) x (2 + (1-r)(l-2)) / l <= C, and the copy of r
+// of the member's activations hides under its compute.
+struct Split {
+  int32_t k = 1;
+  float ratio = 0;
+};
+Split min_split(int64_t length, const PlannerOptions& options, const CostModel& cost);
+// The offload ratio a k-way split of L tokens needs (0 when it fits in C).
+float offload_ratio_for(int64_t length, int32_t k, int64_t capacity, const CostModel& cost);
+
+}  // namespace meshloom::plan

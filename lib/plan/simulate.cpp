@@ -1,0 +1,171 @@
+#include "plan/simulate.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "base/check.hpp"
+#include "base/strings.hpp"
+#include "plan/planner.hpp"
+
+namespace meshloom::plan {
+
+const SimRow* SimResult::row(const std::string& planner) const {
+  for (const SimRow& r : rows)
+    if (r.planner == planner) return &r;
+  return nullptr;
+}
+
+Hardware trainer_hardware(const SimulateSpec& s) {
+  Hardware hw;
+  hw.flops = s.gpu_flops * s.mfu * s.tp;
+  hw.bandwidth = s.gpu_bandwidth * s.tp;
+  hw.intra_bandwidth = s.nvlink_bandwidth * s.tp;
+  hw.trainers_per_node = std::max(1, s.gpus_per_node / s.tp);
+  hw.latency = s.latency;
+  hw.host_bandwidth = s.host_bandwidth * s.tp;
+  hw.micro_batch_overhead = s.micro_batch_overhead;
+  return hw;
+}
+
+LengthSampler sampler_for(const std::string& spec) {
+  if (std::filesystem::exists(spec))
+    return LengthSampler::empirical(read_lengths(spec), std::filesystem::path(spec).filename());
+  return LengthSampler::named(spec);
+}
+
+SimResult simulate(const SimulateSpec& s) {
+  if (s.gpus < 1 || s.tp < 1 || s.gpus % s.tp != 0)
+    throw Error(strf("gpus (%d) must be a positive multiple of tp (%d)", s.gpus, s.tp));
+  if (s.steps < 1) throw Error("steps must be at least 1");
+  SimResult res;
+  res.spec = s;
+  res.shape = model_shape(s.model);
+  res.cost = CostModel::from_shape(res.shape, trainer_hardware(s));
+  res.trainers = s.gpus / s.tp;
+  const LengthSampler sampler = sampler_for(s.lengths);
+  res.distribution = sampler.name();
+  PlannerOptions o;
+  o.trainers = res.trainers;
+  o.capacity = s.capacity;
+  o.slack = s.slack;
+  o.offload = s.offload;
+  o.seq_len_max = s.context;
+  for (const std::string& name : s.planners) {
+    SimRow row;
+    row.planner = name;
+    res.rows.push_back(row);
+  }
+  for (int step = 0; step < s.steps; ++step) {
+    const std::vector<int64_t> lengths =
+        draw_batch(sampler, s.batch, s.context, s.seed + uint64_t(step) * 7919);
+    res.sequences += double(lengths.size()) / s.steps;
+    const double ideal = ideal_step_time(lengths, o, res.cost);
+    for (SimRow& row : res.rows) {
+      if (!row.error.empty()) continue;
+      try {
+        const Plan p = make_plan(row.planner, lengths, o, res.cost);
+        if (s.validate) {
+          const std::string err = p.validate();
+          if (!err.empty()) throw Error(err);
+        }
+        const PlanStats st = plan_stats(p);
+        row.step_s += st.makespan / s.steps;
+        row.imbalance += st.imbalance / s.steps;
+        row.gap += (st.lower_bound > 0 ? st.makespan / st.lower_bound : 1.0) / s.steps;
+        row.comm_bytes += st.comm_bytes / s.steps;
+        row.ideal += (ideal > 0 ? st.makespan / ideal : 1.0) / s.steps;
+        row.planning.push_back(p.planning_seconds);
+        row.idle += st.idle_fraction / s.steps;
+        row.mb_min = step == 0 ? st.min_micro_batches : std::min(row.mb_min, st.min_micro_batches);
+        row.mb_max = std::max(row.mb_max, st.max_micro_batches);
+        row.split += st.split_sequences;
+        row.max_group = std::max(row.max_group, st.max_group);
+        row.static_cp = p.static_cp;
+      } catch (const Error& e) {
+        row.error = e.what();
+      }
+    }
+  }
+  for (SimRow& row : res.rows) {
+    row.split /= s.steps;
+    if (row.planning.empty()) continue;
+    std::vector<double> v = row.planning;
+    std::sort(v.begin(), v.end());
+    row.planning_s = v[v.size() / 2];
+    row.planning_max_s = v.back();
+  }
+  return res;
+}
+
+std::string simulate_report(const SimResult& r) {
+  const SimulateSpec& s = r.spec;
+  std::string out;
+  out += strf("model %s (%.1fB params, %d layers, %d heads, %d KV heads, hidden %lld)\n",
+              r.shape.name.c_str(), r.shape.parameters() / 1e9, r.shape.layers, r.shape.heads,
+              r.shape.kv_heads, (long long)r.shape.hidden);
+  out += strf(
+      "%d GPUs = %d trainers x TP %d; capacity C = %s tokens/trainer; context %s; batch %s "
+      "tokens; %s lengths (%.0f sequences/step); %d step(s)\n",
+      s.gpus, r.trainers, s.tp, format_tokens(s.capacity).c_str(),
+      format_tokens(s.context).c_str(), format_tokens(s.batch).c_str(), r.distribution.c_str(),
+      r.sequences, s.steps);
+  out += strf("GPU %.0f TFLOP/s peak x MFU %.2f; %.0f GB/s across nodes, %.0f GB/s NVLink; %s\n",
+              s.gpu_flops / 1e12, s.mfu, s.gpu_bandwidth / 1e9, s.nvlink_bandwidth / 1e9,
+              s.offload ? "selective offloading on" : "no offloading");
+  out += "cost model per trainer: " + r.cost.describe() + "\n";
+  out += "step / ideal: predicted step time over the least any HDP plan could reach (total "
+         "compute / T, or the costliest sequence at its widest); idle: trainers waiting or done "
+         "early\n\n";
+  const SimRow* base = r.row("static");
+  out +=
+      "| planner | step time | speedup vs static | imbalance (max/mean) | step / ideal | "
+      "idle | ring traffic / step | micro-batches per trainer | split seqs (max group) | "
+      "planning |\n";
+  out += "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  for (const SimRow& row : r.rows) {
+    if (!row.error.empty()) {
+      out += strf("| %s | (cannot plan: %s) | | | | | | | | |\n", row.planner.c_str(),
+                  row.error.c_str());
+      continue;
+    }
+    const bool has_base = base && base->error.empty() && row.step_s > 0;
+    std::string name = row.planner;
+    if (row.static_cp > 0) name += strf(" (CP %d x DP %d)", row.static_cp, r.trainers / row.static_cp);
+    out += strf("| %s | %s | %s | %.3f | %.3f | %.1f%% | %s | %d-%d | %lld (%d) | %.1f ms |\n",
+                name.c_str(), human_seconds(row.step_s).c_str(),
+                has_base ? strf("%.2fx", base->step_s / row.step_s).c_str() : "-", row.imbalance,
+                row.ideal, 100.0 * row.idle, human_bytes(row.comm_bytes).c_str(), row.mb_min,
+                row.mb_max, (long long)row.split, row.max_group, row.planning_s * 1e3);
+  }
+  return out;
+}
+
+std::string simulate_csv_header() {
+  return "model,gpus,tp,trainers,capacity,context,batch,lengths,sequences,planner,step_s,"
+         "speedup_vs_static,imbalance,step_over_ideal,idle,comm_bytes,planning_ms_median,"
+         "planning_ms_max,mb_min,mb_max,split,max_group,static_cp,error\n";
+}
+
+std::string simulate_csv_rows(const SimResult& r) {
+  const SimulateSpec& s = r.spec;
+  const SimRow* base = r.row("static");
+  std::string out;
+  for (const SimRow& row : r.rows) {
+    const double speedup = base && base->error.empty() && row.error.empty() && row.step_s > 0
+                               ? base->step_s / row.step_s
+                               : 0.0;
+    std::string err = row.error;
+    for (char& c : err)
+      if (c == ',' || c == '\n') c = ';';
+    out += strf("%s,%d,%d,%d,%lld,%lld,%lld,%s,%.0f,%s,%.6g,%.4f,%.5f,%.5f,%.5f,%.6g,%.3f,%.3f,%d,%d,"
+                "%lld,%d,%d,%s\n",
+                s.model.c_str(), s.gpus, s.tp, r.trainers, (long long)s.capacity,
+                (long long)s.context, (long long)s.batch, r.distribution.c_str(), r.sequences,
+                row.planner.c_str(), row.step_s, speedup, row.imbalance, row.ideal, row.idle,
+                row.comm_bytes, row.planning_s * 1e3, row.planning_max_s * 1e3, row.mb_min,
+                row.mb_max, (long long)row.split, row.max_group, row.static_cp, err.c_str());
+  }
+  return out;
+}
+
+}  // namespace meshloom::plan

@@ -1,0 +1,86 @@
+// The cluster-scale simulator behind `meshloom simulate`: draws global
+// batches from a length distribution, plans each with every planner on the
+// same batch, and reports predicted step time, balance and communication.
+// No data, no MPI, no GPU: the cost model stands in for the machines.
+//
+// A trainer is one model replica slot of the HDP mesh: `tp` GPUs working as
+// one tensor-parallel group. It gets tp x the GPU's FLOP rate and link
+// bandwidth (K/V heads are sharded over TP, so each GPU sends its share), and
+// gpus_per_node / tp trainers share a node.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/cost_model.hpp"
+#include "plan/lengths.hpp"
+#include "plan/model_shape.hpp"
+#include "plan/plan.hpp"
+
+namespace meshloom::plan {
+
+struct SimulateSpec {
+  std::string model = "llama-7b";
+  int32_t gpus = 1024;
+  int32_t tp = 1;
+  int32_t gpus_per_node = 8;
+  int64_t context = 2 * 1024 * 1024;  // longest sample (static grid CP follows from it)
+  int64_t batch = 32 * 1024 * 1024;   // global batch, tokens
+  int64_t capacity = 8192;            // C per trainer
+  std::string lengths = "byted";      // distribution name or lengths file
+  double gpu_flops = 312e12;          // peak dense bf16 FLOP/s per GPU
+  double mfu = 0.45;                  // share of the peak the kernels reach
+  double gpu_bandwidth = 25e9;        // bytes/s per GPU across nodes
+  double nvlink_bandwidth = 150e9;    // bytes/s per GPU inside a node
+  double latency = 10e-6;
+  double host_bandwidth = 20e9;
+  double micro_batch_overhead = 0;
+  int steps = 1;
+  uint64_t seed = 1;
+  double slack = 0.02;
+  bool offload = false;
+  bool validate = true;  // check every plan (slow at 16K trainers with static)
+  std::vector<std::string> planners = {"static", "naive", "bytescale", "hdp"};
+};
+
+struct SimRow {
+  std::string planner;
+  double step_s = 0;
+  double imbalance = 0;
+  double gap = 0;    // step time / its own lower bound (busy / T, largest micro-batch)
+  double ideal = 0;  // step time / ideal_step_time of the batch (the same for all)
+  double comm_bytes = 0;
+  double planning_s = 0;  // median over steps
+  double planning_max_s = 0;
+  std::vector<double> planning;  // every step's
+  double idle = 0;
+  int32_t mb_min = 0, mb_max = 0;
+  int64_t split = 0;
+  int32_t max_group = 0;
+  int32_t static_cp = 0;
+  std::string error;  // set when the planner could not plan the batch
+};
+
+struct SimResult {
+  SimulateSpec spec;
+  ModelShape shape;
+  CostModel cost;
+  int32_t trainers = 0;
+  double sequences = 0;  // per step, mean
+  std::string distribution;
+  std::vector<SimRow> rows;
+  const SimRow* row(const std::string& planner) const;
+};
+
+Hardware trainer_hardware(const SimulateSpec& spec);
+// A distribution name (lengths.hpp) or a lengths file.
+LengthSampler sampler_for(const std::string& spec);
+SimResult simulate(const SimulateSpec& spec);
+// The summary: header lines and a markdown table, one row per planner.
+std::string simulate_report(const SimResult& result);
+// CSV: the header line, and one line per planner (for benchmarks).
+std::string simulate_csv_header();
+std::string simulate_csv_rows(const SimResult& result);
+
+}  // namespace meshloom::plan

@@ -1,0 +1,34 @@
+// Pre-tokenizers: the split of text into pieces before BPE, written by hand.
+//
+// Each function returns the end of the piece that starts at `pos`, exactly as
+// the reference regex (leftmost-first alternation, greedy, with backtracking)
+// would match it there:
+//   GPT-2  's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//   cl100k (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//          ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//   o200k  [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:C)?|
+//          [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:C)?|
+//          \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//          (C being the contractions 's|'t|'re|'ve|'m|'ll|'d)
+// std::regex has neither \p{..} nor the needed semantics, and a hand-written
+// scanner with an ASCII fast path is several times faster than a regex engine.
+// Invalid UTF-8 bytes count as punctuation (see unicode_class.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace meshloom {
+
+enum class SplitPattern { kGpt2, kCl100k, kO200k };
+
+size_t next_piece_gpt2(const uint8_t* s, size_t n, size_t pos);
+size_t next_piece_cl100k(const uint8_t* s, size_t n, size_t pos);
+size_t next_piece_o200k(const uint8_t* s, size_t n, size_t pos);
+
+// The pieces of `text` (views into it), for tests and debugging.
+std::vector<std::string_view> split_pieces(SplitPattern pattern, std::string_view text);
+
+}  // namespace meshloom

@@ -1,0 +1,140 @@
+// Parameter layout (names, shapes, one gap-free buffer) and the deterministic
+// initialization.
+#include "model/params.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "model/batch.hpp"
+#include "tests/common/test_util.hpp"
+
+namespace meshloom::model {
+namespace {
+
+Shape tiny(bool tied) {
+  Shape s;
+  s.vocab = 37;
+  s.d_model = 16;
+  s.n_layers = 2;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.head_dim = 4;
+  s.ffn_dim = 24;
+  s.tied = tied;
+  return s;
+}
+
+TEST(ParamLayout, NamesShapesAndOffsets) {
+  for (bool tied : {true, false}) {
+    ParamLayout layout(tiny(tied));
+    std::vector<std::string> names;
+    int64_t at = 0;
+    for (const TensorInfo& t : layout.tensors()) {
+      names.push_back(t.name);
+      EXPECT_EQ(t.offset, at) << t.name;  // contiguous, no gaps
+      at += t.numel;
+    }
+    EXPECT_EQ(at, layout.numel());
+    std::vector<std::string> want = {"embed"};
+    for (int i = 0; i < 2; ++i) {
+      for (const char* n : {"attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w1", "w3", "w2"}) {
+        want.push_back("layers." + std::to_string(i) + "." + n);
+      }
+    }
+    want.push_back("final_norm");
+    if (!tied) want.push_back("lm_head");
+    EXPECT_EQ(names, want);
+    EXPECT_EQ(layout.find("layers.1.wq").shape, (std::vector<int64_t>{16, 16}));
+    EXPECT_EQ(layout.find("layers.1.wk").shape, (std::vector<int64_t>{8, 16}));
+    EXPECT_EQ(layout.find("layers.0.wo").shape, (std::vector<int64_t>{16, 16}));
+    EXPECT_EQ(layout.find("layers.0.w2").shape, (std::vector<int64_t>{16, 24}));
+    EXPECT_EQ(layout.find("layers.0.w3").shape, (std::vector<int64_t>{24, 16}));
+    EXPECT_EQ(layout.find("embed").shape, (std::vector<int64_t>{37, 16}));
+    const int64_t per_layer = 16 + 16 * 16 + 2 * 8 * 16 + 16 * 16 + 16 + 3 * 24 * 16;
+    EXPECT_EQ(layout.numel(), 37 * 16 * (tied ? 1 : 2) + 2 * per_layer + 16);
+    EXPECT_EQ(layout.head(), tied ? layout.embed() : layout.find("lm_head").offset);
+    // Fused products rely on adjacency.
+    EXPECT_EQ(layout.layer(1).wk, layout.layer(1).wq + 16 * 16);
+    EXPECT_EQ(layout.layer(1).wv, layout.layer(1).wk + 8 * 16);
+    EXPECT_EQ(layout.layer(1).w3, layout.layer(1).w1 + 24 * 16);
+    // Weight decay covers everything but the norm gains.
+    int64_t decayed = 0;
+    for (auto [a, b] : layout.decay_ranges()) decayed += b - a;
+    EXPECT_EQ(decayed, layout.numel() - 16 * 5);
+  }
+}
+
+TEST(ParamLayout, RejectsBadShapes) {
+  test::ThrowOnFatal guard;
+  Shape s = tiny(true);
+  s.n_kv_heads = 3;
+  EXPECT_THROW(ParamLayout{s}, Error);
+  s = tiny(true);
+  s.head_dim = 3;
+  s.d_model = 12;
+  EXPECT_THROW(ParamLayout{s}, Error);
+}
+
+TEST(Init, DeterministicAndDistributedAsSpecified) {
+  Shape s = tiny(false);
+  s.vocab = 4096;
+  s.d_model = 64;
+  s.head_dim = 16;
+  s.n_layers = 8;
+  s.ffn_dim = 256;
+  ParamLayout layout(s);
+  std::vector<float> a(layout.numel()), b(layout.numel()), c(layout.numel());
+  std::vector<double> dbl(layout.numel());
+  init_params<float>(layout, 7, a, 1);
+  init_params<float>(layout, 7, b, 2);
+  init_params<float>(layout, 8, c, 1);
+  init_params<double>(layout, 7, dbl, 1);
+  EXPECT_EQ(a, b);  // thread count does not matter
+  EXPECT_NE(a, c);  // the seed does
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], static_cast<float>(dbl[i]));
+  auto stats = [&](const std::string& name) {
+    const TensorInfo& t = layout.find(name);
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < t.numel; ++i) {
+      sum += a[t.offset + i];
+      sq += a[t.offset + i] * a[t.offset + i];
+    }
+    const double mean = sum / t.numel;
+    return std::pair(mean, std::sqrt(sq / t.numel - mean * mean));
+  };
+  auto [m_embed, s_embed] = stats("embed");
+  EXPECT_NEAR(m_embed, 0.0, 0.001);
+  EXPECT_NEAR(s_embed, 0.02, 0.0005);
+  auto [m_wo, s_wo] = stats("layers.3.wo");
+  EXPECT_NEAR(s_wo, 0.02 / std::sqrt(16.0), 0.0003);
+  auto [m_w2, s_w2] = stats("layers.7.w2");
+  EXPECT_NEAR(s_w2, 0.02 / std::sqrt(16.0), 0.0003);
+  auto [m_head, s_head] = stats("lm_head");
+  EXPECT_NEAR(s_head, 0.02, 0.0005);
+  for (const char* gain : {"layers.0.attn_norm", "layers.5.mlp_norm", "final_norm"}) {
+    const TensorInfo& t = layout.find(gain);
+    for (int64_t i = 0; i < t.numel; ++i) ASSERT_EQ(a[t.offset + i], 1.0f) << gain;
+  }
+  // Tensors are keyed by their index: two matrices of one shape differ.
+  EXPECT_NE(a[layout.layer(0).w1], a[layout.layer(0).w3]);
+}
+
+TEST(Batch, PackRestartsPositionsAndDropsLastTarget) {
+  const std::vector<int32_t> tokens = {5, 6, 7, 8, 9, 10};
+  const std::vector<int32_t> lengths = {3, 1, 2};
+  Batch b = Batch::pack(tokens, lengths, 10);
+  EXPECT_EQ(b.positions, (std::vector<int32_t>{0, 1, 2, 0, 0, 1}));
+  EXPECT_EQ(b.samples, (std::vector<int32_t>{10, 10, 10, 11, 12, 12}));
+  EXPECT_EQ(b.targets, (std::vector<int32_t>{6, 7, -1, -1, 10, -1}));
+  EXPECT_EQ(b.predictions(), 3);
+  test::ThrowOnFatal guard;
+  EXPECT_THROW(b.validate(10), Error);  // token 10 is outside a vocabulary of 10
+  EXPECT_NO_THROW(b.validate(11));
+  const std::vector<int32_t> bad = {4, 1};
+  EXPECT_THROW(Batch::pack(tokens, bad), Error);
+}
+
+}  // namespace
+}  // namespace meshloom::model
