@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 
 #include <cerrno>
 #include <cstdio>
@@ -101,7 +102,7 @@ int run_lead(const World& w) {
     last_loss = loss;
     const double t = now(), dt = wall;
     const double imbalance = mean_step > 0 ? max_step / mean_step : 1.0;
-    // Useful FLOPs over what the trainers' measured sgemm peak allows in the
+    // Useful FLOPs over what the nodes' measured sgemm peak allows in the
     // step's compute time (the slowest trainer sets it).
     const double mfu = peak > 0 ? flops / (std::max(max_step, 1e-9) * peak) : 0;
     const double lr = train::learning_rate(w.config.optim, s, steps);
@@ -152,7 +153,25 @@ int run_lead(const World& w) {
 
 int run_trainer(const World& w, const TrainArgs& args) {
   Trainer trainer(w, w.role_comm);
-  const double peak = measure_sgemm_peak(trainer.model().threads());
+  // The roofline for MFU: one trainer per node measures the node's sgemm
+  // peak with the threads the node's trainers use together (capped at its
+  // cores), while the others wait, so the measurement is not contended.
+  double peak = 0;
+  {
+    const int first = w.layout.first_rank(Role::trainer);
+    int on_node = 0, before_me = 0;
+    for (int r = first; r < w.size; ++r)
+      if (w.hosts[size_t(r)] == w.hosts[size_t(w.rank)]) {
+        ++on_node;
+        if (r < w.rank) ++before_me;
+      }
+    MPI_Barrier(w.role_comm);
+    if (before_me == 0) {
+      const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+      peak = measure_sgemm_peak(std::min(cores, on_node * trainer.model().threads()));
+    }
+    MPI_Barrier(w.role_comm);
+  }
   proto::Report report;
   report.role = int(Role::trainer);
   while (true) {

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# quickstart.sh: install what is missing, build, and run the quickstart job
-# (configs/quickstart.yaml) on 8 ranks of this machine.
+# quickstart.sh: install what is missing, build, prepare real text (Python
+# docs, the King James Bible, fortunes; GPT-2 tokenizer) and train the
+# quickstart model (configs/quickstart.yaml) on 8 ranks of this machine:
+# 1 constructor, 2 loaders, 5 trainers. A few minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/prepare_data.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 NP=${NP:-8}
-echo "[quickstart] mpirun -np $NP build/app/meshloom train --config configs/quickstart.yaml --dry-run"
+echo "[quickstart] mpirun -np $NP build/app/meshloom train --config configs/quickstart.yaml $*"
 mpirun --oversubscribe --bind-to none -np "$NP" build/app/meshloom train \
-  --config configs/quickstart.yaml --dry-run "$@"
+  --config configs/quickstart.yaml "$@"
+dir=$(build/app/meshloom config show --config configs/quickstart.yaml "$@" 2>/dev/null |
+  sed -n 's/^  dir: //p' | head -1)
+if [[ -f $dir/metrics.jsonl ]]; then
+  /usr/bin/python3 scripts/plot_metrics.py "$dir/metrics.jsonl" "$dir/metrics.png"
+fi
