@@ -22,6 +22,7 @@ struct DataArgs {
   std::vector<std::string> sets;
   int64_t steps = 20;
   std::string dump;
+  std::string report;
 };
 
 // The global batches as rank 0 reassembles them from what trainers received.
@@ -152,18 +153,38 @@ int run_lead(const World& w, const DataArgs& args) {
     std::printf("%-14s %10.0f %8.2f%% %8.2f%%\n", w.config.data.sources[i].name.c_str(), got,
                 100.0 * got / total, 100.0 * expected[i]);
   }
-  std::printf("%-12s %6s %14s %14s\n", "role", "ranks", "peak RSS max", "peak RSS sum");
+  std::printf("%-12s %6s %14s %14s %12s\n", "role", "ranks", "peak RSS max", "peak RSS sum",
+              "PSS sum");
+  std::string roles_json;
   for (Role role : {Role::constructor, Role::loader, Role::trainer}) {
-    int64_t mx = 0, sum = 0, n = 0;
+    int64_t mx = 0, sum = 0, pss = 0, n = 0;
     for (const auto& r : reports)
       if (r.role == int(role)) {
         mx = std::max(mx, r.peak_rss_kib);
         sum += r.peak_rss_kib;
+        pss += r.pss_kib;
         ++n;
       }
-    if (n)
-      std::printf("%-12s %6lld %14s %14s\n", role_name(role), (long long)n,
-                  human_bytes(double(mx) * 1024).c_str(), human_bytes(double(sum) * 1024).c_str());
+    if (!n) continue;
+    std::printf("%-12s %6lld %14s %14s %12s\n", role_name(role), (long long)n,
+                human_bytes(double(mx) * 1024).c_str(), human_bytes(double(sum) * 1024).c_str(),
+                human_bytes(double(pss) * 1024).c_str());
+    roles_json += strf("%s\"%s\": {\"ranks\": %lld, \"peak_rss_max_kib\": %lld, "
+                       "\"peak_rss_sum_kib\": %lld, \"pss_sum_kib\": %lld}",
+                       roles_json.empty() ? "" : ", ", role_name(role), (long long)n,
+                       (long long)mx, (long long)sum, (long long)pss);
+  }
+  if (!args.report.empty()) {
+    std::FILE* f = std::fopen(args.report.c_str(), "w");
+    if (!f) ML_FAIL("cannot write " + args.report);
+    std::fprintf(f,
+                 "{\"steps\": %lld, \"tokens\": %.0f, \"seconds\": %.6f, \"tokens_per_s\": %.1f, "
+                 "\"mode\": \"%s\", \"constructors\": %d, \"loaders\": %d, \"trainers\": %d, "
+                 "\"hash\": \"%016llx\", \"roles\": {%s}}\n",
+                 (long long)args.steps, total, seconds, total / seconds, w.config.data.mode.c_str(),
+                 w.layout.constructors, w.layout.loaders, w.layout.trainers,
+                 (unsigned long long)all.hash, roles_json.c_str());
+    std::fclose(f);
   }
   std::printf("batch hash: %016llx\n", (unsigned long long)all.hash);
   if (!args.dump.empty()) {
@@ -186,7 +207,7 @@ int run_trainer(const World& w) {
     for (const auto& mb : b.micro) report.tokens += int64_t(mb.tokens.size());
     if (b.last) break;
   }
-  report.peak_rss_kib = peak_rss_kib();
+  fill_memory(&report);
   send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
   return kExitOk;
 }
@@ -201,6 +222,8 @@ void add_data(CLI::App& app, Runner* run, int* argc, char*** argv) {
   cmd->add_option("--set", args.sets, "Override a key (repeatable)");
   cmd->add_option("--steps", args.steps, "Steps to deliver")->check(CLI::PositiveNumber);
   cmd->add_option("--dump", args.dump, "Write the global batches to this HDF5 file");
+  cmd->add_option("--report", args.report,
+                  "Write the summary (tokens/s, memory per role) to this JSON file");
   cmd->callback([run, argc, argv] {
     *run = [argc, argv] {
       mpi_start(argc, argv);

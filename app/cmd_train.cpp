@@ -190,7 +190,7 @@ int run_trainer(const World& w, const TrainArgs& args) {
     for (const auto& mb : b.micro) report.tokens += int64_t(mb.tokens.size());
     if (b.last) break;
   }
-  report.peak_rss_kib = peak_rss_kib();
+  fill_memory(&report);
   send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
   return kExitOk;
 }

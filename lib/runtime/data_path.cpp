@@ -18,6 +18,22 @@ int64_t peak_rss_kib() {
   return int64_t(u.ru_maxrss);
 }
 
+int64_t pss_kib() {
+  std::FILE* f = std::fopen("/proc/self/smaps_rollup", "r");
+  if (!f) return 0;
+  char line[256];
+  int64_t kib = 0;
+  while (std::fgets(line, sizeof(line), f))
+    if (std::sscanf(line, "Pss: %lld kB", reinterpret_cast<long long*>(&kib)) == 1) break;
+  std::fclose(f);
+  return kib;
+}
+
+void fill_memory(proto::Report* report) {
+  report->peak_rss_kib = peak_rss_kib();
+  report->pss_kib = pss_kib();
+}
+
 static double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -80,7 +96,7 @@ void run_loader(const World& w) {
     }
     report.busy_seconds += seconds_since(busy);
   }
-  report.peak_rss_kib = peak_rss_kib();
+  fill_memory(&report);
   send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
 }
 
@@ -195,7 +211,7 @@ void run_constructor(const World& w) {
     report.busy_seconds += seconds_since(busy);
   }
   c.drain();
-  report.peak_rss_kib = peak_rss_kib();
+  fill_memory(&report);
   send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
 }
 

@@ -20,6 +20,12 @@ namespace meshloom {
 
 // Peak resident set of this process, KiB.
 int64_t peak_rss_kib();
+// Proportional set size of this process now, KiB (/proc/self/smaps_rollup):
+// pages shared by several processes (a memory-mapped dataset) count once in
+// the sum over processes. 0 where the kernel does not provide it.
+int64_t pss_kib();
+// Fills the memory fields of a report.
+void fill_memory(proto::Report* report);
 
 // Serves (source, document) lengths and tokens until the lead says stop.
 void run_loader(const World& w);

@@ -1,7 +1,16 @@
 #include "runtime/doc_source.hpp"
 
+#include <chrono>
+#include <atomic>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
 #include "base/check.hpp"
+#include "data/documents.hpp"
 #include "data/indexed_dataset.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace meshloom {
 namespace {
@@ -10,7 +19,16 @@ class IndexedDocSource final : public DocSource {
  public:
   explicit IndexedDocSource(const std::string& prefix) : ds_(prefix) {
     if (ds_.size() == 0) throw Error("indexed dataset '" + prefix + "' has no documents");
+    // Its preparation cost is reading tokens out of the mapped file: measure
+    // it once on the first documents, so it compares with raw sources'.
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<int32_t> scratch;
+    for (size_t i = 0; i < ds_.size() && scratch.size() < (size_t(1) << 16); ++i)
+      read(int64_t(i), 0, ds_.length(i), &scratch);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    cost_ = scratch.empty() ? 1e-9 : std::max(1e-10, took / double(scratch.size()));
   }
+  double seconds_per_token() const override { return cost_; }
   int64_t docs() const override { return int64_t(ds_.size()); }
   int64_t length(int64_t doc) override { return ds_.length(size_t(doc)); }
   void read(int64_t doc, int64_t offset, int64_t n, std::vector<int32_t>* out) override {
@@ -22,6 +40,100 @@ class IndexedDocSource final : public DocSource {
 
  private:
   data::IndexedDataset ds_;
+  double cost_ = 0;
+};
+
+// Raw text (a folder of text files, JSON Lines, tar archives) tokenized on
+// the fly. Opening reads every document's text into one arena (the source's
+// state: what a per-rank data loader holds, once per rank); tokens are made on
+// demand, on the loader's worker threads, and kept in a bounded LRU cache so
+// the length the lead asks for and the tokens fetched next cost one
+// tokenization. Each document gets the tokenizer's end-of-text id appended,
+// as `meshloom prepare` does, so a raw source and its prepared twin deliver
+// the same tokens.
+class RawDocSource final : public DocSource {
+ public:
+  explicit RawDocSource(const config::SourceConfig& source)
+      : tokenizer_(make_tokenizer(source.tokenizer)) {
+    data::ReaderOptions opt;
+    opt.format = data::parse_input_format(source.format);
+    data::DocumentReader reader({source.path}, opt);
+    data::Document doc;
+    while (reader.next(&doc)) {
+      offsets_.push_back(int64_t(arena_.size()));
+      arena_ += doc.text;
+    }
+    offsets_.push_back(int64_t(arena_.size()));
+    if (docs() == 0) throw Error("'" + source.path + "' holds no document");
+  }
+  int64_t docs() const override { return int64_t(offsets_.size()) - 1; }
+  int64_t length(int64_t doc) override { return int64_t(tokens(doc)->size()); }
+  void read(int64_t doc, int64_t offset, int64_t n, std::vector<int32_t>* out) override {
+    auto t = tokens(doc);
+    ML_CHECK(offset >= 0 && offset + n <= int64_t(t->size()), "token range past the document");
+    out->insert(out->end(), t->begin() + offset, t->begin() + offset + n);
+  }
+  void prepare(const std::vector<int64_t>& docs, int threads) override {
+    std::vector<int64_t> todo;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (int64_t d : docs)
+        if (!cache_.count(d)) todo.push_back(d);
+    }
+    std::vector<std::thread> pool;
+    std::atomic<size_t> next{0};
+    for (int t = 0; t < std::max(1, threads); ++t)
+      pool.emplace_back([&] {
+        for (size_t i = next++; i < todo.size(); i = next++) tokens(todo[i]);
+      });
+    for (auto& t : pool) t.join();
+  }
+  double seconds_per_token() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return tokens_made_ ? seconds_ / double(tokens_made_) : 0.0;
+  }
+
+ private:
+  using Tokens = std::shared_ptr<const std::vector<int32_t>>;
+  Tokens tokens(int64_t doc) {
+    ML_CHECK(doc >= 0 && doc < docs(), "document index out of range");
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = cache_.find(doc);
+      if (it != cache_.end()) return it->second.first;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    std::string_view text(arena_.data() + offsets_[size_t(doc)],
+                          size_t(offsets_[size_t(doc) + 1] - offsets_[size_t(doc)]));
+    auto ids = std::make_shared<std::vector<int32_t>>(tokenizer_->encode(text));
+    if (tokenizer_->eot_id() >= 0) ids->push_back(tokenizer_->eot_id());
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::lock_guard<std::mutex> lock(mutex_);
+    seconds_ += took;
+    tokens_made_ += int64_t(ids->size());
+    auto it = cache_.find(doc);
+    if (it != cache_.end()) return it->second.first;  // another thread was faster
+    lru_.push_front(doc);
+    cache_[doc] = {ids, lru_.begin()};
+    cached_ += int64_t(ids->size());
+    while (cached_ > kCacheTokens && lru_.size() > 1) {
+      int64_t old = lru_.back();
+      lru_.pop_back();
+      cached_ -= int64_t(cache_[old].first->size());
+      cache_.erase(old);
+    }
+    return ids;
+  }
+
+  static constexpr int64_t kCacheTokens = int64_t(1) << 22;  // 16 MiB of int32 ids
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::string arena_;
+  std::vector<int64_t> offsets_;
+  mutable std::mutex mutex_;
+  std::unordered_map<int64_t, std::pair<Tokens, std::list<int64_t>::iterator>> cache_;
+  std::list<int64_t> lru_;
+  int64_t cached_ = 0, tokens_made_ = 0;
+  double seconds_ = 0;
 };
 
 }  // namespace
@@ -29,11 +141,10 @@ class IndexedDocSource final : public DocSource {
 std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source) {
   try {
     if (source.format == "indexed") return std::make_unique<IndexedDocSource>(source.path);
+    return std::make_unique<RawDocSource>(source);
   } catch (const Error& e) {
     throw Error("source '" + source.name + "': " + e.what());
   }
-  throw Error("source '" + source.name + "': format '" + source.format +
-              "' is not served by loaders yet; prepare it first with `meshloom prepare`");
 }
 
 void check_sources(const config::Config& config) {

@@ -271,7 +271,7 @@ std::vector<proto::Report> Lead::stop() {
                                                       "a final report")));
   proto::Report mine;
   mine.role = int(Role::constructor);
-  mine.peak_rss_kib = peak_rss_kib();
+  fill_memory(&mine);
   reports.push_back(mine);
   return reports;
 }

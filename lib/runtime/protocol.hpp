@@ -128,6 +128,7 @@ struct Ack {
 struct Report {
   int32_t role = 0;
   int64_t peak_rss_kib = 0;
+  int64_t pss_kib = 0;  // proportional set size at the end (shared pages counted once overall)
   double busy_seconds = 0;
   int64_t tokens = 0;
 };

@@ -2,8 +2,10 @@
 # The data path end to end on real text (installed by scripts/setup.sh):
 #  - layout invariance: the global batches (hash and HDF5 dump) are identical
 #    for (constructors, loaders) = (1,1), (1,2), (2,3), (2,4), with a
-#    curriculum that forces loader re-partitioning while running, and in
-#    colocated mode;
+#    curriculum and a raw JSONL source tokenized on the fly (more costly per
+#    token than the prepared one) that make the lead re-partition loaders
+#    while running, and in colocated mode;
+#  - the raw source and its prepared twin deliver the same batches;
 #  - mixing: realized shares are within 2 points of the schedule;
 #  - bad input: a missing source and a corrupt .idx give one clear message
 #    and a non-zero exit on every rank, quickly.
@@ -32,7 +34,7 @@ data:
   rebalance_every: 2
   sources:
     - {name: pydocs, path: $dir/pydocs}
-    - {name: fortunes, path: $dir/fortunes}
+    - {name: fortunes, path: $dir/fortunes.jsonl, format: jsonl, tokenizer: byte}
   schedule:
     - {step: 0, weights: {pydocs: 9, fortunes: 1}}
     - {step: 40, weights: {pydocs: 1, fortunes: 9}}
@@ -65,6 +67,10 @@ for f in dump-1-2 dump-2-3 dump-2-4 dump-colocated; do
   done
 done
 echo "ok: identical global batches across 5 layouts (hash ${hashes[0]})"
+run -np 4 "$meshloom" data -c "$dir/c.yaml" --steps 40 --set data.sources.1.path="$dir/fortunes" \
+  --set data.sources.1.format=indexed >"$dir/twin.txt" 2>&1 || { cat "$dir/twin.txt"; fail "prepared twin"; }
+[[ $(sed -n 's/^batch hash: //p' "$dir/twin.txt") == "${hashes[0]}" ]] || fail "prepared twin differs from raw JSONL"
+echo "ok: raw JSONL and its prepared twin give the same batches"
 
 # Bad input: one clear message, non-zero exit, within seconds.
 bad() {  # expect args...
@@ -78,13 +84,16 @@ bad() {  # expect args...
   ((SECONDS - start < 20)) || fail "took $((SECONDS - start)) s"
   echo "ok: $(grep '^meshloom: error' "$dir/bad.txt")"
 }
-bad "$dir/missing.idx" --set data.sources.1.path="$dir/missing"
+ix=(--set data.sources.1.format=indexed)
+bad "$dir/missing.idx" --set data.sources.1.path="$dir/missing" "${ix[@]}"
 cp "$dir/fortunes.bin" "$dir/torn.bin"
 head -c 100 "$dir/fortunes.idx" >"$dir/torn.idx"
-bad "torn.idx" --set data.sources.1.path="$dir/torn"
+bad "torn.idx" --set data.sources.1.path="$dir/torn" "${ix[@]}"
 cp "$dir/fortunes.idx" "$dir/magic.idx"; cp "$dir/fortunes.bin" "$dir/magic.bin"
 printf 'XXXX' | dd of="$dir/magic.idx" conv=notrunc status=none
-bad "magic.idx" --set data.sources.1.path="$dir/magic"
+bad "magic.idx" --set data.sources.1.path="$dir/magic" "${ix[@]}"
 cp "$dir/fortunes.idx" "$dir/short.idx"; head -c 1000 "$dir/fortunes.bin" >"$dir/short.bin"
-bad "short.bin" --set data.sources.1.path="$dir/short"
+bad "short.bin" --set data.sources.1.path="$dir/short" "${ix[@]}"
+printf '{"text": "fine"}\n' >"$dir/nothing.jsonl"
+bad "missing.jsonl" --set data.sources.1.path="$dir/missing.jsonl"
 echo "data path test passed"
