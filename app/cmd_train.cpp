@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include <cerrno>
@@ -14,8 +15,11 @@
 #include "app/commands.hpp"
 #include "base/log.hpp"
 #include "base/strings.hpp"
+#include "comm/mpi_util.hpp"
 #include "runtime/data_path.hpp"
+#include "ckpt/writer.hpp"
 #include "runtime/gemm_peak.hpp"
+#include "runtime/resume.hpp"
 #include "runtime/step_dump.hpp"
 #include "runtime/trainer.hpp"
 #include "runtime/world.hpp"
@@ -32,6 +36,9 @@ struct TrainArgs {
   bool dry_run = false;
   int64_t dump_step = -1;
   std::string dump_file;
+  std::string resume;       // "", "auto" or a checkpoint path
+  std::string resume_from;  // the checkpoint chosen by rank 0 ("" : fresh start)
+  int64_t stop_at = -1;     // stop before this step, as a preempted job would
 };
 
 // Writes the effective config into the run folder, so a run can be repeated.
@@ -64,28 +71,47 @@ int dry_run(const World& w) {
 }
 
 // Rank 0: the data path's lead, plus one line per step and metrics.jsonl.
-int run_lead(const World& w) {
+int run_lead(const World& w, const TrainArgs& args) {
   const auto& run = w.config.run;
   const int64_t steps = run.steps;
   Lead lead(w);
+  if (!args.resume_from.empty()) {
+    ckpt::Checkpoint c = ckpt::read_checkpoint(args.resume_from, /*only_meta=*/true);
+    std::vector<ckpt::SourceLengths> lengths;
+    if (!c.lengths_full) {
+      // A delta: the full lengths are in its base (a cache: lose it, lose nothing).
+      const std::string base =
+          std::filesystem::path(args.resume_from).parent_path().string() + "/" + c.lengths_base;
+      try {
+        lengths = ckpt::read_checkpoint(base, true).lengths;
+      } catch (const Error& e) {
+        LOG_WARN("document lengths of %s not restored (%s): loaders will recompute them",
+                 base.c_str(), e.what());
+      }
+    }
+    lengths.insert(lengths.end(), c.lengths.begin(), c.lengths.end());
+    lead.resume(c, lengths);
+  }
+  const int64_t first = lead.first_step();
   std::FILE* metrics = nullptr;
   if (w.config.log.metrics) {
     std::filesystem::create_directories(run.dir);
     const std::string path = run.dir + "/metrics.jsonl";
-    metrics = std::fopen(path.c_str(), "w");
+    metrics = std::fopen(path.c_str(), first > 0 ? "a" : "w");
     if (!metrics) ML_FAIL("cannot write " + path);
   }
   const bool tty = isatty(fileno(stdout));
   const auto start = std::chrono::steady_clock::now();
   auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double first_loss = 0, last_loss = 0;
-  int64_t done = 0;
+  int64_t done = first;
   auto report = [&](int64_t s) {
     std::vector<proto::Ack> acks = lead.take_acks(s);
     double loss = 0, flops = 0, max_step = 0, mean_step = 0, max_wait = 0, grad_norm = 0, peak = 0;
     double wall = 0;  // the step on the slowest trainer, data wait included
     int64_t predictions = 0, tokens = 0;
     for (const auto& a : acks) {
+      if (!a.note.empty()) LOG_INFO("%s", a.note.c_str());
       loss += a.loss_sum;
       predictions += a.predictions;
       tokens += a.tokens;
@@ -98,7 +124,7 @@ int run_lead(const World& w) {
       peak += a.peak_flops;
     }
     loss /= double(std::max<int64_t>(predictions, 1));
-    if (s == 0) first_loss = loss;
+    if (s == first) first_loss = loss;
     last_loss = loss;
     const double t = now(), dt = wall;
     const double imbalance = mean_step > 0 ? max_step / mean_step : 1.0;
@@ -113,7 +139,7 @@ int run_lead(const World& w) {
                (long long)s, loss, lr, grad_norm, double(tokens) / std::max(dt, 1e-9), 100 * mfu,
                imbalance, human_seconds(max_wait).c_str());
     if (tty) {
-      const double frac = double(s + 1) / double(steps);
+      const double frac = double(s + 1 - first) / double(steps - first);
       const int bar = int(30 * frac);
       std::printf("[%s%s] %lld/%lld  ETA %s", std::string(size_t(bar), '#').c_str(),
                   std::string(size_t(30 - bar), '.').c_str(), (long long)s + 1, (long long)steps,
@@ -121,8 +147,10 @@ int run_lead(const World& w) {
       std::fflush(stdout);
     }
     if (metrics) {
+      std::fprintf(metrics, "{\"data_hash\": \"%016llx\", ",
+                   (unsigned long long)lead.manifest_hash(s));
       std::fprintf(metrics,
-                   "{\"step\": %lld, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, "
+                   "\"step\": %lld, \"loss\": %.17g, \"lr\": %.6g, \"grad_norm\": %.6g, "
                    "\"tokens\": %lld, \"seconds\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, "
                    "\"imbalance\": %.4f, \"data_wait_max\": %.6f, \"trainers\": [",
                    (long long)s, loss, lr, grad_norm, (long long)tokens, dt,
@@ -137,8 +165,9 @@ int run_lead(const World& w) {
       std::fflush(metrics);
     }
   };
-  for (int64_t s = 0; s < steps; ++s) {
-    lead.dispatch_step(s + 1 == steps);
+  const int64_t end = args.stop_at >= 0 ? std::min(steps, args.stop_at) : steps;
+  for (int64_t s = first; s < end; ++s) {
+    lead.dispatch_step(s + 1 == end);
     for (; done < lead.steps_completed(); ++done) report(done);
   }
   lead.drain_acks();
@@ -146,13 +175,31 @@ int run_lead(const World& w) {
   if (tty) std::printf("\n");
   lead.stop();
   if (metrics) std::fclose(metrics);
-  LOG_INFO("trained %lld steps in %s: loss %.4f -> %.4f", (long long)steps,
+  LOG_INFO("trained steps %lld-%lld in %s: loss %.4f -> %.4f", (long long)first,
+           (long long)end - 1,
            human_seconds(now()).c_str(), first_loss, last_loss);
   return kExitOk;
 }
 
 int run_trainer(const World& w, const TrainArgs& args) {
   Trainer trainer(w, w.role_comm);
+  if (!args.resume_from.empty()) trainer.load(ckpt::read_checkpoint(args.resume_from));
+  // Trainer 0 writes checkpoints, in the background; what it wrote is told
+  // to rank 0 in the next acknowledgement.
+  std::unique_ptr<ckpt::BackgroundWriter> writer;
+  std::mutex note_mutex;
+  std::string note;
+  if (w.role_index == 0 && w.config.checkpoint.every > 0) {
+    const std::string dir = checkpoint_dir(w.config);
+    writer = std::make_unique<ckpt::BackgroundWriter>(
+        dir, w.config.checkpoint.keep, w.config.checkpoint.background,
+        [&, dir](const std::string& path, int64_t bytes, double seconds) {
+          reset_resume_attempts(dir);
+          std::lock_guard<std::mutex> lock(note_mutex);
+          note = strf("checkpoint %s written: %s in %s", path.c_str(),
+                      human_bytes(double(bytes)).c_str(), human_seconds(seconds).c_str());
+        });
+  }
   // The roofline for MFU: one trainer per node measures the node's sgemm
   // peak with the threads the node's trainers use together (capped at its
   // cores), while the others wait, so the measurement is not contended.
@@ -183,13 +230,27 @@ int run_trainer(const World& w, const TrainArgs& args) {
     proto::Ack ack = trainer.step(b);
     ack.wait_seconds = wait;
     ack.peak_flops = peak;
-    if (dump)
+    if (dump) {
+      if (writer) writer->wait();  // one HDF5 user at a time: the library is not thread-safe
       write_step_dump(args.dump_file, w.role_comm, b, trainer.model().layout(), before,
                       trainer.full_grads(), ack.loss_sum);
+    }
+    if (b.checkpoint) {
+      ckpt::Checkpoint c = trainer.snapshot(b.step, b.ckpt_data);
+      if (writer) writer->write(std::move(c));
+    }
+    if (writer) {
+      std::string failed = writer->error();
+      if (!failed.empty()) ML_FAIL("checkpoint write failed: " + failed);
+      std::lock_guard<std::mutex> lock(note_mutex);
+      ack.note = std::move(note);
+      note.clear();
+    }
     send_ack(ack);
     for (const auto& mb : b.micro) report.tokens += int64_t(mb.tokens.size());
     if (b.last) break;
   }
+  if (writer) writer->wait();
   fill_memory(&report);
   send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
   return kExitOk;
@@ -204,6 +265,12 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
   cmd->add_option("--set", args.sets, "Override a key: --set optim.lr=1e-3 (repeatable)");
   cmd->add_flag("--dry-run", args.dry_run,
                 "Check the config and the rank/role layout, print them, and exit");
+  cmd->add_option("--resume", args.resume,
+                  "Continue from a checkpoint: auto (the newest good one in the checkpoint "
+                  "folder, or a fresh start) or a checkpoint file");
+  cmd->add_option("--stop-at", args.stop_at,
+                  "Stop cleanly before this step (as a preempted job would); checkpoints and "
+                  "the schedule still follow run.steps");
   static std::vector<std::string> dump;
   cmd->add_option("--dump-step", dump,
                   "Write step N's batch, loss, parameters and gradients to HDF5 FILE")
@@ -223,6 +290,13 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
       if (!world_from_config(args.file, args.sets, &w)) return mpi_finish(kExitBadInput);
       if (args.dry_run) return mpi_finish(dry_run(w));
       if (!preflight_on_root(w, [&] { check_sources(w.config); })) return mpi_finish(kExitBadInput);
+      // Rank 0 picks the checkpoint (skipping torn ones); every rank learns which.
+      if (!run_on_root(
+              MPI_COMM_WORLD, [&] { return choose_checkpoint(w.config, args.resume); },
+              &args.resume_from)) {
+        if (w.rank == 0) std::fprintf(stderr, "meshloom: error: %s\n", args.resume_from.c_str());
+        return mpi_finish(kExitBadInput);
+      }
       if (w.rank == 0) save_effective_config(w);
       int code = kExitOk;
       try {
@@ -235,7 +309,7 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
             break;
           case Role::constructor:
             if (w.rank == 0)
-              code = run_lead(w);
+              code = run_lead(w, args);
             else
               run_constructor(w);
             break;

@@ -232,6 +232,7 @@ struct CheckpointConfig {
   int64_t keep = 3;
   int64_t full_every = 4;
   bool background = true;
+  int64_t max_restarts = 3;
   template <class V>
   void visit(V& v) {
     v.field("dir", dir, "Checkpoint folder (empty: <run.dir>/checkpoints)");
@@ -240,6 +241,8 @@ struct CheckpointConfig {
     v.field("full_every", full_every, "Loader state is full every K checkpoints, deltas between",
             at_least(1));
     v.field("background", background, "Write checkpoints while training continues");
+    v.field("max_restarts", max_restarts,
+            "Resumes from the same checkpoint before --resume auto gives up", at_least(1));
   }
 };
 

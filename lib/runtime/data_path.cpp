@@ -156,6 +156,8 @@ static proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& 
   b.last = work.last;
   b.global_predictions = work.global_predictions;
   b.samples = work.samples;
+  b.checkpoint = work.checkpoint;
+  if (t.trainer == 0) b.ckpt_data = work.ckpt_data;
   for (const auto& mbw : t.micro) {
     proto::MicroBatch mb;
     for (const auto& seg : mbw.segments) {

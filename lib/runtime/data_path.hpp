@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/checkpoint.hpp"
 #include "comm/p2p.hpp"
 #include "dataplane/data_plane.hpp"
 #include "dataplane/partition.hpp"
@@ -59,6 +60,13 @@ class Lead {
   // Waits for the acks of every dispatched step; returns them in step order
   // (each ack carries what the trainer got in data runs).
   void drain_acks();
+  // Continues from a checkpoint: data plane state, first step, and the
+  // document lengths known then (full, or a base plus a delta).
+  void resume(const ckpt::Checkpoint& c, const std::vector<ckpt::SourceLengths>& lengths);
+  int64_t first_step() const { return first_step_; }
+  // FNV-1a of step s's manifest (source, document, offset, length of every
+  // sample): equal hashes, equal data, whatever the layout.
+  uint64_t manifest_hash(int64_t step) const { return hashes_.at(size_t(step - first_step_)); }
   // Tells loaders and constructors to stop and collects every rank's report.
   std::vector<proto::Report> stop();
 
@@ -82,6 +90,7 @@ class Lead {
   void send_assignment();
   proto::StepWork place(const dataplane::StepManifest& m, bool last);
   void receive_ack();
+  std::string checkpoint_data();
 
   const World& w_;
   std::unique_ptr<dataplane::DataPlane> plane_;
@@ -96,7 +105,12 @@ class Lead {
   std::vector<std::unique_ptr<DocSource>> local_;  // colocated mode
   std::unique_ptr<Constructor> own_constructor_;
   std::vector<PendingSend> in_flight_;
-  int64_t next_step_ = 0;
+  int64_t next_step_ = 0, first_step_ = 0;
+  std::vector<std::vector<int64_t>> learned_;  // per source: documents in the order learned
+  std::vector<size_t> logged_;                 // per source: learned_ entries checkpointed
+  int64_t checkpoints_ = 0;
+  std::vector<uint64_t> hashes_;  // per dispatched step
+  std::string last_full_;  // file name of the last checkpoint with full lengths
   std::vector<std::vector<proto::Ack>> acks_;  // per step, until taken
   std::vector<int> ack_count_;                 // per step
   int reassignments_ = 0;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "base/bytes.hpp"
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
@@ -39,6 +40,8 @@ Lead::Lead(const World& w) : w_(w) {
   }
   lengths_.resize(n);
   owner_.resize(n);
+  learned_.resize(n);
+  logged_.assign(n, 0);
   perm_epoch_.assign(n, -1);
   perm_.resize(n);
   inverse_.resize(n);
@@ -116,6 +119,7 @@ void Lead::fetch_lengths(int source, int64_t doc) {
   const size_t s = size_t(source);
   if (!local_.empty()) {
     lengths_[s][size_t(doc)] = local_[s]->length(doc);
+    learned_[s].push_back(doc);
     return;
   }
   const int64_t epoch = plane_ ? plane_->streams()[s].state().epoch : 0;
@@ -142,6 +146,7 @@ void Lead::fetch_lengths(int source, int64_t doc) {
       rank, proto::kLengthRep, MPI_COMM_WORLD, w_.config.run.timeout, "document lengths"));
   ML_CHECK(rep.docs.size() == rep.lengths.size(), "bad length reply");
   for (size_t i = 0; i < rep.docs.size(); ++i) {
+    if (lengths_[s][size_t(rep.docs[i])] < 0) learned_[s].push_back(rep.docs[i]);
     lengths_[s][size_t(rep.docs[i])] = rep.lengths[i];
     owner_[s][size_t(rep.docs[i])] = rank;
   }
@@ -196,10 +201,62 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
   return work;
 }
 
+// What the lead puts into a checkpoint: the data plane's state after choosing
+// this step, and the document lengths learned since the last checkpoint (or
+// all of them, every checkpoint.full_every checkpoints).
+std::string Lead::checkpoint_data() {
+  const bool full = checkpoints_ % w_.config.checkpoint.full_every == 0;
+  ByteWriter out;
+  out.put_string(dataplane::serialize(plane_->state()));
+  out.put(uint8_t(full));
+  const int64_t step = plane_->state().step - 1;
+  if (full) last_full_ = ckpt::checkpoint_path("", step).substr(1);
+  out.put_string(full ? std::string() : last_full_);
+  out.put(uint64_t(learned_.size()));
+  for (size_t s = 0; s < learned_.size(); ++s) {
+    const size_t from = full ? 0 : logged_[s];
+    std::vector<int64_t> docs(learned_[s].begin() + int64_t(from), learned_[s].end()), lengths;
+    for (int64_t d : docs) lengths.push_back(lengths_[s][size_t(d)]);
+    out.put_string(w_.config.data.sources[s].name);
+    out.put_vector(docs);
+    out.put_vector(lengths);
+    logged_[s] = learned_[s].size();
+  }
+  ++checkpoints_;
+  return std::move(out.bytes());
+}
+
+void Lead::resume(const ckpt::Checkpoint& c, const std::vector<ckpt::SourceLengths>& lengths) {
+  plane_->restore(dataplane::deserialize_state(c.plane));
+  next_step_ = first_step_ = c.step + 1;
+  int64_t known = 0;
+  for (const auto& sl : lengths) {
+    size_t s = 0;
+    while (s < w_.config.data.sources.size() && w_.config.data.sources[s].name != sl.source) ++s;
+    if (s == w_.config.data.sources.size()) continue;  // a source no longer in the config
+    for (size_t i = 0; i < sl.docs.size(); ++i) {
+      const int64_t d = sl.docs[i];
+      if (d < 0 || d >= int64_t(lengths_[s].size())) continue;  // the source changed size
+      if (lengths_[s][size_t(d)] < 0) learned_[s].push_back(d);
+      lengths_[s][size_t(d)] = sl.lengths[i];
+      ++known;
+    }
+  }
+  // Lengths came without their loader: any loader serving the source will do.
+  if (local_.empty())
+    for (size_t s = 0; s < owner_.size(); ++s) {
+      const int rank = w_.layout.first_rank(Role::loader) + assignment_.loaders_of_source[s].at(0);
+      for (size_t d = 0; d < owner_[s].size(); ++d)
+        if (lengths_[s][d] >= 0 && owner_[s][d] < 0) owner_[s][d] = rank;
+    }
+  LOG_INFO("resumed the data plane at step %lld (%lld document lengths restored)",
+           (long long)first_step_, (long long)known);
+}
+
 int64_t Lead::steps_completed() const {
   int64_t c = 0;
   while (c < int64_t(ack_count_.size()) && ack_count_[size_t(c)] == w_.layout.trainers) ++c;
-  return c;
+  return first_step_ + c;
 }
 
 void Lead::dispatch_step(bool last) {
@@ -209,6 +266,17 @@ void Lead::dispatch_step(bool last) {
   maybe_reassign();
   dataplane::StepManifest m = plane_->next();
   proto::StepWork work = place(m, last);
+  uint64_t h = 1469598103934665603ULL;
+  for (const auto& p : m.samples) {
+    const int64_t key[4] = {p.source, p.doc, p.offset, p.length};
+    h = ckpt::fnv1a(key, sizeof(key), h);
+  }
+  hashes_.push_back(h);
+  const int64_t every = w_.config.checkpoint.every;
+  if (every > 0 && (m.step + 1) % every == 0) {
+    work.checkpoint = true;
+    work.ckpt_data = checkpoint_data();
+  }
   acks_.emplace_back();
   ack_count_.push_back(0);
   const int K = w_.layout.constructors;
@@ -242,17 +310,18 @@ void Lead::receive_ack() {
   proto::Ack ack = proto::decode_ack(recv_bytes(MPI_ANY_SOURCE, proto::kAck, MPI_COMM_WORLD,
                                                 w_.config.run.timeout,
                                                 "a trainer's acknowledgement"));
-  ML_CHECK(ack.step >= 0 && ack.step < int64_t(acks_.size()), "ack for an unknown step");
-  ++ack_count_[size_t(ack.step)];
-  acks_[size_t(ack.step)].push_back(std::move(ack));
+  const int64_t i = ack.step - first_step_;
+  ML_CHECK(i >= 0 && i < int64_t(acks_.size()), "ack for an unknown step");
+  ++ack_count_[size_t(i)];
+  acks_[size_t(i)].push_back(std::move(ack));
 }
 
 void Lead::drain_acks() {
-  while (steps_completed() < int64_t(ack_count_.size())) receive_ack();
+  while (steps_completed() < first_step_ + int64_t(ack_count_.size())) receive_ack();
 }
 
 std::vector<proto::Ack> Lead::take_acks(int64_t step) {
-  return std::move(acks_.at(size_t(step)));
+  return std::move(acks_.at(size_t(step - first_step_)));
 }
 
 std::vector<proto::Report> Lead::stop() {

@@ -83,6 +83,8 @@ std::string encode(const StepWork& m) {
     w.put(t.trainer);
     put_micro(&w, t.micro);
   }
+  w.put(uint8_t(m.checkpoint));
+  w.put_string(m.ckpt_data);
   return std::move(w.bytes());
 }
 StepWork decode_step_work(const std::string& b) {
@@ -102,6 +104,8 @@ StepWork decode_step_work(const std::string& b) {
       mb.member = r.get<int32_t>();
     }
   }
+  m.checkpoint = r.get<uint8_t>() != 0;
+  m.ckpt_data = r.get_string();
   return m;
 }
 
@@ -120,6 +124,8 @@ std::string encode(const Batch& m) {
     w.put_vector(mb.group);
     w.put(mb.member);
   }
+  w.put(uint8_t(m.checkpoint));
+  w.put_string(m.ckpt_data);
   return std::move(w.bytes());
 }
 Batch decode_batch(const std::string& b) {
@@ -138,6 +144,8 @@ Batch decode_batch(const std::string& b) {
     mb.group = r.get_vector<int32_t>();
     mb.member = r.get<int32_t>();
   }
+  m.checkpoint = r.get<uint8_t>() != 0;
+  m.ckpt_data = r.get_string();
   return m;
 }
 
@@ -165,6 +173,7 @@ std::string encode(const Ack& m) {
   w.put(m.grad_norm);
   w.put(m.peak_flops);
   w.put_string(m.echo);
+  w.put_string(m.note);
   return std::move(w.bytes());
 }
 Ack decode_ack(const std::string& b) {
@@ -182,6 +191,7 @@ Ack decode_ack(const std::string& b) {
   m.grad_norm = r.get<double>();
   m.peak_flops = r.get<double>();
   m.echo = r.get_string();
+  m.note = r.get_string();
   return m;
 }
 

@@ -88,6 +88,8 @@ struct StepWork {
   int64_t global_predictions = 0;  // sum over samples of (length - 1)
   std::vector<Sample> samples;
   std::vector<TrainerWork> trainers;
+  bool checkpoint = false;  // trainers checkpoint after this step
+  std::string ckpt_data;    // the lead's data state for it (goes to trainer 0)
 };
 
 // One packed micro-batch as a trainer receives it.
@@ -106,6 +108,8 @@ struct Batch {
   int64_t global_predictions = 0;
   std::vector<Sample> samples;  // the whole step's manifest (sources and documents)
   std::vector<MicroBatch> micro;
+  bool checkpoint = false;
+  std::string ckpt_data;  // trainer 0 only
 };
 
 // A trainer's answer for one step: what it measured, and in data runs the
@@ -123,6 +127,7 @@ struct Ack {
   double grad_norm = 0;         // global, before clipping (same on every trainer)
   double peak_flops = 0;        // this trainer's measured sgemm FLOP/s
   std::string echo;             // encoded Batch, or empty
+  std::string note;             // a line for rank 0 to log (e.g. a checkpoint written)
 };
 
 struct Report {

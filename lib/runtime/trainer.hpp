@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "ckpt/checkpoint.hpp"
 #include "model/transformer.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/world.hpp"
@@ -33,6 +34,13 @@ class Trainer {
   // (with ZeRO-1 the shards are gathered: collective over the trainers).
   std::vector<float> full_grads();
   int64_t optimizer_bytes() const;  // this rank's optimizer state
+
+  // Continues from a checkpoint (parameters, moments, step): any trainer count.
+  void load(const ckpt::Checkpoint& c);
+  // The state after the last step as a checkpoint, complete on trainer 0 (the
+  // others return an empty one). Collective over the trainers (ZeRO-1 gathers
+  // the moments). `lead_data` is what the lead sent for it.
+  ckpt::Checkpoint snapshot(int64_t step, const std::string& lead_data);
 
   // Model FLOPs (forward + backward) of a micro-batch, counting attention
   // exactly over the visible (query, key) pairs.

@@ -1,0 +1,261 @@
+#include "ckpt/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "base/strings.hpp"
+#include "ckpt/h5.hpp"
+
+namespace meshloom::ckpt {
+
+namespace fs = std::filesystem;
+
+uint64_t fnv1a(const void* data, size_t n, uint64_t h) {
+  const auto* b = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ULL;
+  return h;
+}
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+  return dir + strf("/step_%08lld.h5", (long long)step);
+}
+
+namespace {
+
+std::string checksum_name(const std::string& dataset) {
+  std::string s = dataset;
+  std::replace(s.begin(), s.end(), '/', '|');
+  return "checksums/" + s;
+}
+
+// Writes a dataset and its checksum.
+class Writer {
+ public:
+  explicit Writer(H5File& f) : f_(f) {}
+  template <class T>
+  void put(const std::string& name, const std::vector<T>& data,
+           const std::vector<int64_t>& dims = {}) {
+    if (dims.empty())
+      f_.write(name, data);
+    else
+      f_.write(name, data, dims);
+    sum(name, data.data(), data.size() * sizeof(T));
+  }
+  template <class T>
+  void put_scalar(const std::string& name, T v) {
+    f_.write_scalar(name, v);
+    sum(name, &v, sizeof(T));
+  }
+  void put_string(const std::string& name, const std::string& s) {
+    f_.write_string(name, s);
+    sum(name, s.data(), s.size());
+  }
+
+ private:
+  void sum(const std::string& name, const void* p, size_t n) {
+    f_.write_scalar(checksum_name(name), uint64_t(fnv1a(p, n)));
+  }
+  H5File& f_;
+};
+
+// Reads datasets, verifying each against its checksum.
+class Reader {
+ public:
+  Reader(const H5File& f, const std::string& path) : f_(f), path_(path) {}
+  template <class T>
+  std::vector<T> get(const std::string& name) {
+    std::vector<T> v = f_.read<T>(name);
+    check(name, v.data(), v.size() * sizeof(T));
+    return v;
+  }
+  template <class T>
+  T get_scalar(const std::string& name) {
+    T v = f_.read_scalar<T>(name);
+    check(name, &v, sizeof(T));
+    return v;
+  }
+  std::string get_string(const std::string& name) {
+    std::string s = f_.read_string(name);
+    check(name, s.data(), s.size());
+    return s;
+  }
+
+ private:
+  void check(const std::string& name, const void* p, size_t n) {
+    const std::string c = checksum_name(name);
+    if (!f_.exists(c)) throw Error(path_ + ": no checksum for /" + name);
+    if (f_.read_scalar<uint64_t>(c) != fnv1a(p, n))
+      throw Error(path_ + ": /" + name + " does not match its checksum (the file is corrupt)");
+  }
+  const H5File& f_;
+  std::string path_;
+};
+
+std::vector<float> slice(const std::vector<float>& flat, const Tensor& t) {
+  return std::vector<float>(flat.begin() + t.offset, flat.begin() + t.offset + t.numel);
+}
+
+}  // namespace
+
+int64_t write_checkpoint(const std::string& path, const Checkpoint& c) {
+  const std::string tmp = path + ".tmp";
+  {
+    H5File f(tmp, "w");
+    Writer w(f);
+    w.put_scalar("meta/format", int32_t(1));
+    w.put_scalar("meta/step", c.step);
+    w.put_scalar("meta/trainers", c.trainers);
+    w.put_scalar("meta/seed", c.seed);
+    w.put_string("meta/config", c.config);
+    for (const Tensor& t : c.tensors) {
+      w.put("model/" + t.name, slice(c.params, t), t.shape);
+      w.put("optim/m/" + t.name, slice(c.m, t), t.shape);
+      w.put("optim/v/" + t.name, slice(c.v, t), t.shape);
+    }
+    w.put_scalar("optim/step", c.adam_step);
+    w.put("data/plane", std::vector<uint8_t>(c.plane.begin(), c.plane.end()));
+    w.put_string("data/lengths/kind", c.lengths_full ? "full" : "delta");
+    w.put_string("data/lengths/base", c.lengths_base);
+    for (const auto& s : c.lengths) {
+      w.put("data/lengths/" + s.source + "/docs", s.docs);
+      w.put("data/lengths/" + s.source + "/lengths", s.lengths);
+    }
+    f.flush();
+  }
+  // Make the bytes durable before the name says the checkpoint exists.
+  int fd = ::open(tmp.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw Error("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  return int64_t(fs::file_size(path, ec));
+}
+
+Checkpoint read_checkpoint(const std::string& path, bool only_meta) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw Error("checkpoint " + path + " does not exist");
+  Checkpoint c;
+  try {
+    H5File f(path, "r");
+    Reader r(f, path);
+    if (r.get_scalar<int32_t>("meta/format") != 1)
+      throw Error(path + ": unsupported checkpoint format");
+    c.step = r.get_scalar<int64_t>("meta/step");
+    c.trainers = r.get_scalar<int32_t>("meta/trainers");
+    c.seed = r.get_scalar<int64_t>("meta/seed");
+    c.config = r.get_string("meta/config");
+    c.adam_step = r.get_scalar<int64_t>("optim/step");
+    std::vector<uint8_t> plane = r.get<uint8_t>("data/plane");
+    c.plane.assign(plane.begin(), plane.end());
+    c.lengths_full = r.get_string("data/lengths/kind") == "full";
+    c.lengths_base = r.get_string("data/lengths/base");
+    // Sources and tensors are found by listing the groups.
+    auto children = [&](const std::string& group) {
+      std::vector<std::string> names;
+      if (!f.exists(group)) return names;
+      hid_t g = H5Gopen2(f.id(), group.c_str(), H5P_DEFAULT);
+      if (g < 0) throw Error(path + ": cannot open group /" + group);
+      hsize_t n = 0;
+      H5Gget_num_objs(g, &n);
+      for (hsize_t i = 0; i < n; ++i) {
+        char name[1024];
+        H5Gget_objname_by_idx(g, i, name, sizeof(name));
+        names.emplace_back(name);
+      }
+      H5Gclose(g);
+      return names;
+    };
+    for (const auto& s : children("data/lengths")) {
+      if (s == "kind" || s == "base") continue;
+      SourceLengths sl;
+      sl.source = s;
+      sl.docs = r.get<int64_t>("data/lengths/" + s + "/docs");
+      sl.lengths = r.get<int64_t>("data/lengths/" + s + "/lengths");
+      if (sl.docs.size() != sl.lengths.size()) throw Error(path + ": lengths of " + s + " torn");
+      c.lengths.push_back(std::move(sl));
+    }
+    if (only_meta) {
+      // Still verify the large datasets, without keeping them.
+      for (const auto& name : children("model")) {
+        r.get<float>("model/" + name);
+        r.get<float>("optim/m/" + name);
+        r.get<float>("optim/v/" + name);
+      }
+      return c;
+    }
+    for (const auto& name : children("model")) {
+      Tensor t;
+      t.name = name;
+      t.numel = int64_t(f.size_of("model/" + name));
+      c.tensors.push_back(t);
+    }
+    int64_t at = 0;
+    for (auto& t : c.tensors) {
+      std::vector<float> p = r.get<float>("model/" + t.name);
+      std::vector<float> m = r.get<float>("optim/m/" + t.name);
+      std::vector<float> v = r.get<float>("optim/v/" + t.name);
+      if (m.size() != p.size() || v.size() != p.size())
+        throw Error(path + ": optimizer state of " + t.name + " has the wrong size");
+      t.offset = at;
+      at += t.numel;
+      c.params.insert(c.params.end(), p.begin(), p.end());
+      c.m.insert(c.m.end(), m.begin(), m.end());
+      c.v.insert(c.v.end(), v.begin(), v.end());
+    }
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.find(path) == std::string::npos) msg = path + ": " + msg;
+    throw Error(msg);
+  }
+  return c;
+}
+
+std::string verify_checkpoint(const std::string& path) {
+  try {
+    read_checkpoint(path, /*only_meta=*/true);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (starts_with(name, "step_") && name.size() > 8 && name.substr(name.size() - 3) == ".h5")
+      out.push_back(e.path().string());
+  }
+  std::sort(out.rbegin(), out.rend());  // zero-padded step numbers sort by name
+  return out;
+}
+
+void prune_checkpoints(const std::string& dir, int64_t keep) {
+  std::vector<std::string> all = list_checkpoints(dir);
+  std::set<std::string> needed;
+  for (size_t i = 0; i < all.size() && int64_t(i) < keep; ++i) {
+    needed.insert(all[i]);
+    // A kept delta needs its full-lengths base.
+    try {
+      H5File f(all[i], "r");
+      std::string base = f.read_string("data/lengths/base");
+      if (!base.empty()) needed.insert((fs::path(dir) / base).string());
+    } catch (const Error&) {
+    }
+  }
+  std::error_code ec;
+  for (const auto& p : all)
+    if (!needed.count(p)) fs::remove(p, ec);
+}
+
+}  // namespace meshloom::ckpt

@@ -1,0 +1,81 @@
+// Checkpoints: one HDF5 file per checkpoint, everything needed to continue a
+// run exactly where it stopped.
+//
+//   /meta/format          int32    1
+//   /meta/step            int64    the last completed step (training resumes at step + 1)
+//   /meta/trainers        int32    trainers at save time (resume may use another count)
+//   /meta/seed            int64    run.seed (all randomness is counter-based on it)
+//   /meta/config          string   the effective config
+//   /model/<name>         float32  parameters, shaped as DESIGN.md names them
+//   /optim/m/<name>, /optim/v/<name>  float32  AdamW moments (ZeRO-1 shards gathered)
+//   /optim/step           int64    AdamW's step count (bias correction)
+//   /data/plane           uint8    the data plane's state after choosing step `step`
+//   /data/lengths/kind    string   "full" or "delta"
+//   /data/lengths/base    string   for a delta: the file holding the full lengths
+//   /data/lengths/<source>/docs, /lengths  int64  document lengths learned from loaders
+//   /checksums/<dataset path with '/' as '|'>  uint64  FNV-1a of the dataset's bytes
+//
+// Document lengths are a cache (loaders can always recompute them) that saves
+// re-tokenizing raw sources on resume; they are stored in full every
+// checkpoint.full_every checkpoints and as deltas (new lengths only) in
+// between. Everything else is stored in full, every time.
+//
+// Writing is atomic: the file is written as NAME.tmp, flushed to disk, then
+// renamed. Reading verifies every checksum; a truncated file, a flipped byte
+// or a missing dataset throws meshloom::Error with the file and the dataset.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace meshloom::ckpt {
+
+struct SourceLengths {
+  std::string source;
+  std::vector<int64_t> docs, lengths;
+};
+
+struct Tensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0, numel = 0;  // into the flat buffers
+};
+
+struct Checkpoint {
+  int64_t step = 0;
+  int32_t trainers = 0;
+  int64_t seed = 0;
+  std::string config;
+  std::vector<Tensor> tensors;
+  std::vector<float> params, m, v;  // flat, tensors' order
+  int64_t adam_step = 0;
+  std::string plane;  // serialized data plane state
+  bool lengths_full = true;
+  std::string lengths_base;
+  std::vector<SourceLengths> lengths;
+};
+
+// "DIR/step_00000042.h5"
+std::string checkpoint_path(const std::string& dir, int64_t step);
+
+// Writes atomically (NAME.tmp, fsync, rename). Returns the bytes written.
+int64_t write_checkpoint(const std::string& path, const Checkpoint& c);
+
+// Reads and verifies; with only_meta, reads meta/data/lengths but not the
+// model and optimizer (for the lead), still verifying every checksum.
+Checkpoint read_checkpoint(const std::string& path, bool only_meta = false);
+
+// Checks a file without keeping it: "" when good, else the problem.
+std::string verify_checkpoint(const std::string& path);
+
+// Checkpoint files in `dir`, newest first.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+// Removes all but the newest `keep`, never a full-lengths file that a kept
+// delta refers to.
+void prune_checkpoints(const std::string& dir, int64_t keep);
+
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ULL);
+
+}  // namespace meshloom::ckpt

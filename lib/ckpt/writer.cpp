@@ -1,0 +1,87 @@
+#include "ckpt/writer.hpp"
+
+#include <chrono>
+#include <filesystem>
+
+#include "base/check.hpp"
+
+namespace meshloom::ckpt {
+
+BackgroundWriter::BackgroundWriter(std::string dir, int64_t keep, bool background,
+                                   std::function<void(const std::string&, int64_t, double)> done)
+    : dir_(std::move(dir)), keep_(keep), background_(background), done_(std::move(done)) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) throw Error("cannot create checkpoint folder " + dir_ + ": " + ec.message());
+  if (background_) thread_ = std::thread([this] { run(); });
+}
+
+BackgroundWriter::~BackgroundWriter() {
+  if (!background_) return;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return !pending_ && !busy_; });
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void BackgroundWriter::write_one(const Checkpoint& c) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string path = checkpoint_path(dir_, c.step);
+  int64_t bytes = write_checkpoint(path, c);
+  prune_checkpoints(dir_, keep_);
+  if (done_)
+    done_(path, bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+void BackgroundWriter::write(Checkpoint c) {
+  if (!background_) {
+    write_one(c);
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return !pending_ && !busy_; });
+  pending_ = std::move(c);
+  lock.unlock();
+  cv_.notify_all();
+}
+
+void BackgroundWriter::wait() {
+  if (!background_) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return !pending_ && !busy_; });
+}
+
+std::string BackgroundWriter::error() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+void BackgroundWriter::run() {
+  while (true) {
+    Checkpoint c;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return pending_.has_value() || stop_; });
+      if (stop_ && !pending_) return;
+      c = std::move(*pending_);
+      pending_.reset();
+      busy_ = true;
+    }
+    try {
+      write_one(c);
+    } catch (const Error& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = e.what();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_ = false;
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace meshloom::ckpt

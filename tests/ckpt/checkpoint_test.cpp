@@ -1,0 +1,80 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "ckpt/checkpoint.hpp"
+#include "tests/common/test_util.hpp"
+
+using namespace meshloom;
+
+namespace {
+ckpt::Checkpoint sample(int64_t step, bool full) {
+  ckpt::Checkpoint c;
+  c.step = step;
+  c.trainers = 3;
+  c.seed = 7;
+  c.config = "run: {steps: 9}\n";
+  c.tensors = {{"embed", {4, 3}, 0, 12}, {"final_norm", {3}, 12, 3}};
+  for (int i = 0; i < 15; ++i) {
+    c.params.push_back(0.5f * float(i));
+    c.m.push_back(0.01f * float(i));
+    c.v.push_back(0.001f * float(i));
+  }
+  c.adam_step = step + 1;
+  c.plane = std::string("\x01\x02\x00\x03", 4);
+  c.lengths_full = full;
+  c.lengths_base = full ? "" : "step_00000001.h5";
+  c.lengths = {{"docs", {5, 2}, {100, 7}}};
+  return c;
+}
+}  // namespace
+
+TEST(Checkpoint, RoundTripsEverything) {
+  test::TempDir dir;
+  const std::string path = ckpt::checkpoint_path(dir.path(), 4);
+  ckpt::write_checkpoint(path, sample(4, false));
+  ckpt::Checkpoint c = ckpt::read_checkpoint(path);
+  EXPECT_EQ(c.step, 4);
+  EXPECT_EQ(c.trainers, 3);
+  EXPECT_EQ(c.config, "run: {steps: 9}\n");
+  EXPECT_EQ(c.plane, std::string("\x01\x02\x00\x03", 4));
+  EXPECT_FALSE(c.lengths_full);
+  EXPECT_EQ(c.lengths_base, "step_00000001.h5");
+  ASSERT_EQ(c.lengths.size(), 1u);
+  EXPECT_EQ(c.lengths[0].lengths, (std::vector<int64_t>{100, 7}));
+  ASSERT_EQ(c.tensors.size(), 2u);
+  // Tensors come back by name; values follow their tensor.
+  for (const auto& t : c.tensors) {
+    const auto& ref = sample(4, false);
+    const auto& r = t.name == "embed" ? ref.tensors[0] : ref.tensors[1];
+    for (int64_t i = 0; i < t.numel; ++i) {
+      EXPECT_EQ(c.params[size_t(t.offset + i)], ref.params[size_t(r.offset + i)]);
+      EXPECT_EQ(c.v[size_t(t.offset + i)], ref.v[size_t(r.offset + i)]);
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST(Checkpoint, TornFilesAreRefusedWithTheirName) {
+  test::TempDir dir;
+  const std::string path = ckpt::checkpoint_path(dir.path(), 1);
+  ckpt::write_checkpoint(path, sample(1, true));
+  EXPECT_EQ(ckpt::verify_checkpoint(path), "");
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  std::string problem = ckpt::verify_checkpoint(path);
+  EXPECT_NE(problem.find(path), std::string::npos) << problem;
+  EXPECT_NE(ckpt::verify_checkpoint(dir.file("nothing.h5")).find("does not exist"),
+            std::string::npos);
+}
+
+TEST(Checkpoint, PruneKeepsTheNewestAndTheirBase) {
+  test::TempDir dir;
+  ckpt::write_checkpoint(ckpt::checkpoint_path(dir.path(), 1), sample(1, true));
+  for (int s : {2, 3, 4}) ckpt::write_checkpoint(ckpt::checkpoint_path(dir.path(), s), sample(s, false));
+  ckpt::prune_checkpoints(dir.path(), 2);
+  auto left = ckpt::list_checkpoints(dir.path());
+  ASSERT_EQ(left.size(), 3u);  // 4 and 3, and 1: the base they need
+  EXPECT_EQ(left[0], ckpt::checkpoint_path(dir.path(), 4));
+  EXPECT_EQ(left[2], ckpt::checkpoint_path(dir.path(), 1));
+}
