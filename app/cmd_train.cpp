@@ -1,7 +1,10 @@
 // `meshloom train`: the whole system under mpirun/srun.
 #include <sys/stat.h>
+
+#include <csignal>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -18,7 +21,9 @@
 #include "comm/mpi_util.hpp"
 #include "runtime/data_path.hpp"
 #include "ckpt/writer.hpp"
+#include "runtime/faults.hpp"
 #include "runtime/gemm_peak.hpp"
+#include "runtime/watchdog.hpp"
 #include "runtime/resume.hpp"
 #include "runtime/step_dump.hpp"
 #include "runtime/trainer.hpp"
@@ -105,6 +110,9 @@ int run_lead(const World& w, const TrainArgs& args) {
   auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double first_loss = 0, last_loss = 0;
   int64_t done = first;
+  // Straggler detection: a trainer whose compute time exceeds the median by
+  // faults.straggler_factor for faults.straggler_steps steps in a row is named.
+  std::vector<int64_t> slow_streak(size_t(w.layout.trainers), 0);
   auto report = [&](int64_t s) {
     std::vector<proto::Ack> acks = lead.take_acks(s);
     double loss = 0, flops = 0, max_step = 0, mean_step = 0, max_wait = 0, grad_norm = 0, peak = 0;
@@ -124,6 +132,25 @@ int run_lead(const World& w, const TrainArgs& args) {
       peak += a.peak_flops;
     }
     loss /= double(std::max<int64_t>(predictions, 1));
+    std::vector<double> times;
+    for (const auto& a : acks) times.push_back(a.compute_seconds);
+    std::sort(times.begin(), times.end());
+    const double median = times.empty() ? 0 : times[times.size() / 2];
+    std::string stragglers;
+    for (const auto& a : acks) {
+      int64_t& streak = slow_streak[size_t(a.trainer)];
+      streak = a.compute_seconds > w.config.faults.straggler_factor * median ? streak + 1 : 0;
+      if (streak >= w.config.faults.straggler_steps) {
+        const int rank = w.layout.first_rank(Role::trainer) + a.trainer;
+        stragglers += strf("%s%d", stragglers.empty() ? "" : ", ", rank);
+        if (streak == w.config.faults.straggler_steps)
+          LOG_WARN("straggler: trainer %d (rank %d on %s) has been %.1fx slower than the median "
+                   "trainer for %lld steps (%s vs %s)",
+                   a.trainer, rank, w.hosts[size_t(rank)].c_str(), a.compute_seconds / median,
+                   (long long)streak, human_seconds(a.compute_seconds).c_str(),
+                   human_seconds(median).c_str());
+      }
+    }
     if (s == first) first_loss = loss;
     last_loss = loss;
     const double t = now(), dt = wall;
@@ -152,9 +179,11 @@ int run_lead(const World& w, const TrainArgs& args) {
       std::fprintf(metrics,
                    "\"step\": %lld, \"loss\": %.17g, \"lr\": %.6g, \"grad_norm\": %.6g, "
                    "\"tokens\": %lld, \"seconds\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, "
-                   "\"imbalance\": %.4f, \"data_wait_max\": %.6f, \"trainers\": [",
+                   "\"imbalance\": %.4f, \"data_wait_max\": %.6f, \"stragglers\": [%s], "
+                   "\"trainers\": [",
                    (long long)s, loss, lr, grad_norm, (long long)tokens, dt,
-                   double(tokens) / std::max(dt, 1e-9), mfu, imbalance, max_wait);
+                   double(tokens) / std::max(dt, 1e-9), mfu, imbalance, max_wait,
+                   stragglers.c_str());
       for (size_t i = 0; i < acks.size(); ++i)
         std::fprintf(metrics,
                      "%s{\"trainer\": %d, \"tokens\": %lld, \"flops\": %.4g, \"compute\": %.6f, "
@@ -183,6 +212,7 @@ int run_lead(const World& w, const TrainArgs& args) {
 
 int run_trainer(const World& w, const TrainArgs& args) {
   Trainer trainer(w, w.role_comm);
+  const InjectedFaults faults(w.config, w.rank);
   if (!args.resume_from.empty()) trainer.load(ckpt::read_checkpoint(args.resume_from));
   // Trainer 0 writes checkpoints, in the background; what it wrote is told
   // to rank 0 in the next acknowledgement.
@@ -224,10 +254,23 @@ int run_trainer(const World& w, const TrainArgs& args) {
   while (true) {
     double wait = 0;
     proto::Batch b = receive_batch(w, &wait);
+    if (faults.crash_at(b.step)) {
+      std::fprintf(stderr, "meshloom: fault injected: trainer rank %d crashes at step %lld\n",
+                   w.rank, (long long)b.step);
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
+    if (faults.hang_at(b.step)) {
+      std::fprintf(stderr, "meshloom: fault injected: trainer rank %d hangs at step %lld\n",
+                   w.rank, (long long)b.step);
+      std::fflush(stderr);
+      while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+
     const bool dump = b.step == args.dump_step;
     std::vector<float> before;
     if (dump) before.assign(trainer.model().params().begin(), trainer.model().params().end());
-    proto::Ack ack = trainer.step(b);
+    proto::Ack ack = trainer.step(b, faults.slow_at(b.step));
     ack.wait_seconds = wait;
     ack.peak_flops = peak;
     if (dump) {
@@ -298,6 +341,7 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
         return mpi_finish(kExitBadInput);
       }
       if (w.rank == 0) save_effective_config(w);
+      start_watchdog(w.config.run.timeout);
       int code = kExitOk;
       try {
         switch (w.role) {

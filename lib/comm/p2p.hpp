@@ -24,6 +24,9 @@ class PendingSend {
   PendingSend(const PendingSend&) = delete;
   ~PendingSend();
   bool done();
+  // Gives up on a send whose peer may be dead: MPI completes or drops it on
+  // its own, the buffer is leaked on purpose (it must outlive the send).
+  void abandon();
 
  private:
   std::unique_ptr<std::string> bytes_;

@@ -246,6 +246,45 @@ struct CheckpointConfig {
   }
 };
 
+struct FaultConfig {
+  ML_CONFIG_SECTION;
+  std::string kind = "crash";
+  int64_t rank = 0;
+  int64_t step = 0;
+  double seconds = 1.0;
+  template <class V>
+  void visit(V& v) {
+    v.field("kind", kind,
+            "crash (the process kills itself), hang (stops answering), slow (sleeps each step "
+            "or request)",
+            one_of({"crash", "hang", "slow"}));
+    v.field("rank", rank, "World rank that fails", at_least(0));
+    v.field("step", step, "First step at which it fails", at_least(0));
+    v.field("seconds", seconds, "slow: seconds added per step (trainer) or request (loader)",
+            at_least(0.0));
+  }
+};
+
+struct FaultsConfig {
+  ML_CONFIG_SECTION;
+  double loader_timeout = 5.0;
+  double straggler_factor = 1.5;
+  int64_t straggler_steps = 3;
+  std::vector<FaultConfig> inject;
+  template <class V>
+  void visit(V& v) {
+    v.field("loader_timeout", loader_timeout,
+            "Seconds without an answer after which a loader counts as dead and its shadow "
+            "takes over",
+            above(0.0));
+    v.field("straggler_factor", straggler_factor,
+            "A trainer this many times slower than the median is a straggler", above(1.0));
+    v.field("straggler_steps", straggler_steps,
+            "Consecutive slow steps before a straggler is named", at_least(1));
+    v.field("inject", inject, "Faults to inject (tests, drills)");
+  }
+};
+
 struct LogConfig {
   ML_CONFIG_SECTION;
   std::string level = "info";
@@ -270,6 +309,7 @@ struct Config {
   DataConfig data;
   PlanConfig plan;
   CheckpointConfig checkpoint;
+  FaultsConfig faults;
   LogConfig log;
   template <class V>
   void visit(V& v) {
@@ -280,6 +320,7 @@ struct Config {
     v.field("data", data, "The data plane: sources, mixture, curriculum");
     v.field("plan", plan, "The per-step parallel plan");
     v.field("checkpoint", checkpoint, "HDF5 checkpoints");
+    v.field("faults", faults, "Failure detection and injected faults");
     v.field("log", log, "Logging and metrics");
   }
 };

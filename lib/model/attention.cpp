@@ -52,6 +52,38 @@ Vis classify(const Tile& q, const Tile& k) {
   return Vis::partial;
 }
 
+// The rows (of query tile a) and columns (of key tile b) outside which every
+// pair is masked, relative to the tiles' first rows: a row can only matter if
+// its sample is among b's and its position reaches b's first, a key only if
+// its sample is among a's and its position is not past a's last.
+struct Rect {
+  int64_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
+  bool empty() const { return r0 >= r1 || c0 >= c1; }
+};
+
+Rect trim(const Tile& a, const Tile& b, const int32_t* qs, const int32_t* qp, const int32_t* ks,
+          const int32_t* kp, Vis vis) {
+  if (vis == Vis::full) return Rect{0, a.end - a.begin, 0, b.end - b.begin};
+  Rect r{a.end, a.begin, b.end, b.begin};
+  for (int64_t i = a.begin; i < a.end; ++i) {
+    if (qs[i] >= b.smin && qs[i] <= b.smax && qp[i] >= b.pmin) {
+      r.r0 = std::min(r.r0, i);
+      r.r1 = i + 1;
+    }
+  }
+  for (int64_t j = b.begin; j < b.end; ++j) {
+    if (ks[j] >= a.smin && ks[j] <= a.smax && kp[j] <= a.pmax) {
+      r.c0 = std::min(r.c0, j);
+      r.c1 = j + 1;
+    }
+  }
+  r.r0 -= a.begin;
+  r.r1 -= a.begin;
+  r.c0 -= b.begin;
+  r.c1 -= b.begin;
+  return r;
+}
+
 void check_args(const AttnDims& dims, const AttnOptions& opt) {
   ML_CHECK(dims.n_heads > 0 && dims.n_kv_heads > 0 && dims.n_heads % dims.n_kv_heads == 0 &&
                dims.head_dim > 0,
@@ -64,9 +96,9 @@ void check_args(const AttnDims& dims, const AttnOptions& opt) {
 // l per row and rescales the accumulated output rows acc [rows, D]. Rows with
 // no visible key are left as zeros. Returns whether any row saw a key.
 template <class T>
-ML_SIMD_CLONES bool softmax_tile(int64_t rows, int64_t cols, T* s, bool partial,
-                                 const int32_t* qs, const int32_t* qp, const int32_t* ks,
-                                 const int32_t* kp, T* m, T* l, T* acc, int64_t D) {
+ML_SIMD_CLONES bool softmax_tile(int64_t rows, int64_t cols, T* s, bool partial, const int32_t* qs,
+                                 const int32_t* qp, const int32_t* ks, const int32_t* kp, T* m,
+                                 T* l, T* acc, int64_t D) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   bool any = false;
   for (int64_t r = 0; r < rows; ++r) {
@@ -139,8 +171,8 @@ ML_SIMD_CLONES void dscores_tile(int64_t rows, int64_t cols, const T* p, T* dp, 
 
 template <class T>
 void forward_unit(const AttnDims& dims, const QueryBlock<T>& q, const KvBlock<T>& kv,
-                  const AttnOut<T>& res, const Tile& a, const std::vector<Tile>& ktiles,
-                  int64_t h, T* s, T* acc, T* m, T* l) {
+                  const AttnOut<T>& res, const Tile& a, const std::vector<Tile>& ktiles, int64_t h,
+                  T* s, T* acc, T* m, T* l) {
   const int64_t D = dims.head_dim, H = dims.n_heads;
   const int64_t g = h / dims.group();
   const T scale = T(1) / std::sqrt(static_cast<T>(D));
@@ -153,15 +185,18 @@ void forward_unit(const AttnDims& dims, const QueryBlock<T>& q, const KvBlock<T>
   for (const Tile& b : ktiles) {
     const Vis vis = classify(a, b);
     if (vis == Vis::none) continue;
-    const int64_t cols = b.end - b.begin;
-    gemm<T>(Op::N, Op::T, rows, cols, D, scale, qh, q.ld, kv.k + b.begin * kv.ldk + g * D, kv.ldk,
-            T(0), s, cols);
-    const bool any = softmax_tile(rows, cols, s, vis == Vis::partial, q.sample + a.begin,
-                                  q.pos + a.begin, kv.sample + b.begin, kv.pos + b.begin, m, l,
-                                  acc, D);
+    const Rect rc = trim(a, b, q.sample, q.pos, kv.sample, kv.pos, vis);
+    if (rc.empty()) continue;
+    const int64_t nr = rc.r1 - rc.r0, nc = rc.c1 - rc.c0;
+    const int64_t qi = a.begin + rc.r0, kj = b.begin + rc.c0;
+    gemm<T>(Op::N, Op::T, nr, nc, D, scale, qh + rc.r0 * q.ld, q.ld, kv.k + kj * kv.ldk + g * D,
+            kv.ldk, T(0), s, nc);
+    const bool any =
+        softmax_tile(nr, nc, s, vis == Vis::partial, q.sample + qi, q.pos + qi, kv.sample + kj,
+                     kv.pos + kj, m + rc.r0, l + rc.r0, acc + rc.r0 * D, D);
     if (!any) continue;
-    gemm<T>(Op::N, Op::N, rows, D, cols, T(1), s, cols, kv.v + b.begin * kv.ldv + g * D, kv.ldv,
-            T(1), acc, D);
+    gemm<T>(Op::N, Op::N, nr, D, nc, T(1), s, nc, kv.v + kj * kv.ldv + g * D, kv.ldv, T(1),
+            acc + rc.r0 * D, D);
   }
   for (int64_t r = 0; r < rows; ++r) {
     T* o = res.out + (a.begin + r) * res.ld + h * D;
@@ -187,30 +222,32 @@ void backward_unit(const AttnDims& dims, const QueryBlock<T>& q, const KvBlock<T
   const int64_t nkt = static_cast<int64_t>(ktiles.size());
   for (int64_t j = stripe; j < nkt; j += stripes) {
     const Tile& b = ktiles[static_cast<size_t>(j)];
-    const int64_t cols = b.end - b.begin;
-    const T* kp = kv.k + b.begin * kv.ldk + gk * D;
-    const T* vp = kv.v + b.begin * kv.ldv + gk * D;
-    T* dkp = kvg.dk + b.begin * kvg.lddk + gk * D;
-    T* dvp = kvg.dv + b.begin * kvg.lddv + gk * D;
     for (int64_t h = gk * G; h < (gk + 1) * G; ++h) {
       for (const Tile& a : qtiles) {
         const Vis vis = classify(a, b);
         if (vis == Vis::none) continue;
-        const int64_t rows = a.end - a.begin;
-        const T* qp = q.q + a.begin * q.ld + h * D;
-        const T* dop = gr.dout + a.begin * gr.lddo + h * D;
+        const Rect rc = trim(a, b, q.sample, q.pos, kv.sample, kv.pos, vis);
+        if (rc.empty()) continue;
+        const int64_t nr = rc.r1 - rc.r0, nc = rc.c1 - rc.c0;
+        const int64_t qi = a.begin + rc.r0, kj = b.begin + rc.c0;
+        const T* kp = kv.k + kj * kv.ldk + gk * D;
+        const T* vp = kv.v + kj * kv.ldv + gk * D;
+        T* dkp = kvg.dk + kj * kvg.lddk + gk * D;
+        T* dvp = kvg.dv + kj * kvg.lddv + gk * D;
+        const T* qp = q.q + qi * q.ld + h * D;
+        const T* dop = gr.dout + qi * gr.lddo + h * D;
         // P = exp(scale·QKᵀ - lse) on visible pairs, 0 elsewhere.
-        gemm<T>(Op::N, Op::T, rows, cols, D, scale, qp, q.ld, kp, kv.ldk, T(0), p, cols);
-        probs_tile(rows, cols, p, vis == Vis::partial, q.sample + a.begin, q.pos + a.begin,
-                   kv.sample + b.begin, kv.pos + b.begin, gr.lse + a.begin * H + h, H);
+        gemm<T>(Op::N, Op::T, nr, nc, D, scale, qp, q.ld, kp, kv.ldk, T(0), p, nc);
+        probs_tile(nr, nc, p, vis == Vis::partial, q.sample + qi, q.pos + qi, kv.sample + kj,
+                   kv.pos + kj, gr.lse + qi * H + h, H);
         // dV += Pᵀ dO;  dP = dO Vᵀ;  dS = P ⊙ (dP - delta).
-        gemm<T>(Op::T, Op::N, cols, D, rows, T(1), p, cols, dop, gr.lddo, T(1), dvp, kvg.lddv);
-        gemm<T>(Op::N, Op::T, rows, cols, D, T(1), dop, gr.lddo, vp, kv.ldv, T(0), dp, cols);
-        dscores_tile(rows, cols, p, dp, gr.delta + a.begin * H + h, H);
+        gemm<T>(Op::T, Op::N, nc, D, nr, T(1), p, nc, dop, gr.lddo, T(1), dvp, kvg.lddv);
+        gemm<T>(Op::N, Op::T, nr, nc, D, T(1), dop, gr.lddo, vp, kv.ldv, T(0), dp, nc);
+        dscores_tile(nr, nc, p, dp, gr.delta + qi * H + h, H);
         // dQ += scale·dS K;  dK += scale·dSᵀ Q.
-        gemm<T>(Op::N, Op::N, rows, D, cols, scale, dp, cols, kp, kv.ldk, T(1),
-                dq + a.begin * lddq + h * D, lddq);
-        gemm<T>(Op::T, Op::N, cols, D, rows, scale, dp, cols, qp, q.ld, T(1), dkp, kvg.lddk);
+        gemm<T>(Op::N, Op::N, nr, D, nc, scale, dp, nc, kp, kv.ldk, T(1), dq + qi * lddq + h * D,
+                lddq);
+        gemm<T>(Op::T, Op::N, nc, D, nr, scale, dp, nc, qp, q.ld, T(1), dkp, kvg.lddk);
       }
     }
   }
@@ -362,17 +399,17 @@ void LocalAttention<T>::backward(int, const AttnDims& dims, const QueryBlock<T>&
   attention_block_backward(dims, q, kv, g, kv_grad, opt_);
 }
 
-#define ML_ATTENTION_INSTANTIATE(T)                                                               \
-  template void attention_block_forward<T>(const AttnDims&, const QueryBlock<T>&,                 \
-                                           const KvBlock<T>&, const AttnOut<T>&,                  \
-                                           const AttnOptions&);                                   \
-  template void attention_merge<T>(const AttnDims&, int64_t, const AttnOut<T>&, const T*,         \
-                                   int64_t, const T*, int);                                       \
+#define ML_ATTENTION_INSTANTIATE(T)                                                                \
+  template void attention_block_forward<T>(const AttnDims&, const QueryBlock<T>&,                  \
+                                           const KvBlock<T>&, const AttnOut<T>&,                   \
+                                           const AttnOptions&);                                    \
+  template void attention_merge<T>(const AttnDims&, int64_t, const AttnOut<T>&, const T*, int64_t, \
+                                   const T*, int);                                                 \
   template void attention_delta<T>(const AttnDims&, int64_t, const T*, int64_t, const T*, int64_t, \
-                                   T*, int);                                                      \
-  template void attention_block_backward<T>(const AttnDims&, const QueryBlock<T>&,                \
-                                            const KvBlock<T>&, const QueryGrad<T>&,               \
-                                            const KvGrad<T>&, const AttnOptions&);                \
+                                   T*, int);                                                       \
+  template void attention_block_backward<T>(const AttnDims&, const QueryBlock<T>&,                 \
+                                            const KvBlock<T>&, const QueryGrad<T>&,                \
+                                            const KvGrad<T>&, const AttnOptions&);                 \
   template class LocalAttention<T>;
 
 ML_ATTENTION_INSTANTIATE(float)

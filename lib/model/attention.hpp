@@ -34,13 +34,14 @@
 //
 // Inside, work is tiled (tile_q query rows × tile_k keys per step, one GEMM
 // for QKᵀ and one for PV per tile, flash-attention style online softmax), so
-// no score matrix larger than a tile ever exists. Tiles whose (sample,
-// position) ranges show them fully masked are skipped without computing.
+// no score matrix larger than a tile ever exists. From the (sample, position)
+// ranges of each tile pair, fully masked pairs are skipped and partly masked
+// ones are trimmed to the rows and keys that can matter before any GEMM.
 // Forward runs (head, query tile) units on `threads` threads; backward runs
 // one unit per KV head (so dK/dV/dQ writes never collide), cut further into
-// key-tile stripes with private dQ buffers when there are fewer KV heads than
-// threads. Results do not depend on the thread count, except backward's dQ
-// rounding when n_kv_heads is not a multiple of it.
+// key-tile stripes with private dQ buffers when the thread count does not
+// divide n_kv_heads. Results do not depend on the thread count, except
+// backward's dQ rounding in that striped case.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +62,8 @@ struct AttnOptions {
   int threads = 1;
 };
 
+// n query rows: q [n, n_heads·D] with leading dimension ld, and each row's
+// sample id and position.
 template <class T>
 struct QueryBlock {
   const T* q = nullptr;
@@ -70,6 +73,8 @@ struct QueryBlock {
   int64_t n = 0;
 };
 
+// n key/value rows: k, v [n, n_kv_heads·D] with their leading dimensions,
+// and each row's sample id and position.
 template <class T>
 struct KvBlock {
   const T* k = nullptr;

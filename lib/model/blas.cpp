@@ -65,20 +65,26 @@ void gemm_parallel(int threads, Op op_a, Op op_b, int64_t m, int64_t n, int64_t 
                    const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   // The cut depends on the shape only, never on the thread count: every slice
   // is the same BLAS call whichever thread runs it, so results are the same
-  // with 1 thread or 16. Below ~4 MFLOP one call is cheaper than any cut.
-  constexpr int64_t kSlice = 256;
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  if (flops < 4e6 || std::max(m, n) < 2 * kSlice) {
+  // with 1 thread or 16. Slices are at most ~256 wide, at least 2 and an even
+  // number of them: each slice repacks the operand it shares with the others,
+  // so thinner slices would cost more copying than they gain. Below ~4 MFLOP
+  // one call is best.
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const bool split_m = m >= n;
+  const int64_t total = split_m ? m : n;
+  if (flops < 4e6 || total < 32) {
     gemm(op_a, op_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  const bool split_m = m >= n;
-  const int64_t total = split_m ? m : n;
-  const int64_t slices = (total + kSlice - 1) / kSlice;
+  int64_t slices = std::max<int64_t>(2, (total + 255) / 256);
+  slices += slices % 2;  // an even count balances 2 (and 4, 8) threads
+  const int64_t slice = ((total + slices - 1) / slices + 15) / 16 * 16;
+  slices = (total + slice - 1) / slice;
   const int team = omp_in_parallel() ? 1 : std::max(1, threads);
 #pragma omp parallel for num_threads(team) schedule(static) if (team > 1)
   for (int64_t s = 0; s < slices; ++s) {
-    const int64_t lo = s * kSlice, hi = std::min(total, lo + kSlice);
+    const int64_t lo = s * slice, hi = std::min(total, lo + slice);
     if (split_m) {
       const T* a_part = op_a == Op::N ? a + lo * lda : a + lo;
       gemm(op_a, op_b, hi - lo, n, k, alpha, a_part, lda, b, ldb, beta, c + lo * ldc, ldc);

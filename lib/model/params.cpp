@@ -119,7 +119,8 @@ uint64_t init_hash(uint64_t seed, uint64_t tensor, uint64_t counter) {
 
 double init_normal(uint64_t seed, uint64_t tensor, uint64_t element) {
   constexpr double kTwoPow53 = 1.0 / 9007199254740992.0;
-  const double u1 = static_cast<double>((init_hash(seed, tensor, 2 * element) >> 11) + 1) * kTwoPow53;
+  const double u1 =
+      static_cast<double>((init_hash(seed, tensor, 2 * element) >> 11) + 1) * kTwoPow53;
   const double u2 = static_cast<double>(init_hash(seed, tensor, 2 * element + 1) >> 11) * kTwoPow53;
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }

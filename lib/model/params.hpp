@@ -19,13 +19,16 @@
 // Initialization (init_params) is a pure function of (seed, tensor index,
 // element index), so it does not depend on threads, ranks or the scalar type:
 // element e of tensor t (its index in the order above) is
-//   u1 = (hash(seed, t, 2e) >> 11 + 1) · 2^-53      in (0, 1]
-//   u2 = (hash(seed, t, 2e+1) >> 11) · 2^-53        in [0, 1)
-//   z  = sqrt(-2 ln u1) · cos(2π u2)                 (Box–Muller, in double)
-//   value = std · z
-// where hash is three rounds of the splitmix64 finalizer over the words
-// (seed, t, counter). std is init_std (0.02 by default) for matrices and
-// init_std / sqrt(2·layers) for wo and w2; norm gains are 1.
+//   u1 = ((hash(seed, t, 2e) >> 11) + 1) · 2^-53     in (0, 1]
+//   u2 = (hash(seed, t, 2e+1) >> 11) · 2^-53         in [0, 1)
+//   z  = sqrt(-2 ln u1) · cos(2π u2)                  (Box–Muller, in double)
+//   value = std · z, rounded to the scalar type
+// with hash(s, t, c) = f(f(f(s + γ) ⊕ (t + γ)) ⊕ (c + γ)) in 64-bit unsigned
+// arithmetic, f the splitmix64 finalizer (z ^= z >> 30; z *= 0xbf58476d1ce4e5b9;
+// z ^= z >> 27; z *= 0x94d049bb133111eb; z ^= z >> 31) and
+// γ = 0x9e3779b97f4a7c15. std is init_std (0.02 by default) for the embedding,
+// the matrices and lm_head, init_std / sqrt(2·layers) for wo and w2; norm
+// gains are 1. (Five lines of Python reproduce it.)
 #pragma once
 
 #include <cstdint>

@@ -184,15 +184,17 @@ void rmsnorm_gain_grad(int threads, int64_t n, int64_t d, const T* dy, const T* 
 
 // RoPE on the first `heads` heads of every row (q heads then k heads in the
 // fused QKV rows); `inverse` turns back (the transpose, for gradients).
+// RoPE on the first `heads` heads of every row (q heads then k heads in the
+// fused QKV rows), with token t's cos/sin at [t·D/2]; `inverse` turns back
+// (the transpose, for gradients).
 template <class T>
 void rope_apply(int threads, int64_t n, int64_t heads, int64_t D, T* x, int64_t ld,
-                const int32_t* pos, const T* cos_table, const T* sin_table, bool inverse) {
+                const T* cos_table, const T* sin_table, bool inverse) {
   const int64_t half = D / 2;
   const T sign = inverse ? T(-1) : T(1);
 #pragma omp parallel for num_threads(threads) schedule(static) if (n * heads * D > kParallelElems)
   for (int64_t t = 0; t < n; ++t) {
-    const int64_t p = pos[t];
-    rope_row(heads, D, x + t * ld, cos_table + p * half, sin_table + p * half, sign);
+    rope_row(heads, D, x + t * ld, cos_table + t * half, sin_table + t * half, sign);
   }
 }
 
@@ -290,26 +292,28 @@ void Transformer<T>::ensure_buffers(int64_t n) {
 }
 
 template <class T>
-void Transformer<T>::ensure_rope(int32_t max_pos) {
-  if (max_pos < rope_positions_) return;
+void Transformer<T>::fill_rope(int64_t n) {
+  // Per token rather than per position: positions of a long sequence's chunk
+  // can be large while the micro-batch stays small. Angles in double.
   const int64_t half = shape().head_dim / 2;
-  const int64_t count = static_cast<int64_t>(max_pos) + 1;
-  rope_cos_.resize(static_cast<size_t>(count * half));
-  rope_sin_.resize(static_cast<size_t>(count * half));
+  fit(rope_cos_, n * half);
+  fit(rope_sin_, n * half);
   std::vector<double> freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
-    freq[static_cast<size_t>(i)] =
-        std::pow(shape().rope_theta,
-                 -2.0 * static_cast<double>(i) / static_cast<double>(shape().head_dim));
+    freq[static_cast<size_t>(i)] = std::pow(
+        shape().rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(shape().head_dim));
   }
-  for (int64_t p = 0; p < count; ++p) {
+  T* cs = rope_cos_.data();
+  T* sn = rope_sin_.data();
+  const int32_t* pos = positions_.data();
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n * half > 4096)
+  for (int64_t t = 0; t < n; ++t) {
     for (int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(p) * freq[static_cast<size_t>(i)];
-      rope_cos_[static_cast<size_t>(p * half + i)] = static_cast<T>(std::cos(angle));
-      rope_sin_[static_cast<size_t>(p * half + i)] = static_cast<T>(std::sin(angle));
+      const double angle = static_cast<double>(pos[t]) * freq[static_cast<size_t>(i)];
+      cs[t * half + i] = static_cast<T>(std::cos(angle));
+      sn[t * half + i] = static_cast<T>(std::sin(angle));
     }
   }
-  rope_positions_ = static_cast<int32_t>(count);
 }
 
 template <class T>
@@ -326,9 +330,10 @@ LossSum Transformer<T>::forward(const Batch& batch, AttentionBackend<T>* attenti
   attention_ = attention ? attention : &local_attention_;
   have_forward_ = true;
   ensure_buffers(n);
-  int32_t max_pos = 0;
-  for (int32_t p : positions_) max_pos = std::max(max_pos, p);
-  ensure_rope(max_pos);
+  {
+    Timer t(&profile_, &Times::other, threads_);
+    fill_rope(n);
+  }
 
   {
     Timer t(&profile_, &Times::other, threads_);
@@ -391,20 +396,21 @@ void Transformer<T>::layer_forward(int64_t l, int64_t n) {
     rmsnorm_forward(threads_, n, d, x, P + o.attn_norm, A.xn1.data(), A.rstd1.data());
   }
   {
-    Timer t(&profile_, &Times::matmul, threads_);  // q | k | v in one product: wq, wk, wv are adjacent
+    Timer t(&profile_, &Times::matmul,
+            threads_);  // q | k | v in one product: wq, wk, wv are adjacent
     gemm_parallel<T>(threads_, Op::N, Op::T, n, qkvd, d, T(1), A.xn1.data(), d, P + o.wq, d, T(0),
                      A.qkv.data(), qkvd);
   }
   {
     Timer t(&profile_, &Times::other, threads_);
     rope_apply(threads_, n, s.n_heads + s.n_kv_heads, s.head_dim, A.qkv.data(), qkvd,
-               positions_.data(), rope_cos_.data(), rope_sin_.data(), false);
+               rope_cos_.data(), rope_sin_.data(), false);
   }
   {
     Timer t(&profile_, &Times::attention, threads_);
     const QueryBlock<T> q{A.qkv.data(), qkvd, samples_.data(), positions_.data(), n};
     const KvBlock<T> kv{A.qkv.data() + qd, A.qkv.data() + qd + kvd, qkvd, qkvd,
-                        samples_.data(), positions_.data(), n};
+                        samples_.data(),   positions_.data(),       n};
     attention_->forward(static_cast<int>(l), attn_dims(), q, kv,
                         AttnOut<T>{A.o.data(), qd, A.lse.data()});
   }
@@ -458,8 +464,8 @@ void Transformer<T>::backward(double scale) {
     Timer t(&profile_, &Times::other, threads_);
     const T* xl = x_[static_cast<size_t>(s.n_layers)].data();
     const T* g = params_.data() + layout_.final_norm();
-    rmsnorm_backward(threads_, n, d, dxn_.data(), xl, g, rstdf_.data(), static_cast<const T*>(nullptr),
-                     dx_.data());
+    rmsnorm_backward(threads_, n, d, dxn_.data(), xl, g, rstdf_.data(),
+                     static_cast<const T*>(nullptr), dx_.data());
     rmsnorm_gain_grad(threads_, n, d, dxn_.data(), xl, rstdf_.data(),
                       grads_.data() + layout_.final_norm());
   }
@@ -514,8 +520,8 @@ void Transformer<T>::layer_backward(int64_t l, int64_t n) {
     Timer t(&profile_, &Times::matmul, threads_);
     gemm_parallel<T>(threads_, Op::N, Op::N, n, d, 2 * f, T(1), dab_.data(), 2 * f, P + o.w1, d,
                      T(0), dxn_.data(), d);
-    gemm_parallel<T>(threads_, Op::T, Op::N, 2 * f, d, n, T(1), dab_.data(), 2 * f, A.xn2.data(),
-                     d, T(1), G + o.w1, d);
+    gemm_parallel<T>(threads_, Op::T, Op::N, 2 * f, d, n, T(1), dab_.data(), 2 * f, A.xn2.data(), d,
+                     T(1), G + o.w1, d);
   }
   {
     Timer t(&profile_, &Times::other, threads_);
@@ -536,7 +542,7 @@ void Transformer<T>::layer_backward(int64_t l, int64_t n) {
     std::fill(dqkv_.begin(), dqkv_.begin() + n * qkvd, T(0));
     const QueryBlock<T> q{A.qkv.data(), qkvd, samples_.data(), positions_.data(), n};
     const KvBlock<T> kv{A.qkv.data() + qd, A.qkv.data() + qd + kvd, qkvd, qkvd,
-                        samples_.data(), positions_.data(), n};
+                        samples_.data(),   positions_.data(),       n};
     const KvGrad<T> kvg{dqkv_.data() + qd, dqkv_.data() + qd + kvd, qkvd, qkvd};
     attention_->backward(static_cast<int>(l), attn_dims(), q, kv, A.o.data(), qd, A.lse.data(),
                          do_.data(), qd, dqkv_.data(), qkvd, kvg);
@@ -544,7 +550,7 @@ void Transformer<T>::layer_backward(int64_t l, int64_t n) {
   {
     Timer t(&profile_, &Times::other, threads_);
     rope_apply(threads_, n, s.n_heads + s.n_kv_heads, s.head_dim, dqkv_.data(), qkvd,
-               positions_.data(), rope_cos_.data(), rope_sin_.data(), true);
+               rope_cos_.data(), rope_sin_.data(), true);
   }
   {
     Timer t(&profile_, &Times::matmul, threads_);
@@ -566,12 +572,12 @@ double model_flops(const Shape& s, const Batch& batch) {
   const double per_layer_linear =
       2.0 * (d * static_cast<double>(s.qkv_dim()) + static_cast<double>(s.q_dim()) * d +
              3.0 * d * static_cast<double>(s.ffn_dim));
-  const double linear = per_layer_linear * static_cast<double>(s.n_layers) +
-                        2.0 * d * static_cast<double>(s.vocab);
+  const double linear =
+      per_layer_linear * static_cast<double>(s.n_layers) + 2.0 * d * static_cast<double>(s.vocab);
   double visible = 0;  // Σ over queries of the keys they see
   for (int32_t p : batch.positions) visible += static_cast<double>(p) + 1.0;
-  const double attention = 4.0 * static_cast<double>(s.q_dim()) * visible *
-                           static_cast<double>(s.n_layers);
+  const double attention =
+      4.0 * static_cast<double>(s.q_dim()) * visible * static_cast<double>(s.n_layers);
   return 3.0 * (linear * static_cast<double>(batch.size()) + attention);
 }
 

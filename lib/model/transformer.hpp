@@ -105,7 +105,7 @@ class Transformer {
     std::vector<T> xn1, rstd1, qkv, o, lse, h, xn2, rstd2, ab;
   };
   void ensure_buffers(int64_t n);
-  void ensure_rope(int32_t max_pos);
+  void fill_rope(int64_t n);
   void layer_forward(int64_t l, int64_t n);
   void layer_backward(int64_t l, int64_t n);
   AttnDims attn_dims() const;
@@ -128,9 +128,8 @@ class Transformer {
   std::vector<T> xf_, rstdf_, logits_;
   // Backward scratch.
   std::vector<T> u_, dx_, dh_, dxn_, dab_, do_, dqkv_;
-  // RoPE table: cos/sin of position p, frequency i at [p·D/2 + i].
+  // RoPE angles of this micro-batch: token t, frequency i at [t·D/2 + i].
   std::vector<T> rope_cos_, rope_sin_;
-  int32_t rope_positions_ = 0;
 
   Profile profile_;
 };

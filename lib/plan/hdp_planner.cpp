@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <set>
 
@@ -155,7 +156,7 @@ void widen(Work& w, double factor) {
   const int32_t n = w.n();
   if (factor < 0) {
     for (int32_t i = 0; i < n; ++i) {
-      if (w.k[i] < 2) continue;
+      if (w.lengths[i] <= w.o.capacity) continue;
       const int32_t kk = widen_to(w, i, 0.0);
       w.set(i, kk, w.o.offload ? offload_ratio_for(w.lengths[i], kk, w.o.capacity, w.cost) : 0.f);
     }
@@ -170,7 +171,8 @@ void widen(Work& w, double factor) {
     const double target = factor * std::max(total / w.o.trainers, largest_whole);
     bool changed = false;
     for (int32_t i = 0; i < n; ++i) {
-      if (w.k[i] < 2 || w.t[i] <= target * (1 + 1e-9)) continue;
+      // Longer than C: malleable, even when offloading let it run whole.
+      if (w.lengths[i] <= w.o.capacity || w.t[i] <= target * (1 + 1e-9)) continue;
       const int32_t kk = widen_to(w, i, target);
       if (kk != w.k[i]) {
         w.set(i, kk, w.o.offload ? offload_ratio_for(w.lengths[i], kk, w.o.capacity, w.cost) : 0.f);
@@ -425,45 +427,84 @@ Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o,
   const Work base(lengths, o, cost);
   const int32_t T = o.trainers;
 
-  // 2. Widening targets, from none to the tightest; the schedule decides.
-  // Widening only pays where the trainers it takes are not needed by
-  // sequences that cannot be split, so each target is scheduled (steps 3-5)
-  // and the fastest kept (ties: the least widening, i.e. the least traffic).
-  std::vector<double> factors = {0};
-  if (o.widen) factors.insert(factors.end(), {2.0, 1.5, 1.25, 1.1, 1.0, 0.75, 0.5, 0.25, -1.0});
+  // 2. Candidate schedules (see the header): greedy gangs under several
+  // widening targets and shelves over regions of several sizes, likeliest
+  // first, until one is within 1% of the ideal step time.
+  const double ideal = ideal_bound(lengths, o, cost).value();
   std::unique_ptr<Schedule> best;
+  auto done = [&] { return best && best->makespan <= ideal * 1.01; };
   auto consider = [&](std::unique_ptr<Schedule> sc) {
     if (!best || sc->makespan < best->makespan * (1 - 1e-3)) best = std::move(sc);
   };
-  std::vector<int32_t> last_k;
-  for (double f : factors) {
+  std::vector<std::vector<int32_t>> tried;  // group sizes already scheduled greedily
+  // Returns the candidate's makespan (infinity when skipped).
+  auto greedy = [&](double factor) {
+    if (done()) return double(INFINITY);
     Work w = base;
-    widen(w, f);
-    if (w.k == last_k) continue;  // the same groups as the last target: the same schedule
-    last_k = w.k;
+    widen(w, factor);
+    for (const auto& k : tried)
+      if (k == w.k) return double(INFINITY);  // the same groups: the same schedule
+    tried.push_back(w.k);
     auto sc = std::make_unique<Schedule>(w);
     schedule(*sc, 0);
+    const double m = sc->makespan;
     consider(std::move(sc));
+    return m;
+  };
+  // Shelves start from the plain split (k_min = ceil(L / C), no offloading),
+  // so that every sequence longer than C is in a shelf even where offloading
+  // would let it run whole: offloading only adds candidates.
+  PlannerOptions plain_options = o;
+  plain_options.offload = false;
+  std::optional<Work> plain;
+  try {
+    plain.emplace(lengths, o.offload ? plain_options : o, cost);
+  } catch (const Error&) {  // without offloading some sequence needs more than T
   }
-  // Shelves over a region sized to the split sequences' share of the work.
+  double split_work = 0, whole_work = 0;
+  int32_t widest = 0;
+  for (int32_t i = 0; plain && i < plain->n(); ++i) {
+    (plain->k[i] > 1 ? split_work : whole_work) += plain->work(i);
+    if (plain->k[i] > 1) widest = std::max(widest, plain->k[i]);
+  }
+  std::map<int32_t, double> shelf_makespan;
+  auto shelves = [&](int32_t region) {
+    region = std::clamp(region, widest, T);
+    if (auto it = shelf_makespan.find(region); it != shelf_makespan.end()) return it->second;
+    auto sc = std::make_unique<Schedule>(*plain);
+    schedule(*sc, region);
+    const double m = sc->makespan;
+    shelf_makespan[region] = m;
+    consider(std::move(sc));
+    return m;
+  };
+  const int32_t share_region =
+      widest > 0 ? int32_t(std::ceil(T * split_work / (split_work + whole_work))) : 0;
+  greedy(o.widen ? 1.0 : 0.0);
+  if (o.widen && widest > 0 && !done()) shelves(share_region);
+  greedy(0.0);
   if (o.widen) {
-    double split_work = 0, whole_work = 0;
-    int32_t widest = 0;
-    for (int32_t i = 0; i < base.n(); ++i) {
-      (base.k[i] > 1 ? split_work : whole_work) += base.work(i);
-      if (base.k[i] > 1) widest = std::max(widest, base.k[i]);
-    }
-    if (widest > 0) {
-      const double share = split_work / (split_work + whole_work);
-      std::vector<int32_t> regions;
-      for (double f : {1.0, 1.1, 1.25, 1e9}) {
-        const int32_t r = std::clamp<int32_t>(int32_t(std::ceil(share * f * T)), widest, T);
-        if (std::find(regions.begin(), regions.end(), r) == regions.end()) regions.push_back(r);
+    // Looser, then tighter targets; on large steps each direction stops once
+    // it gets worse (a fixed rule, so plans stay deterministic).
+    const bool large = int64_t(base.n()) + T > 16384;
+    for (const auto& sweep : {std::vector<double>{1.1, 1.25, 1.5, 2.0},
+                              std::vector<double>{0.75, 0.5, 0.25, -1.0}}) {
+      double last = best ? best->makespan : INFINITY;
+      for (double f : sweep) {
+        const double m = greedy(f);
+        if (large && std::isfinite(m) && m > last * (1 + 1e-3)) break;
+        if (std::isfinite(m)) last = m;
       }
-      for (int32_t r : regions) {
-        auto sc = std::make_unique<Schedule>(base);
-        schedule(*sc, r);
-        consider(std::move(sc));
+    }
+    if (widest > 0 && !done()) {
+      shelves(T);
+      // Golden-section search of the region size: unsplittable sequences may
+      // need more trainers than their share of the work says.
+      int32_t lo = widest, hi = T;
+      for (int it = 0; it < 12 && hi - lo > 2 && !done(); ++it) {
+        const int32_t m1 = lo + int32_t(0.382 * (hi - lo));
+        const int32_t m2 = lo + int32_t(0.618 * (hi - lo));
+        (shelves(m1) <= shelves(m2) ? hi : lo) = (shelves(m1) <= shelves(m2) ? m2 : m1);
       }
     }
   }
@@ -495,7 +536,18 @@ Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o,
   for (size_t g = 0; g < sc.gaps.size(); ++g)
     emit(sc.gaps[g].trainer, gap_items[g], sc.gaps[g].begin, sc.gaps[g].end);
   for (int32_t t = 0; t < T; ++t) emit(t, sc.tail[t], sc.gang_end[t], sc.gang_end[t] + 1.0);
-  return b.finish(cost);
+  Plan plan = b.finish(cost);
+  // Portfolio: when no candidate came within 1% of the ideal (coarse
+  // batches: few sequences per trainer, lengths near multiples of C), Alg. 2's
+  // schedule is a candidate too, so hdp is never slower than it.
+  if (plan.makespan() > ideal * 1.01) {
+    Plan alt = plan_bytescale(lengths, o, cost);
+    if (alt.makespan() < plan.makespan() * (1 - 1e-3)) {
+      alt.planner = "hdp";
+      return alt;
+    }
+  }
+  return plan;
 }
 
 Plan plan_bytescale(const std::vector<int64_t>& lengths, const PlannerOptions& o,

@@ -5,36 +5,51 @@
 // member of a k-way ring a*L^2/k + b*L/k plus whatever ring communication the
 // attention of each step does not hide.
 //
-// plan_hdp, meshloom's planner, in six steps:
+// plan_hdp, meshloom's planner:
 //  1. Split. k_min = ceil(L / C), or fewer with offloading (min_split). A
-//     sequence with L <= C is never split, so it never communicates.
-//  2. Widen. Bound M = max(total work / T, largest whole sequence). For a
-//     target f x M, a split sequence whose member time at k_min exceeds it
-//     gets the smallest k >= k_min whose member time is within it (or the k
-//     that minimizes it, when ring communication stops the gain first);
-//     twice, as M moves a little. A very long sequence would otherwise set
-//     the step time alone: at k_min each member does a*L*C of attention, far
-//     more than the mean. But widening takes trainers that sequences which
-//     cannot be split may need, so steps 3-5 run for f = none, 2, 1.5, 1.25,
-//     1.1, 1, 0.75, 0.5, 0.25 and "as wide as useful" (split sequences then
-//     take turns on the whole mesh), and the fastest schedule wins (ties: the
-//     least widening, so the least ring traffic).
-//  3. Gangs. Split sequences, longest member time first, each take the k
-//     trainers that are free earliest (ties: lowest rank, so groups start as
-//     runs of consecutive ranks and small rings stay inside a node); the ring
-//     starts when the last of them is free. Members that wait leave a gap.
-//  4. Whole sequences, costliest first: into the smallest gap they fit in
-//     (best fit; that time is idle otherwise), else at the end of the trainer
-//     that finishes first (LPT, Graham's longest processing time rule).
-//  5. Local search. While the last trainer to finish can give a sequence to
-//     the first, or swap one for a cheaper one, so that both end before the
+//     sequence with L <= C is never split, so it never communicates; one
+//     with L > C stays malleable: it may get more trainers than k_min.
+//  2. Candidates. Let M = max(total work / T, largest whole sequence).
+//     (a) Greedy gangs under a widening target f x M: every malleable
+//         sequence whose member time exceeds it gets the smallest k >= k_min
+//         whose member time is within it (or the k that minimizes it, where
+//         ring traffic stops the gain first). Without this a very long
+//         sequence sets the step alone: at k_min each member does a*L*C of
+//         attention, far more than the mean. Then split sequences, longest
+//         member time first, each take the k trainers free earliest (ties:
+//         lowest rank, so groups start as runs of consecutive ranks and small
+//         rings stay inside a node); the ring starts when the last is free,
+//         and members that wait leave a gap.
+//     (b) Shelves over a region of R trainers: split sequences, most work
+//         first, side by side while their k_min fit in R; each shelf then
+//         shares out R so its sequences end together (the least height H
+//         for which the smallest k_i >= k_min with member time <= H sum to
+//         at most R). Shelves follow each other in time.
+//     For either, whole sequences, costliest first, go into the smallest gap
+//     they fit in (best fit: that time is idle otherwise), else to the end
+//     of the trainer that finishes first (LPT, Graham's rule). Then local
+//     search: while the last trainer to finish can give a sequence to the
+//     first, or swap one for a cheaper one, so that both end before the
 //     current maximum, do the move that brings them closest together.
-//  6. Pack. Each trainer's sequences of one gap, or of its tail, go into
-//     micro-batches of at most C tokens (first fit decreasing), so trainers
+//     Widening takes trainers that unsplittable sequences may need, so no
+//     single target is best: candidates, likeliest first, are f = 1, shelves
+//     with R = T x (split share of the work), no widening, f = 1.1, 1.25,
+//     1.5, 2 and 0.75, 0.5, 0.25, "as wide as useful" (on steps of more than
+//     16,384 sequences + trainers each sweep stops when it gets worse),
+//     shelves with R = T and a golden-section search over R.
+//     The fastest wins (ties: the earlier); the search stops at the first
+//     within 1% of the ideal step time (planner.hpp), which at scale is the
+//     first or second candidate.
+//  3. Pack. Each trainer's sequences of one gap, or of its tail, go into
+//     micro-batches of at most C tokens (best fit decreasing), so trainers
 //     run as many micro-batches as their work needs (ByteScale's "different
 //     numbers of micro-batches"). Gap micro-batches run before the ring that
-//     follows the gap; rings keep the global order of step 3, so no two
-//     trainers wait on each other.
+//     follows the gap; rings keep the global order of their start times, so
+//     no two trainers wait on each other.
+//  4. Portfolio. If the result is still more than 1% above the ideal
+//     (coarse batches: few sequences per trainer, lengths near multiples of
+//     C), ByteScale's Alg. 2 schedule is computed too and kept if faster, so
+//     hdp is never slower than it.
 //
 // plan_bytescale is ByteScale's Alg. 2 with DP-Balance as we read it: sort by
 // length (longest first), cut into B buckets of about equal work (B = total

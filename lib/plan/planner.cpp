@@ -78,19 +78,42 @@ Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
   return p;
 }
 
-double ideal_step_time(const std::vector<int64_t>& lengths, const PlannerOptions& o,
+IdealBound ideal_bound(const std::vector<int64_t>& lengths, const PlannerOptions& o,
                        const CostModel& cost) {
-  double total = 0, largest = 0;
+  IdealBound b;
+  double total = 0;
+  int64_t longest = 0;
   for (int64_t L : lengths) {
     total += cost.whole(L);
-    if (L <= o.capacity) {
-      largest = std::max(largest, cost.whole(L));
-    } else {
-      const int32_t k = int32_t(std::min<int64_t>(o.trainers, L));
-      largest = std::max(largest, cost.piece_compute(L, k));
-    }
+    if (L <= o.capacity) b.largest_whole = std::max(b.largest_whole, cost.whole(L));
+    longest = std::max(longest, L);
   }
-  return std::max(total / std::max(1, o.trainers), largest);
+  b.balanced = total / std::max(1, o.trainers);
+  if (longest > o.capacity) {
+    const int64_t kmax = std::min<int64_t>(o.trainers, longest);
+    auto ring = [&](int64_t k) {
+      const double m = double((longest + k - 1) / k);
+      const bool intra = cost.trainers_per_node > 0 && k <= cost.trainers_per_node;
+      return cost.micro_batch(m, double(longest) * double(longest) / double(k), int(k), intra) -
+             cost.g;
+    };
+    // Coarse geometric scan, then every width around the best point.
+    int64_t best_k = 1;
+    double best = ring(1);
+    for (double x = 1; x < double(kmax);) {
+      x = std::max(x * 1.05, x + 1);
+      const int64_t k = std::min<int64_t>(kmax, int64_t(x));
+      if (ring(k) < best) {
+        best = ring(k);
+        best_k = k;
+      }
+    }
+    const int64_t lo = std::max<int64_t>(1, int64_t(best_k / 1.06) - 1);
+    const int64_t hi = std::min<int64_t>(kmax, int64_t(best_k * 1.06) + 1);
+    for (int64_t k = lo; k <= hi; ++k) best = std::min(best, ring(k));
+    b.fastest_ring = best;
+  }
+  return b;
 }
 
 PlannerOptions options_from_config(const config::PlanConfig& plan, int32_t trainers,

@@ -10,6 +10,7 @@
 //   static     the fixed DP x CP grid baseline (static_planner.hpp)
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,11 +45,26 @@ Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
                const PlannerOptions& options, const CostModel& cost);
 
 // The least step time any HDP plan of these lengths could reach under the
-// cost model, ring communication taken as free: max(total compute / T, the
-// costliest sequence that fits in C run whole, the member compute of every
-// longer sequence spread over min(T, L) trainers).
-double ideal_step_time(const std::vector<int64_t>& lengths, const PlannerOptions& options,
+// cost model: the largest of
+//   total compute / T            (perfect balance, communication free),
+//   the costliest sequence that fits in C, run whole (never split),
+//   the fastest ring the longest sequence can run at any width 1..min(T, L)
+//     (from some width on, its K/V traffic and not its attention sets the
+//     member time; assumes the faster intra-node link where a ring could
+//     fit in one node).
+// The longest sequence bounds every other ring, as that time grows with L.
+struct IdealBound {
+  double balanced = 0;
+  double largest_whole = 0;
+  double fastest_ring = 0;
+  double value() const { return std::max({balanced, largest_whole, fastest_ring}); }
+};
+IdealBound ideal_bound(const std::vector<int64_t>& lengths, const PlannerOptions& options,
                        const CostModel& cost);
+inline double ideal_step_time(const std::vector<int64_t>& lengths, const PlannerOptions& options,
+                              const CostModel& cost) {
+  return ideal_bound(lengths, options, cost).value();
+}
 
 PlannerOptions options_from_config(const config::PlanConfig& plan, int32_t trainers,
                                    int64_t seq_len_max);

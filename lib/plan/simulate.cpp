@@ -59,7 +59,11 @@ SimResult simulate(const SimulateSpec& s) {
     const std::vector<int64_t> lengths =
         draw_batch(sampler, s.batch, s.context, s.seed + uint64_t(step) * 7919);
     res.sequences += double(lengths.size()) / s.steps;
-    const double ideal = ideal_step_time(lengths, o, res.cost);
+    const IdealBound bound = ideal_bound(lengths, o, res.cost);
+    const double ideal = bound.value();
+    res.ideal_s += ideal / s.steps;
+    res.balanced_s += bound.balanced / s.steps;
+    res.ring_bound_steps += bound.fastest_ring >= ideal;
     for (SimRow& row : res.rows) {
       if (!row.error.empty()) continue;
       try {
@@ -113,9 +117,15 @@ std::string simulate_report(const SimResult& r) {
               s.gpu_flops / 1e12, s.mfu, s.gpu_bandwidth / 1e9, s.nvlink_bandwidth / 1e9,
               s.offload ? "selective offloading on" : "no offloading");
   out += "cost model per trainer: " + r.cost.describe() + "\n";
-  out += "step / ideal: predicted step time over the least any HDP plan could reach (total "
-         "compute / T, or the costliest sequence at its widest); idle: trainers waiting or done "
-         "early\n\n";
+  out += strf(
+      "ideal step %s (perfect balance %s%s): the least any HDP plan could reach; idle: trainers "
+      "waiting for ring partners or done early\n\n",
+      human_seconds(r.ideal_s).c_str(), human_seconds(r.balanced_s).c_str(),
+      r.ring_bound_steps > 0
+          ? strf("; in %d of %d steps the longest sequence's fastest ring sets it", r.ring_bound_steps,
+                 s.steps)
+                .c_str()
+          : "");
   const SimRow* base = r.row("static");
   out +=
       "| planner | step time | speedup vs static | imbalance (max/mean) | step / ideal | "
@@ -143,7 +153,8 @@ std::string simulate_report(const SimResult& r) {
 std::string simulate_csv_header() {
   return "model,gpus,tp,trainers,capacity,context,batch,lengths,sequences,planner,step_s,"
          "speedup_vs_static,imbalance,step_over_ideal,idle,comm_bytes,planning_ms_median,"
-         "planning_ms_max,mb_min,mb_max,split,max_group,static_cp,error\n";
+         "planning_ms_max,mb_min,mb_max,split,max_group,static_cp,ideal_s,balanced_s,"
+         "ring_bound_steps,error\n";
 }
 
 std::string simulate_csv_rows(const SimResult& r) {
@@ -158,12 +169,13 @@ std::string simulate_csv_rows(const SimResult& r) {
     for (char& c : err)
       if (c == ',' || c == '\n') c = ';';
     out += strf("%s,%d,%d,%d,%lld,%lld,%lld,%s,%.0f,%s,%.6g,%.4f,%.5f,%.5f,%.5f,%.6g,%.3f,%.3f,%d,%d,"
-                "%lld,%d,%d,%s\n",
+                "%lld,%d,%d,%.6g,%.6g,%d,%s\n",
                 s.model.c_str(), s.gpus, s.tp, r.trainers, (long long)s.capacity,
                 (long long)s.context, (long long)s.batch, r.distribution.c_str(), r.sequences,
                 row.planner.c_str(), row.step_s, speedup, row.imbalance, row.ideal, row.idle,
                 row.comm_bytes, row.planning_s * 1e3, row.planning_max_s * 1e3, row.mb_min,
-                row.mb_max, (long long)row.split, row.max_group, row.static_cp, err.c_str());
+                row.mb_max, (long long)row.split, row.max_group, row.static_cp, r.ideal_s,
+                r.balanced_s, r.ring_bound_steps, err.c_str());
   }
   return out;
 }

@@ -68,6 +68,9 @@ struct SimResult {
   CostModel cost;
   int32_t trainers = 0;
   double sequences = 0;  // per step, mean
+  double ideal_s = 0;     // ideal_step_time per step, mean
+  double balanced_s = 0;  // its perfect-balance term, mean
+  int ring_bound_steps = 0;  // steps whose ideal is the longest sequence's fastest ring
   std::string distribution;
   std::vector<SimRow> rows;
   const SimRow* row(const std::string& planner) const;

@@ -1,7 +1,9 @@
 // Loaders, constructors and the trainers' receiving side of the data path.
 #include <sys/resource.h>
 
+#include <csignal>
 #include <map>
+#include <thread>
 
 #include "base/bytes.hpp"
 #include "base/log.hpp"
@@ -9,6 +11,7 @@
 #include "comm/mpi_check.hpp"
 #include "comm/p2p.hpp"
 #include "runtime/data_path.hpp"
+#include "runtime/faults.hpp"
 
 namespace meshloom {
 
@@ -51,27 +54,60 @@ void run_loader(const World& w) {
   proto::Report report;
   report.role = int(Role::loader);
   const double timeout = w.config.run.timeout;
+  const InjectedFaults faults(w.config, w.rank);
+  bool hung = false;
+  int shadow = -1;  // where this loader mirrors what it prepares
+  std::vector<PendingSend> mirrors;
+  std::vector<proto::LengthRequest> to_mirror;  // deltas received as a shadow, not yet prepared
+  // A fault fires on the first request for its step or later.
+  auto inject = [&](int64_t step) {
+    if (faults.crash_at(step)) {
+      std::fprintf(stderr, "meshloom: fault injected: loader rank %d crashes at step %lld\n",
+                   w.rank, (long long)step);
+      std::fflush(stderr);
+      std::raise(SIGKILL);  // a real death: no goodbye to anyone
+    }
+    if (faults.hang_at(step) && !hung) {
+      std::fprintf(stderr, "meshloom: fault injected: loader rank %d hangs at step %lld\n",
+                   w.rank, (long long)step);
+      std::fflush(stderr);
+      hung = true;
+    }
+    if (faults.slow_at(step) > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(faults.slow_at(step)));
+  };
   int idle = 0;
   while (true) {
     int from = -1, tag = -1;
     if (!poll_message(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &from, &tag)) {
+      // Idle: prepare what the loader this one shadows has prepared.
+      if (!to_mirror.empty() && !hung) {
+        proto::LengthRequest m = std::move(to_mirror.back());
+        to_mirror.pop_back();
+        source_at(m.source).prepare(m.docs, int(w.config.data.workers));
+        continue;
+      }
       backoff(&idle);
       continue;
     }
     idle = 0;
     std::string msg = recv_bytes(from, tag, MPI_COMM_WORLD, timeout, "a request");
+    if (hung && tag != proto::kStop) continue;  // a hung loader answers nothing
     const auto busy = std::chrono::steady_clock::now();
     if (tag == proto::kAssign) {
       proto::Assign a = proto::decode_assign(msg);
+      shadow = a.shadow;
+      for (int32_t s : a.shadow_sources) source_at(s);  // hot standby: opened, indexes ready
       for (int32_t s : a.sources) {
         proto::LengthReply count;
         count.source = s;
         count.docs = {source_at(s).docs()};
         send_bytes(proto::encode(count), from, proto::kDocCount, MPI_COMM_WORLD);
       }
-      LOG_DEBUG("loader %d serves sources %s", w.role_index, strf("%zu", a.sources.size()).c_str());
     } else if (tag == proto::kLengthReq) {
       proto::LengthRequest req = proto::decode_length_request(msg);
+      inject(req.step);
+      if (hung) continue;
       DocSource& src = source_at(req.source);
       src.prepare(req.docs, int(w.config.data.workers));
       proto::LengthReply rep;
@@ -80,33 +116,47 @@ void run_loader(const World& w) {
       for (int64_t d : req.docs) rep.lengths.push_back(src.length(d));
       rep.seconds_per_token = src.seconds_per_token();
       send_bytes(proto::encode(rep), from, proto::kLengthRep, MPI_COMM_WORLD);
+      // The shadow gets the delta: which documents this loader now holds ready.
+      if (shadow >= 0 && shadow != w.rank) {
+        mirrors.emplace_back(msg, shadow, proto::kMirror, MPI_COMM_WORLD);
+        std::vector<PendingSend> still;
+        for (auto& m : mirrors)
+          if (!m.done()) still.push_back(std::move(m));
+        mirrors = std::move(still);
+      }
+    } else if (tag == proto::kMirror) {
+      to_mirror.push_back(proto::decode_length_request(msg));
     } else if (tag == proto::kTokenReq) {
-      std::vector<proto::TokenRange> ranges = proto::decode_token_ranges(msg);
+      proto::TokenRequest req = proto::decode_token_request(msg);
+      inject(req.step);
+      if (hung) continue;
       std::vector<int32_t> tokens;
-      for (const auto& r : ranges) source_at(r.source).read(r.doc, r.offset, r.length, &tokens);
+      for (const auto& r : req.ranges) source_at(r.source).read(r.doc, r.offset, r.length, &tokens);
       report.tokens += int64_t(tokens.size());
       ByteWriter out;
       out.put_vector(tokens);
       send_bytes(out.bytes(), from, proto::kTokenRep, MPI_COMM_WORLD);
     } else if (tag == proto::kStop) {
-      report.busy_seconds += seconds_since(busy);
       break;
     } else {
       ML_FAIL(strf("loader got an unexpected message (tag %d) from rank %d", tag, from));
     }
     report.busy_seconds += seconds_since(busy);
   }
+  // Mirrors to a dead shadow never complete: let them go.
+  for (auto& m : mirrors) m.abandon();
   fill_memory(&report);
   send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
 }
 
 // --- constructor ----------------------------------------------------------------
 
-Constructor::Constructor(const World& w) : w_(w) {}
+Constructor::Constructor(const World& w) : w_(w), router_(w) {}
 
 // The whole token list of every sample that `trainers` touch.
 static std::map<int32_t, std::vector<int32_t>> fetch_samples(
-    const World& w, const proto::StepWork& work, std::vector<std::unique_ptr<DocSource>>* local) {
+    const World& w, const proto::StepWork& work, std::vector<std::unique_ptr<DocSource>>* local,
+    LoaderRouter* router) {
   std::map<int32_t, std::vector<int32_t>> tokens;
   std::map<int32_t, std::vector<int32_t>> by_owner;  // owner rank -> sample indices
   for (const auto& t : work.trainers)
@@ -123,18 +173,15 @@ static std::map<int32_t, std::vector<int32_t>> fetch_samples(
       by_owner[s.owner].push_back(idx);
     }
   }
-  // Ask every loader first, then collect: loaders work in parallel.
   for (auto& [owner, idxs] : by_owner) {
-    std::vector<proto::TokenRange> ranges;
+    proto::TokenRequest req;
+    req.step = work.step;
     for (int32_t idx : idxs) {
       const proto::Sample& s = work.samples[size_t(idx)];
-      ranges.push_back({s.source, s.doc, s.offset, s.length});
+      req.ranges.push_back({s.source, s.doc, s.offset, s.length});
     }
-    send_bytes(proto::encode(ranges), owner, proto::kTokenReq, MPI_COMM_WORLD);
-  }
-  for (auto& [owner, idxs] : by_owner) {
-    std::string msg = recv_bytes(owner, proto::kTokenRep, MPI_COMM_WORLD, w.config.run.timeout,
-                                 "tokens from a loader");
+    std::string msg = router->request(owner, proto::kTokenReq, proto::encode(req),
+                                      proto::kTokenRep, "a token request");
     ByteReader r(msg, "token reply");
     std::vector<int32_t> all = r.get_vector<int32_t>();
     size_t at = 0;
@@ -177,7 +224,7 @@ static proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& 
 }
 
 int64_t Constructor::construct(const proto::StepWork& work) {
-  auto tokens = fetch_samples(w_, work, nullptr);
+  auto tokens = fetch_samples(w_, work, nullptr, &router_);
   int64_t packed = 0;
   const int first_trainer = w_.layout.first_rank(Role::trainer);
   for (const auto& t : work.trainers) {
@@ -229,7 +276,7 @@ proto::Batch receive_batch(const World& w, double* wait_seconds) {
     proto::StepWork work = proto::decode_step_work(recv_bytes(
         0, proto::kStepWork, MPI_COMM_WORLD, w.config.run.timeout, "step work from the lead"));
     ML_CHECK(work.trainers.size() == 1, "colocated step work is for one trainer");
-    b = pack(work, work.trainers[0], fetch_samples(w, work, &local));
+    b = pack(work, work.trainers[0], fetch_samples(w, work, &local, nullptr));
   } else {
     const int constructor = w.role_index % w.layout.constructors;
     b = proto::decode_batch(recv_bytes(constructor, proto::kBatch, MPI_COMM_WORLD,

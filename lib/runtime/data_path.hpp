@@ -14,6 +14,7 @@
 #include "dataplane/partition.hpp"
 #include "plan/planner.hpp"
 #include "runtime/doc_source.hpp"
+#include "runtime/loader_router.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/world.hpp"
 
@@ -45,6 +46,7 @@ class Constructor {
 
  private:
   const World& w_;
+  LoaderRouter router_;
   std::vector<PendingSend> in_flight_;
 };
 
@@ -79,6 +81,9 @@ class Lead {
   // valid once the step is completed.
   std::vector<proto::Ack> take_acks(int64_t step);
   int reassignments() const { return reassignments_; }
+  // Loaders the lead found dead, and the seconds it lost finding out.
+  std::set<int> dead_loaders() const { return router_ ? router_->dead_loaders() : std::set<int>{}; }
+  double failover_stall() const { return router_ ? router_->stall_seconds() : 0.0; }
   // The plan of the last dispatched step, and the cost model it used.
   const plan::Plan& last_plan() const { return last_plan_; }
   const plan::CostModel& cost_model() const { return plan_cost_; }
@@ -104,6 +109,7 @@ class Lead {
   std::vector<std::vector<int64_t>> perm_, inverse_;
   std::vector<std::unique_ptr<DocSource>> local_;  // colocated mode
   std::unique_ptr<Constructor> own_constructor_;
+  std::unique_ptr<LoaderRouter> router_;
   std::vector<PendingSend> in_flight_;
   int64_t next_step_ = 0, first_step_ = 0;
   std::vector<std::vector<int64_t>> learned_;  // per source: documents in the order learned

@@ -20,6 +20,7 @@ Lead::Lead(const World& w) : w_(w) {
   cost_.assign(n, 1.0);
   std::vector<int64_t> docs(n, 0);
   const bool colocated = w.config.data.mode == "colocated";
+  router_ = std::make_unique<LoaderRouter>(w);
   if (colocated) {
     // No loader ranks: the lead reads lengths itself, trainers read tokens.
     for (size_t i = 0; i < n; ++i) {
@@ -92,8 +93,12 @@ void Lead::send_assignment() {
   // open a source on its first request), so nothing has to move.
   if (first)
     for (int l = 0; l < w_.layout.loaders; ++l) {
+      // Loader l shadows loader l-1 (ring): it opens that one's sources too.
+      const int L = w_.layout.loaders;
       proto::Assign m;
       for (int s : a.sources_of_loader[l]) m.sources.push_back(s);
+      for (int s : a.sources_of_loader[(l + L - 1) % L]) m.shadow_sources.push_back(s);
+      m.shadow = L > 1 ? w_.layout.first_rank(Role::loader) + (l + 1) % L : -1;
       send_bytes(proto::encode(m), w_.layout.first_rank(Role::loader) + l, proto::kAssign,
                  MPI_COMM_WORLD);
     }
@@ -132,6 +137,7 @@ void Lead::fetch_lengths(int source, int64_t doc) {
   }
   const int64_t pos = inverse_[s][size_t(doc)];
   proto::LengthRequest req;
+  req.step = next_step_;
   req.source = source;
   for (int64_t p = pos; p < n && int64_t(req.docs.size()) < kLengthBatch; ++p) {
     int64_t d = perm_[s][size_t(p)];
@@ -141,14 +147,15 @@ void Lead::fetch_lengths(int source, int64_t doc) {
   const auto& loaders = assignment_.loaders_of_source[s];
   const int loader = loaders[size_t((pos / kLengthBatch) % int64_t(loaders.size()))];
   const int rank = w_.layout.first_rank(Role::loader) + loader;
-  send_bytes(proto::encode(req), rank, proto::kLengthReq, MPI_COMM_WORLD);
-  proto::LengthReply rep = proto::decode_length_reply(recv_bytes(
-      rank, proto::kLengthRep, MPI_COMM_WORLD, w_.config.run.timeout, "document lengths"));
+  int served = rank;
+  proto::LengthReply rep = proto::decode_length_reply(
+      router_->request(rank, proto::kLengthReq, proto::encode(req), proto::kLengthRep,
+                       "a length request", &served));
   ML_CHECK(rep.docs.size() == rep.lengths.size(), "bad length reply");
   for (size_t i = 0; i < rep.docs.size(); ++i) {
     if (lengths_[s][size_t(rep.docs[i])] < 0) learned_[s].push_back(rep.docs[i]);
     lengths_[s][size_t(rep.docs[i])] = rep.lengths[i];
-    owner_[s][size_t(rep.docs[i])] = rank;
+    owner_[s][size_t(rep.docs[i])] = served;
   }
   if (rep.seconds_per_token > 0) cost_[s] = rep.seconds_per_token;
 }
@@ -328,16 +335,26 @@ std::vector<proto::Report> Lead::stop() {
   drain_acks();
   in_flight_.clear();
   if (own_constructor_) own_constructor_->drain();
-  for (int r = 1; r < w_.size; ++r) {
-    Role role = w_.layout.role_of(r);
-    if (role == Role::trainer) continue;  // trainers stop after their last batch
-    send_bytes(std::string(1, '\0'), r, proto::kStop, MPI_COMM_WORLD);
-  }
+  // Constructors first: once they are done, nobody asks loaders anything.
   std::vector<proto::Report> reports;
   for (int r = 1; r < w_.size; ++r)
-    reports.push_back(proto::decode_report(recv_bytes(MPI_ANY_SOURCE, proto::kReport,
-                                                      MPI_COMM_WORLD, w_.config.run.timeout,
-                                                      "a final report")));
+    if (w_.layout.role_of(r) == Role::constructor)
+      send_bytes(std::string(1, '\0'), r, proto::kStop, MPI_COMM_WORLD);
+  // Trainers stop after their last batch; constructors after Stop.
+  for (int r = 1; r < w_.size; ++r)
+    if (w_.layout.role_of(r) != Role::loader)
+      reports.push_back(proto::decode_report(recv_bytes(r, proto::kReport, MPI_COMM_WORLD,
+                                                        w_.config.run.timeout,
+                                                        "a final report")));
+  // Loaders: a dead one never answers; a hung one still obeys Stop.
+  for (int l = 0; l < w_.layout.loaders; ++l) {
+    const int r = w_.layout.first_rank(Role::loader) + l;
+    std::string reply;
+    if (router_->try_request(r, proto::kStop, std::string(1, '\0'), proto::kReport, &reply))
+      reports.push_back(proto::decode_report(reply));
+    else
+      LOG_WARN("loader rank %d did not answer Stop: its process is gone", r);
+  }
   proto::Report mine;
   mine.role = int(Role::constructor);
   fill_memory(&mine);

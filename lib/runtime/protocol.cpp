@@ -12,17 +12,22 @@ static_assert(std::is_trivially_copyable_v<Segment>);
 std::string encode(const Assign& m) {
   ByteWriter w;
   w.put_vector(m.sources);
+  w.put_vector(m.shadow_sources);
+  w.put(m.shadow);
   return std::move(w.bytes());
 }
 Assign decode_assign(const std::string& b) {
   ByteReader r(b, "loader assignment");
   Assign m;
   m.sources = r.get_vector<int32_t>();
+  m.shadow_sources = r.get_vector<int32_t>();
+  m.shadow = r.get<int32_t>();
   return m;
 }
 
 std::string encode(const LengthRequest& m) {
   ByteWriter w;
+  w.put(m.step);
   w.put(m.source);
   w.put_vector(m.docs);
   return std::move(w.bytes());
@@ -30,6 +35,7 @@ std::string encode(const LengthRequest& m) {
 LengthRequest decode_length_request(const std::string& b) {
   ByteReader r(b, "length request");
   LengthRequest m;
+  m.step = r.get<int64_t>();
   m.source = r.get<int32_t>();
   m.docs = r.get_vector<int64_t>();
   return m;
@@ -53,14 +59,18 @@ LengthReply decode_length_reply(const std::string& b) {
   return m;
 }
 
-std::string encode(const std::vector<TokenRange>& m) {
+std::string encode(const TokenRequest& m) {
   ByteWriter w;
-  w.put_vector(m);
+  w.put(m.step);
+  w.put_vector(m.ranges);
   return std::move(w.bytes());
 }
-std::vector<TokenRange> decode_token_ranges(const std::string& b) {
+TokenRequest decode_token_request(const std::string& b) {
   ByteReader r(b, "token request");
-  return r.get_vector<TokenRange>();
+  TokenRequest m;
+  m.step = r.get<int64_t>();
+  m.ranges = r.get_vector<TokenRange>();
+  return m;
 }
 
 static void put_micro(ByteWriter* w, const std::vector<MicroBatchWork>& micro) {

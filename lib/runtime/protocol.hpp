@@ -31,14 +31,19 @@ enum Tag : int {
   kEcho,
   kStop,
   kReport,
+  kMirror,  // loader -> its shadow: the documents it prepared (a delta of its state)
 };
 
 // Loader assignment: which sources a loader serves.
 struct Assign {
   std::vector<int32_t> sources;
+  std::vector<int32_t> shadow_sources;  // of the loader this one shadows (hot standby)
+  int32_t shadow = -1;                  // world rank of this loader's own shadow
 };
 
+// Also the mirror message (kMirror): the same documents, for the shadow.
 struct LengthRequest {
+  int64_t step = 0;  // the step being chosen (fault injection keys on it)
   int32_t source = 0;
   std::vector<int64_t> docs;
 };
@@ -141,7 +146,13 @@ struct Report {
 std::string encode(const Assign& m);
 std::string encode(const LengthRequest& m);
 std::string encode(const LengthReply& m);
-std::string encode(const std::vector<TokenRange>& m);
+// Token requests carry the step they are for.
+struct TokenRequest {
+  int64_t step = 0;
+  std::vector<TokenRange> ranges;
+};
+
+std::string encode(const TokenRequest& m);
 std::string encode(const StepWork& m);
 std::string encode(const Batch& m);
 std::string encode(const Report& m);
@@ -150,7 +161,7 @@ std::string encode(const Ack& m);
 Assign decode_assign(const std::string& b);
 LengthRequest decode_length_request(const std::string& b);
 LengthReply decode_length_reply(const std::string& b);
-std::vector<TokenRange> decode_token_ranges(const std::string& b);
+TokenRequest decode_token_request(const std::string& b);
 StepWork decode_step_work(const std::string& b);
 Batch decode_batch(const std::string& b);
 Report decode_report(const std::string& b);

@@ -81,6 +81,10 @@ RoleLayout make_layout(int world, const config::Config& config) {
         "at least 1 trainer is needed: launch more ranks (mpirun -np %d or more) or lower "
         "cluster.roles",
         l.constructors, l.loaders, l.trainers, world, l.constructors + l.loaders + 1));
+  for (size_t i = 0; i < config.faults.inject.size(); ++i)
+    if (config.faults.inject[i].rank >= world)
+      throw config::ConfigError(strf("faults.inject[%zu].rank is %lld, but the job has %d ranks",
+                                     i, (long long)config.faults.inject[i].rank, world));
   return l;
 }
 

@@ -9,6 +9,7 @@
 #include "base/bytes.hpp"
 #include "base/log.hpp"
 #include "comm/mpi_check.hpp"
+#include "runtime/watchdog.hpp"
 #include "train/ring_attention.hpp"
 
 namespace meshloom {
@@ -150,9 +151,10 @@ int64_t Trainer::optimizer_bytes() const {
   return 2 * (shard_end_ - shard_begin_) * int64_t(sizeof(float));
 }
 
-proto::Ack Trainer::step(const proto::Batch& batch) {
+proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
+  if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
   proto::Ack ack;
   ack.step = batch.step;
   ack.trainer = rank_;
@@ -191,6 +193,7 @@ proto::Ack Trainer::step(const proto::Batch& batch) {
   double sq = 0;
   if (!w_.config.optim.zero1) {
     reduced_.assign(grads.begin(), grads.end());
+    WatchScope watch("the gradient all-reduce over all trainers");
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, reduced_.data(), int(n), MPI_FLOAT, MPI_SUM, comm_));
     for (float g : reduced_) sq += double(g) * double(g);
   } else {
@@ -198,6 +201,7 @@ proto::Ack Trainer::step(const proto::Batch& batch) {
     std::vector<float> padded(size_t(shard_size_ * size_), 0.0f);
     std::copy(grads.begin(), grads.end(), padded.begin());
     std::vector<float> mine(static_cast<size_t>(shard_size_));
+    WatchScope watch("the gradient reduce-scatter over all trainers");
     MPI_CHECK(MPI_Reduce_scatter_block(padded.data(), mine.data(), int(shard_size_), MPI_FLOAT,
                                        MPI_SUM, comm_));
     for (int64_t i = 0; i < shard_end_ - shard_begin_; ++i) sq += double(mine[size_t(i)]) * mine[size_t(i)];

@@ -27,7 +27,8 @@ class Trainer {
 
   // One optimizer step on this trainer's part of the global batch. Returns the
   // measurements for the lead (loss sum, counts, timings, gradient norm).
-  proto::Ack step(const proto::Batch& batch);
+  // `delay` seconds are slept inside the compute (an injected slow trainer).
+  proto::Ack step(const proto::Batch& batch, double delay = 0);
 
   model::Transformer<float>& model() { return *model_; }
   // The last step's reduced gradient, before clipping, whole on every trainer

@@ -449,6 +449,7 @@ void merge_long(Rank rank, const BpeModel& m, const uint8_t* p, size_t n,
     push(c.pos);
   }
   for (int32_t i = 0; i >= 0; i = parts[i].next) out->push_back(parts[i].id);
+  if (parts.capacity() > (1u << 20)) std::vector<Part>().swap(parts);  // keep no huge buffer
 }
 
 template <class Rank>

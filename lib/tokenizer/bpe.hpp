@@ -34,7 +34,7 @@ namespace meshloom {
 
 class BpeModel;
 
-// What a vocabulary loader produces; BpeModel::build checks and indexes it.
+// What a vocabulary loader produces; build_bpe_model() checks and indexes it.
 struct BpeVocab {
   std::string name;    // "gpt2", "cl100k_base", ...
   std::string source;  // file(s) it came from, for error messages

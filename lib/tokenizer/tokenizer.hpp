@@ -3,15 +3,29 @@
 // Three kinds, chosen by a spec string (the `tokenizer` key of a source):
 //   "byte"           one id per byte (0..255), end-of-text 256
 //   "gpt2"           GPT-2 BPE from the real encoder.json + vocab.bpe
-//   "tiktoken:FILE"  tiktoken rank file (cl100k_base, o200k_base), FILE being a
-//                    path or a name found in the npm tiktoken package
+//   "tiktoken:FILE"  tiktoken rank file (cl100k_base, o200k_base; also gpt2,
+//                    r50k_base, p50k_base), FILE being a path (NAME.json in
+//                    the npm format, or NAME.tiktoken) or a name found in the
+//                    npm tiktoken package (tiktoken/encoders/NAME.json)
 // Vocabulary files are looked up in MESHLOOM_VOCAB_DIR, else in
 // third_party/npm/node_modules (installed by scripts/setup.sh) found upward
 // from the current folder and from the executable's folder.
 //
 // encode() is thread-safe (loaders call it from worker threads) and exact:
-// ids equal the reference tokenizers' on every input, including invalid UTF-8
-// handling documented per kind. decode(encode(x)) == x for valid UTF-8.
+// ids equal the reference tokenizers' (tiktoken's encode_ordinary, and for
+// gpt2 also gpt-3-encoder except on U+0085 and U+FEFF, where JavaScript's \s
+// differs from Unicode White_Space, which tiktoken and we use).
+// decode(encode(x)) == x for every byte string x.
+//
+// The text of a special token ("<|endoftext|>") is ordinary text to encode(),
+// as in tiktoken's encode_ordinary: a document cannot forge a document
+// boundary. encode_with_special() maps the named special tokens to their ids.
+//
+// Invalid UTF-8 (not produced by the reference tokenizers, which take Unicode
+// strings): each invalid byte is kept as a one-byte character that is neither
+// letter, number nor space (i.e. punctuation) and is encoded by its byte
+// token, so nothing is lost or replaced, and valid text around it encodes as
+// if the byte were punctuation.
 #pragma once
 
 #include <cstdint>

@@ -3,8 +3,6 @@
 
 #include <unicode/uchar.h>
 
-#include <array>
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>

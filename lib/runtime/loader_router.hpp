@@ -1,0 +1,49 @@
+// Requests to loaders, with failover to shadows.
+//
+// Loaders form a ring; loader i's shadow is the next live loader. A loader
+// that does not answer within faults.loader_timeout (dead, hung, or its
+// process killed) counts as dead from then on, and the request goes to its
+// shadow, which already has the dead loader's sources open and has been
+// preparing the documents the dead one prepared (mirrored deltas). Any loader
+// can serve any document, so the batches stay exactly the same: nothing is
+// lost or repeated, the stall is the timeout. The lead and every constructor
+// keep their own router and find out on their own.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/world.hpp"
+
+namespace meshloom {
+
+class LoaderRouter {
+ public:
+  explicit LoaderRouter(const World& w);
+  // The reply to `payload` from `loader` (a world rank) or, if it fails, from
+  // the next live loader; *served_by gets who answered. Fails the job only
+  // when no loader at all is left.
+  std::string request(int loader, int tag, const std::string& payload, int reply_tag,
+                      const char* what, int* served_by = nullptr);
+  // One try at `rank` alone, no failover: false when it does not answer in time.
+  bool try_request(int rank, int tag, const std::string& payload, int reply_tag,
+                   std::string* reply) {
+    return exchange(rank, tag, payload, reply_tag, reply);
+  }
+  // The first live loader from `loader` on, in ring order.
+  int route(int loader) const;
+  bool dead(int rank) const { return dead_.count(rank) > 0; }
+  const std::set<int>& dead_loaders() const { return dead_; }
+  double stall_seconds() const { return stall_; }
+
+ private:
+  bool exchange(int rank, int tag, const std::string& payload, int reply_tag, std::string* reply);
+  const World& w_;
+  std::vector<int> ring_;  // loader world ranks
+  std::set<int> dead_;
+  double timeout_;
+  double stall_ = 0;  // seconds lost waiting for loaders that turned out dead
+};
+
+}  // namespace meshloom
