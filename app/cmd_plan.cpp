@@ -57,25 +57,27 @@ std::string plot_script() {
   }
   for (const fs::path& p : tries)
     if (fs::exists(p)) return fs::weakly_canonical(p).string();
-  throw Error("cannot find scripts/plot_plan.py (run from the repository root, or set "
-              "MESHLOOM_PLOT_SCRIPT)");
+  throw Error(
+      "cannot find scripts/plot_plan.py (run from the repository root, or set "
+      "MESHLOOM_PLOT_SCRIPT)");
 }
 
 void print_summary(const plan::Plan& p, double ideal) {
   const plan::PlanStats st = plan::plan_stats(p);
   int64_t tokens = 0;
   for (int64_t L : p.lengths) tokens += L;
-  std::printf("planner %s: %d sequences, %s tokens on %d trainers, capacity %s",
-              p.planner.c_str(), p.sequences(), plan::format_tokens(tokens).c_str(), p.trainers,
+  std::printf("planner %s: %d sequences, %s tokens on %d trainers, capacity %s", p.planner.c_str(),
+              p.sequences(), plan::format_tokens(tokens).c_str(), p.trainers,
               plan::format_tokens(p.capacity).c_str());
   if (p.static_cp > 0) std::printf(" (grid CP %d x DP %d)", p.static_cp, p.trainers / p.static_cp);
   std::printf("\n  predicted step %s, imbalance %.3f (max/mean), step / ideal %.3f, idle %.1f%%\n",
               human_seconds(st.makespan).c_str(), st.imbalance,
               ideal > 0 ? st.makespan / ideal : 1.0, 100 * st.idle_fraction);
-  std::printf("  %lld split sequences (largest group %d), ring traffic %s/step, "
-              "micro-batches per trainer %d-%d\n",
-              (long long)st.split_sequences, st.max_group, human_bytes(st.comm_bytes).c_str(),
-              st.min_micro_batches, st.max_micro_batches);
+  std::printf(
+      "  %lld split sequences (largest group %d), ring traffic %s/step, "
+      "micro-batches per trainer %d-%d\n",
+      (long long)st.split_sequences, st.max_group, human_bytes(st.comm_bytes).c_str(),
+      st.min_micro_batches, st.max_micro_batches);
   std::printf("  planned in %.2f ms; binary plan %s\n", p.planning_seconds * 1e3,
               human_bytes(double(plan::serialize(p).size())).c_str());
 }
@@ -125,8 +127,9 @@ int run_plan(const PlanArgs& a) {
     std::fprintf(stderr, "meshloom: error: %s\n", err.c_str());
     return kExitFatal;
   }
-  std::printf("  plan valid: every token on one trainer, micro-batches within capacity, zigzag "
-              "chunks, consistent rings\n");
+  std::printf(
+      "  plan valid: every token on one trainer, micro-batches within capacity, zigzag "
+      "chunks, consistent rings\n");
   if (!a.json.empty()) {
     plan::write_json(p, a.json);
     std::printf("JSON dump: %s\n", a.json.c_str());
@@ -193,9 +196,7 @@ void add_plan(CLI::App& app, Runner* run) {
   cmd->add_option("--calibrate", a.calibrate,
                   "Fit a, b, g of the cost model to a CSV 'tokens,sum_l2,seconds' of measured "
                   "micro-batches");
-  cmd->callback([run] {
-    *run = [] { return run_plan(a); };
-  });
+  cmd->callback([run] { *run = [] { return run_plan(a); }; });
 }
 
 }  // namespace meshloom::app

@@ -21,15 +21,16 @@ void add_simulate(CLI::App& app, Runner* run) {
     int trainers = 0;
     std::string context = "2M", batch = "32M", capacity = "8K";
     double tflops = 312, bandwidth = 25, nvlink = 150, latency_us = 10, host = 20, mb_ms = 0;
+    double host_memory = 256;
     std::string planners = "static,naive,bytescale,hdp";
     std::string csv;
     bool no_validate = false;
   };
   static Args a;
   CLI::App* cmd = app.add_subcommand(
-      "simulate", "Predict step time of HDP and the static DP x CP grid at cluster scale (no data)");
-  cmd->add_option("--model", a.spec.model,
-                  "Model shape: " + join(plan::model_shape_names(), ", "))
+      "simulate",
+      "Predict step time of HDP and the static DP x CP grid at cluster scale (no data)");
+  cmd->add_option("--model", a.spec.model, "Model shape: " + join(plan::model_shape_names(), ", "))
       ->capture_default_str();
   cmd->add_option("--gpus", a.spec.gpus, "GPUs (trainers x TP)")->capture_default_str();
   cmd->add_option("--trainers,-T", a.trainers, "Trainers (overrides --gpus: GPUs = T x TP)");
@@ -55,6 +56,8 @@ void add_simulate(CLI::App& app, Runner* run) {
       ->capture_default_str();
   cmd->add_option("--host-bandwidth", a.host, "GB/s per GPU to host memory (offloading)")
       ->capture_default_str();
+  cmd->add_option("--host-memory", a.host_memory, "GB of pinned host memory per GPU (offloading)")
+      ->capture_default_str();
   cmd->add_option("--mb-overhead-ms", a.mb_ms, "Fixed milliseconds per micro-batch")
       ->capture_default_str();
   cmd->add_option("--steps", a.spec.steps, "Batches to draw and average over")
@@ -78,6 +81,7 @@ void add_simulate(CLI::App& app, Runner* run) {
       s.nvlink_bandwidth = a.nvlink * 1e9;
       s.latency = a.latency_us * 1e-6;
       s.host_bandwidth = a.host * 1e9;
+      s.host_memory = a.host_memory * 1e9;
       s.micro_batch_overhead = a.mb_ms * 1e-3;
       s.validate = !a.no_validate;
       s.planners = split(a.planners, ',');

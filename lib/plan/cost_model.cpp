@@ -24,6 +24,7 @@ CostModel CostModel::from_shape(const ModelShape& shape, const Hardware& hw) {
   m.trainers_per_node = hw.trainers_per_node;
   m.latency = hw.latency;
   m.host_bandwidth = hw.host_bandwidth;
+  m.host_memory = hw.host_memory;
   return m;
 }
 
@@ -62,8 +63,8 @@ std::string CostModel::describe() const {
 }
 
 std::string Calibration::describe() const {
-  return strf("a=%.4e s/token^2 b=%.4e s/token g=%.4e s (%zu samples, rms %.3g s, R^2 %.4f)", a,
-              b, g, samples, rms, r2);
+  return strf("a=%.4e s/token^2 b=%.4e s/token g=%.4e s (%zu samples, rms %.3g s, R^2 %.4f)", a, b,
+              g, samples, rms, r2);
 }
 
 namespace {
@@ -179,8 +180,9 @@ std::vector<CalibrationSample> read_calibration_csv(const std::string& path) {
       ok = end != f[j].c_str() && *end == '\0' && std::isfinite(v[j]) && v[j] >= 0;
     }
     if (!ok)
-      throw Error(strf("%s:%d: expected three non-negative numbers 'tokens,sum_l2,seconds', got '%s'",
-                       path.c_str(), line_no, line.c_str()));
+      throw Error(
+          strf("%s:%d: expected three non-negative numbers 'tokens,sum_l2,seconds', got '%s'",
+               path.c_str(), line_no, line.c_str()));
     s.tokens = v[0];
     s.sum_l2 = v[1];
     s.seconds = v[2];

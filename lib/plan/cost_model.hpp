@@ -23,7 +23,8 @@
 //
 // Selective offloading (ByteScale section 5.2) moves a share r of a piece's
 // activations to host memory while it computes; it costs time only where the
-// copy (r x activation bytes over the host link) outlasts the compute.
+// copy (r x activation bytes over the host link) outlasts the compute, and
+// the offloaded bytes of one trainer must fit in its pinned host memory.
 //
 // a, b and g can be fitted to measurements: `calibrate()` takes (tokens,
 // sum L^2, seconds) of whole-sequence (k = 1) micro-batches and solves the
@@ -42,12 +43,12 @@ namespace meshloom::plan {
 
 // What one trainer (a GPU, or a TP group of GPUs) can do.
 struct Hardware {
-  double flops = 989e12 * 0.45;    // effective FLOP/s of one trainer (peak x MFU)
-  double bandwidth = 25e9;         // bytes/s one trainer sends to another node
-  double intra_bandwidth = 150e9;  // bytes/s inside a node (NVLink)
-  int trainers_per_node = 8;       // 0: every ring uses `bandwidth`
-  double latency = 10e-6;          // seconds per ring message (one block, one layer)
-  double host_bandwidth = 20e9;    // bytes/s device <-> host, for offloading
+  double flops = 989e12 * 0.45;       // effective FLOP/s of one trainer (peak x MFU)
+  double bandwidth = 25e9;            // bytes/s one trainer sends to another node
+  double intra_bandwidth = 150e9;     // bytes/s inside a node (NVLink)
+  int trainers_per_node = 8;          // 0: every ring uses `bandwidth`
+  double latency = 10e-6;             // seconds per ring message (one block, one layer)
+  double host_bandwidth = 20e9;       // bytes/s device <-> host, for offloading
   double micro_batch_overhead = 0.0;  // seconds per micro-batch (g)
 };
 
@@ -65,6 +66,7 @@ class CostModel {
   int trainers_per_node = 0;
   double latency = 0;
   double host_bandwidth = 20e9;
+  double host_memory = 256e9;
 
   static CostModel from_shape(const ModelShape& shape, const Hardware& hw);
 
@@ -73,7 +75,9 @@ class CostModel {
   double micro_batch(double tokens, double attn_l2, int k, bool intra = false,
                      double offload_bytes = 0) const;
   // Time of a whole sequence of L tokens on one trainer, without g.
-  double whole(int64_t length) const { return a * double(length) * double(length) + b * double(length); }
+  double whole(int64_t length) const {
+    return a * double(length) * double(length) + b * double(length);
+  }
   // Time of one member of a k-way ring over one sequence of L tokens, with g
   // (inter-node ring, the member holding ceil(L / k) tokens).
   double piece(int64_t length, int k) const;
@@ -96,8 +100,8 @@ struct CalibrationSample {
 
 struct Calibration {
   double a = 0, b = 0, g = 0;
-  double rms = 0;         // root mean square residual, seconds
-  double r2 = 0;          // coefficient of determination
+  double rms = 0;  // root mean square residual, seconds
+  double r2 = 0;   // coefficient of determination
   size_t samples = 0;
   std::string describe() const;
 };

@@ -35,8 +35,8 @@ struct Work {
       const Split s = min_split(L[i], o, cost);
       if (s.k > o.trainers)
         throw Error(strf(
-            "sequence %zu of %lld tokens needs %d trainers of capacity %lld, but there are %d%s",
-            i, (long long)L[i], s.k, (long long)o.capacity, o.trainers,
+            "sequence %zu of %lld tokens needs %d trainers of capacity %lld, but there are %d%s", i,
+            (long long)L[i], s.k, (long long)o.capacity, o.trainers,
             o.offload ? "" : " (selective offloading would need fewer)"));
       set(i, s.k, s.ratio);
     }
@@ -378,7 +378,8 @@ void schedule(Schedule& sc, int32_t region) {
         }
       }
       sorted_b.clear();
-      for (size_t y = 0; y < tail[bt].size(); ++y) sorted_b.push_back({w.t[tail[bt][y]], int32_t(y)});
+      for (size_t y = 0; y < tail[bt].size(); ++y)
+        sorted_b.push_back({w.t[tail[bt][y]], int32_t(y)});
       std::sort(sorted_b.begin(), sorted_b.end());
       for (size_t x = 0; x < tail[a].size() && !sorted_b.empty(); ++x) {
         const double cx = w.t[tail[a][x]];
@@ -422,8 +423,7 @@ void schedule(Schedule& sc, int32_t region) {
 
 }  // namespace
 
-Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o,
-              const CostModel& cost) {
+Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o, const CostModel& cost) {
   const Work base(lengths, o, cost);
   const int32_t T = o.trainers;
 
@@ -487,8 +487,8 @@ Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o,
     // Looser, then tighter targets; on large steps each direction stops once
     // it gets worse (a fixed rule, so plans stay deterministic).
     const bool large = int64_t(base.n()) + T > 16384;
-    for (const auto& sweep : {std::vector<double>{1.1, 1.25, 1.5, 2.0},
-                              std::vector<double>{0.75, 0.5, 0.25, -1.0}}) {
+    for (const auto& sweep :
+         {std::vector<double>{1.1, 1.25, 1.5, 2.0}, std::vector<double>{0.75, 0.5, 0.25, -1.0}}) {
       double last = best ? best->makespan : INFINITY;
       for (double f : sweep) {
         const double m = greedy(f);
@@ -652,8 +652,9 @@ Plan plan_bytescale(const std::vector<int64_t>& lengths, const PlannerOptions& o
       b.add_micro_batch(bin.trainer, double(round), pcs);
       exec[bin.trainer] += cost.micro_batch(tokens, l2, 1, false, off);
     }
-    bucket.erase(std::remove_if(bucket.begin(), bucket.end(), [&](int32_t i) { return done[i] != 0; }),
-                 bucket.end());
+    bucket.erase(
+        std::remove_if(bucket.begin(), bucket.end(), [&](int32_t i) { return done[i] != 0; }),
+        bucket.end());
     return assigned;
   };
   for (int32_t t = 0; t < T; ++t) all[t] = t;

@@ -37,7 +37,7 @@ double segment_mean(const LengthSampler::Segment& s) {
   auto integral = [&](double p) {  // integral of L^p over [lo, hi)
     const double lo = double(s.lo), hi = double(s.hi);
     return std::fabs(p + 1) < 1e-12 ? std::log(hi / lo)
-                                     : (std::pow(hi, p + 1) - std::pow(lo, p + 1)) / (p + 1);
+                                    : (std::pow(hi, p + 1) - std::pow(lo, p + 1)) / (p + 1);
   };
   return integral(1 - s.alpha) / integral(-s.alpha);
 }
@@ -61,7 +61,8 @@ IdxReader& idx_reader() {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -110,8 +111,8 @@ LengthSampler LengthSampler::named(const std::string& spec) {
     return mixture({{a, b, 1, 1}}, spec);
   }
   const std::string hint = nearest(spec, {"byted", "github"});
-  throw Error(strf("unknown length distribution '%s'%s; known: %s, or a lengths file",
-                   spec.c_str(), hint.empty() ? "" : (" (did you mean '" + hint + "'?)").c_str(),
+  throw Error(strf("unknown length distribution '%s'%s; known: %s, or a lengths file", spec.c_str(),
+                   hint.empty() ? "" : (" (did you mean '" + hint + "'?)").c_str(),
                    join(names(), ", ").c_str()));
 }
 
@@ -159,8 +160,8 @@ int64_t parse_tokens(const std::string& text) {
 }
 
 std::string format_tokens(int64_t n) {
-  if (n >= M && n % (M / 4) == 0) return n % M == 0 ? strf("%lldM", (long long)(n / M))
-                                                    : strf("%.2fM", double(n) / double(M));
+  if (n >= M && n % (M / 4) == 0)
+    return n % M == 0 ? strf("%lldM", (long long)(n / M)) : strf("%.2fM", double(n) / double(M));
   if (n >= K && n % K == 0) return strf("%lldK", (long long)(n / K));
   return strf("%lld", (long long)n);
 }
@@ -186,13 +187,13 @@ std::vector<int64_t> read_lengths(const std::string& path) {
                          path.c_str()));
       continue;
     }
-    const std::string& cell = column >= 0 ? (size_t(column) < f.size() ? f[column] : std::string())
-                                          : f[0];
+    const std::string& cell =
+        column >= 0 ? (size_t(column) < f.size() ? f[column] : std::string()) : f[0];
     char* end = nullptr;
     const long long v = std::strtoll(cell.c_str(), &end, 10);
     if (cell.empty() || *end != '\0' || v < 0)
-      throw Error(strf("%s:%d: expected a token count, got '%s'", path.c_str(), line_no,
-                       cell.c_str()));
+      throw Error(
+          strf("%s:%d: expected a token count, got '%s'", path.c_str(), line_no, cell.c_str()));
     if (v > 0) out.push_back(v);  // empty documents carry no tokens
   }
   if (out.empty()) throw Error("lengths file '" + path + "' holds no lengths");

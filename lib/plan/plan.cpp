@@ -288,8 +288,9 @@ std::string Plan::validate() const {
       }
       if (k > 1 && prev_front_end != prev_back_begin)
         bad(strf("sequence %d: front and back chunks do not meet", s));
-      if (total != L) bad(strf("sequence %d: members hold %lld of %lld tokens", s, (long long)total,
-                               (long long)L));
+      if (total != L)
+        bad(strf("sequence %d: members hold %lld of %lld tokens", s, (long long)total,
+                 (long long)L));
       if (rule == ChunkRule::kBalanced && k > 1 && hi - lo > 1)
         bad(strf("sequence %d: members hold %lld to %lld tokens", s, (long long)lo, (long long)hi));
     }

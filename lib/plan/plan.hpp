@@ -118,7 +118,7 @@ struct Plan {
   std::vector<int64_t> lengths;
   std::vector<int32_t> group_begin;  // sequences + 1 offsets into members
   std::vector<int32_t> members;
-  std::vector<float> offload;         // per sequence ratio r; empty: none
+  std::vector<float> offload;          // per sequence ratio r; empty: none
   std::vector<int32_t> trainer_begin;  // trainers + 1 offsets into micro_batches
   std::vector<MicroBatch> micro_batches;
   std::vector<Piece> pieces;

@@ -155,7 +155,8 @@ Plan deserialize(const uint8_t* data, size_t size) {
   char magic[sizeof(kMagic)];
   r.bytes(magic, sizeof(magic));
   const uint8_t version = r.u8();
-  if (version != kVersion) throw Error(strf("plan: version %d, this build reads %d", version, kVersion));
+  if (version != kVersion)
+    throw Error(strf("plan: version %d, this build reads %d", version, kVersion));
   Plan p;
   const uint8_t rule = r.u8();
   if (rule > 1) throw Error(strf("plan: unknown chunk rule %d", rule));
@@ -185,8 +186,9 @@ Plan deserialize(const uint8_t* data, size_t size) {
       for (int64_t j = 0; j < len; ++j) p.members.push_back(int32_t(first + j));
       got += len;
     }
-    if (got != k) throw Error(strf("plan: sequence %d group holds %lld of %lld ranks", s,
-                                   (long long)got, (long long)k));
+    if (got != k)
+      throw Error(strf("plan: sequence %d group holds %lld of %lld ranks", s, (long long)got,
+                       (long long)k));
     if (int64_t(p.members.size()) >= kMaxCount) throw Error("plan: too many group members");
     p.group_begin[s + 1] = int32_t(p.members.size());
   }

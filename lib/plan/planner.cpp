@@ -31,15 +31,15 @@ Split min_split(int64_t length, const PlannerOptions& o, const CostModel& cost) 
   s.k = int32_t(std::min<int64_t>(plain, INT32_MAX));
   if (!o.offload || length <= o.capacity || cost.layers <= 2) return s;
   const int l = cost.layers;
-  const int64_t lo = std::max<int64_t>(1, (2 * length + int64_t(l) * o.capacity - 1) /
-                                              (int64_t(l) * o.capacity));
+  const int64_t lo =
+      std::max<int64_t>(1, (2 * length + int64_t(l) * o.capacity - 1) / (int64_t(l) * o.capacity));
   for (int64_t d = lo; d < plain; ++d) {
     const float r = offload_ratio_for(length, int32_t(d), o.capacity, cost);
     if (r > 1.f) continue;
     const int64_t m = (length + d - 1) / d;
     const double copy = double(r) * double(m) * cost.act_bytes * cost.layers;
     const double hide = cost.piece_compute(length, int32_t(d)) * cost.host_bandwidth;
-    if (copy <= hide) {
+    if (copy <= hide && copy <= cost.host_memory) {
       s.k = int32_t(d);
       s.ratio = r;
       return s;
@@ -55,8 +55,8 @@ Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
   if (!(o.slack >= 0 && o.slack < 1)) throw Error(strf("slack = %g, need 0 <= slack < 1", o.slack));
   for (size_t i = 0; i < lengths.size(); ++i)
     if (lengths[i] < 1)
-      throw Error(strf("sequence %zu has length %lld; lengths must be positive", i,
-                       (long long)lengths[i]));
+      throw Error(
+          strf("sequence %zu has length %lld; lengths must be positive", i, (long long)lengths[i]));
   const auto t0 = std::chrono::steady_clock::now();
   Plan p;
   if (planner == "hdp") {
@@ -73,8 +73,7 @@ Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
                      hint.empty() ? "" : (" (did you mean '" + hint + "'?)").c_str(),
                      join(planner_names(), ", ").c_str()));
   }
-  p.planning_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  p.planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }
 

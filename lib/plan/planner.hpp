@@ -72,8 +72,9 @@ PlannerOptions options_from_config(const config::PlanConfig& plan, int32_t train
 // The fewest trainers a sequence of L tokens needs, and its offload ratio r:
 // without offloading ceil(L / C) and 0; with it, ByteScale eq. 3: the
 // smallest D such that some r in [0, 1] gives every member at most C
-// resident tokens, ceil(L/D) x (2 + (1-r)(l-2)) / l <= C, and the copy of r
-// of the member's activations hides under its compute.
+// resident tokens, ceil(L/D) x (2 + (1-r)(l-2)) / l <= C, the copy of r
+// of the member's activations hides under its compute, and fits in the
+// trainer's pinned host memory.
 struct Split {
   int32_t k = 1;
   float ratio = 0;

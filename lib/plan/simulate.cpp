@@ -23,6 +23,7 @@ Hardware trainer_hardware(const SimulateSpec& s) {
   hw.trainers_per_node = std::max(1, s.gpus_per_node / s.tp);
   hw.latency = s.latency;
   hw.host_bandwidth = s.host_bandwidth * s.tp;
+  hw.host_memory = s.host_memory * s.tp;
   hw.micro_batch_overhead = s.micro_batch_overhead;
   return hw;
 }
@@ -110,9 +111,8 @@ std::string simulate_report(const SimResult& r) {
   out += strf(
       "%d GPUs = %d trainers x TP %d; capacity C = %s tokens/trainer; context %s; batch %s "
       "tokens; %s lengths (%.0f sequences/step); %d step(s)\n",
-      s.gpus, r.trainers, s.tp, format_tokens(s.capacity).c_str(),
-      format_tokens(s.context).c_str(), format_tokens(s.batch).c_str(), r.distribution.c_str(),
-      r.sequences, s.steps);
+      s.gpus, r.trainers, s.tp, format_tokens(s.capacity).c_str(), format_tokens(s.context).c_str(),
+      format_tokens(s.batch).c_str(), r.distribution.c_str(), r.sequences, s.steps);
   out += strf("GPU %.0f TFLOP/s peak x MFU %.2f; %.0f GB/s across nodes, %.0f GB/s NVLink; %s\n",
               s.gpu_flops / 1e12, s.mfu, s.gpu_bandwidth / 1e9, s.nvlink_bandwidth / 1e9,
               s.offload ? "selective offloading on" : "no offloading");
@@ -122,8 +122,8 @@ std::string simulate_report(const SimResult& r) {
       "waiting for ring partners or done early\n\n",
       human_seconds(r.ideal_s).c_str(), human_seconds(r.balanced_s).c_str(),
       r.ring_bound_steps > 0
-          ? strf("; in %d of %d steps the longest sequence's fastest ring sets it", r.ring_bound_steps,
-                 s.steps)
+          ? strf("; in %d of %d steps the longest sequence's fastest ring sets it",
+                 r.ring_bound_steps, s.steps)
                 .c_str()
           : "");
   const SimRow* base = r.row("static");
@@ -140,7 +140,8 @@ std::string simulate_report(const SimResult& r) {
     }
     const bool has_base = base && base->error.empty() && row.step_s > 0;
     std::string name = row.planner;
-    if (row.static_cp > 0) name += strf(" (CP %d x DP %d)", row.static_cp, r.trainers / row.static_cp);
+    if (row.static_cp > 0)
+      name += strf(" (CP %d x DP %d)", row.static_cp, r.trainers / row.static_cp);
     out += strf("| %s | %s | %s | %.3f | %.3f | %.1f%% | %s | %d-%d | %lld (%d) | %.1f ms |\n",
                 name.c_str(), human_seconds(row.step_s).c_str(),
                 has_base ? strf("%.2fx", base->step_s / row.step_s).c_str() : "-", row.imbalance,
@@ -168,14 +169,14 @@ std::string simulate_csv_rows(const SimResult& r) {
     std::string err = row.error;
     for (char& c : err)
       if (c == ',' || c == '\n') c = ';';
-    out += strf("%s,%d,%d,%d,%lld,%lld,%lld,%s,%.0f,%s,%.6g,%.4f,%.5f,%.5f,%.5f,%.6g,%.3f,%.3f,%d,%d,"
-                "%lld,%d,%d,%.6g,%.6g,%d,%s\n",
-                s.model.c_str(), s.gpus, s.tp, r.trainers, (long long)s.capacity,
-                (long long)s.context, (long long)s.batch, r.distribution.c_str(), r.sequences,
-                row.planner.c_str(), row.step_s, speedup, row.imbalance, row.ideal, row.idle,
-                row.comm_bytes, row.planning_s * 1e3, row.planning_max_s * 1e3, row.mb_min,
-                row.mb_max, (long long)row.split, row.max_group, row.static_cp, r.ideal_s,
-                r.balanced_s, r.ring_bound_steps, err.c_str());
+    out += strf(
+        "%s,%d,%d,%d,%lld,%lld,%lld,%s,%.0f,%s,%.6g,%.4f,%.5f,%.5f,%.5f,%.6g,%.3f,%.3f,%d,%d,"
+        "%lld,%d,%d,%.6g,%.6g,%d,%s\n",
+        s.model.c_str(), s.gpus, s.tp, r.trainers, (long long)s.capacity, (long long)s.context,
+        (long long)s.batch, r.distribution.c_str(), r.sequences, row.planner.c_str(), row.step_s,
+        speedup, row.imbalance, row.ideal, row.idle, row.comm_bytes, row.planning_s * 1e3,
+        row.planning_max_s * 1e3, row.mb_min, row.mb_max, (long long)row.split, row.max_group,
+        row.static_cp, r.ideal_s, r.balanced_s, r.ring_bound_steps, err.c_str());
   }
   return out;
 }

@@ -34,7 +34,8 @@ struct SimulateSpec {
   double gpu_bandwidth = 25e9;        // bytes/s per GPU across nodes
   double nvlink_bandwidth = 150e9;    // bytes/s per GPU inside a node
   double latency = 10e-6;
-  double host_bandwidth = 20e9;
+  double host_bandwidth = 20e9;  // bytes/s per GPU to host memory
+  double host_memory = 256e9;    // pinned host bytes per GPU for offloading
   double micro_batch_overhead = 0;
   int steps = 1;
   uint64_t seed = 1;
@@ -67,9 +68,9 @@ struct SimResult {
   ModelShape shape;
   CostModel cost;
   int32_t trainers = 0;
-  double sequences = 0;  // per step, mean
-  double ideal_s = 0;     // ideal_step_time per step, mean
-  double balanced_s = 0;  // its perfect-balance term, mean
+  double sequences = 0;      // per step, mean
+  double ideal_s = 0;        // ideal_step_time per step, mean
+  double balanced_s = 0;     // its perfect-balance term, mean
   int ring_bound_steps = 0;  // steps whose ideal is the longest sequence's fastest ring
   std::string distribution;
   std::vector<SimRow> rows;

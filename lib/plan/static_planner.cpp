@@ -15,15 +15,16 @@ int32_t static_cp_degree(int64_t seq_len_max, int64_t capacity, int32_t trainers
   if (seq_len_max > capacity) {
     const int64_t half = capacity / 2;  // a member holds two chunks of at most C/2
     if (half < 1)
-      throw Error(strf("static grid: capacity %lld cannot hold a padded chunk pair",
-                       (long long)capacity));
+      throw Error(
+          strf("static grid: capacity %lld cannot hold a padded chunk pair", (long long)capacity));
     need = (seq_len_max + 2 * half - 1) / (2 * half);
   }
   for (int64_t d = need; d <= trainers; ++d)
     if (trainers % d == 0) return int32_t(d);
-  throw Error(strf("static grid: sequences of %lld tokens need CP >= %lld at capacity %lld, "
-                   "more than the %d trainers",
-                   (long long)seq_len_max, (long long)need, (long long)capacity, trainers));
+  throw Error(
+      strf("static grid: sequences of %lld tokens need CP >= %lld at capacity %lld, "
+           "more than the %d trainers",
+           (long long)seq_len_max, (long long)need, (long long)capacity, trainers));
 }
 
 Plan plan_static(const std::vector<int64_t>& lengths, const PlannerOptions& o,
@@ -45,8 +46,9 @@ Plan plan_static(const std::vector<int64_t>& lengths, const PlannerOptions& o,
   for (int32_t i = 0; i < n; ++i) order[i] = i;
   std::vector<int64_t> slots(n);
   for (int32_t i = 0; i < n; ++i) slots[i] = member_slots(lengths[i], cp, ChunkRule::kPadded);
-  std::sort(order.begin(), order.end(),
-            [&](int32_t x, int32_t y) { return slots[x] != slots[y] ? slots[x] > slots[y] : x < y; });
+  std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+    return slots[x] != slots[y] ? slots[x] > slots[y] : x < y;
+  });
   std::vector<std::vector<int32_t>> bins;
   std::vector<double> bin_tokens;
   std::multimap<int64_t, int32_t> room;

@@ -151,7 +151,8 @@ void run_loader(const World& w) {
 
 // --- constructor ----------------------------------------------------------------
 
-Constructor::Constructor(const World& w) : w_(w), router_(w) {}
+Constructor::Constructor(const World& w, LoaderRouter* router)
+    : w_(w), own_router_(w), router_(router ? router : &own_router_) {}
 
 // The whole token list of every sample that `trainers` touch.
 static std::map<int32_t, std::vector<int32_t>> fetch_samples(
@@ -224,7 +225,7 @@ static proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& 
 }
 
 int64_t Constructor::construct(const proto::StepWork& work) {
-  auto tokens = fetch_samples(w_, work, nullptr, &router_);
+  auto tokens = fetch_samples(w_, work, nullptr, router_);
   int64_t packed = 0;
   const int first_trainer = w_.layout.first_rank(Role::trainer);
   for (const auto& t : work.trainers) {

@@ -39,14 +39,16 @@ void run_constructor(const World& w);
 // colocated mode) and sends each trainer its batch. Returns tokens packed.
 class Constructor {
  public:
-  explicit Constructor(const World& w);
+  // `router`: share the caller's view of dead loaders (the lead's), else own one.
+  explicit Constructor(const World& w, LoaderRouter* router = nullptr);
   int64_t construct(const proto::StepWork& work);
   // Sends still in flight are completed (call before stopping).
   void drain();
 
  private:
   const World& w_;
-  LoaderRouter router_;
+  LoaderRouter own_router_;
+  LoaderRouter* router_;
   std::vector<PendingSend> in_flight_;
 };
 

@@ -37,7 +37,7 @@ Lead::Lead(const World& w) : w_(w) {
                        w.config.run.timeout, "a document count from a loader"));
         docs[size_t(c.source)] = c.docs.at(0);
       }
-    own_constructor_ = std::make_unique<Constructor>(w);
+    own_constructor_ = std::make_unique<Constructor>(w, router_.get());
   }
   lengths_.resize(n);
   owner_.resize(n);

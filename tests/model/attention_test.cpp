@@ -58,7 +58,8 @@ Result naive(const AttnDims& dims, const Tokens& t, const std::vector<double>& d
       for (int64_t j = 0; j < n; ++j) {
         vis[j] = t.sample[j] == t.sample[i] && t.pos[j] <= t.pos[i];
         if (!vis[j]) continue;
-        for (int64_t c = 0; c < D; ++c) s[j] += t.q[(i * H + h) * D + c] * t.k[(j * Hk + g) * D + c];
+        for (int64_t c = 0; c < D; ++c)
+          s[j] += t.q[(i * H + h) * D + c] * t.k[(j * Hk + g) * D + c];
         s[j] *= scale;
         mx = std::max(mx, s[j]);
       }
@@ -71,7 +72,8 @@ Result naive(const AttnDims& dims, const Tokens& t, const std::vector<double>& d
       for (int64_t j = 0; j < n; ++j) {
         if (!vis[j]) continue;
         p[j] = std::exp(s[j] - lse);
-        for (int64_t c = 0; c < D; ++c) r.out[(i * H + h) * D + c] += p[j] * t.v[(j * Hk + g) * D + c];
+        for (int64_t c = 0; c < D; ++c)
+          r.out[(i * H + h) * D + c] += p[j] * t.v[(j * Hk + g) * D + c];
       }
       if (dout.empty()) continue;
       const double* dO = &dout[(i * H + h) * D];
@@ -149,8 +151,8 @@ template <class T>
 KvBlock<T> kvblock(const AttnDims& d, const std::vector<T>& k, const std::vector<T>& v,
                    const Tokens& t, int64_t b, int64_t e) {
   const int64_t ld = d.n_kv_heads * d.head_dim;
-  return KvBlock<T>{k.data() + b * ld, v.data() + b * ld, ld, ld,
-                    t.sample.data() + b, t.pos.data() + b, e - b};
+  return KvBlock<T>{k.data() + b * ld,   v.data() + b * ld, ld,   ld,
+                    t.sample.data() + b, t.pos.data() + b,  e - b};
 }
 
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
@@ -198,8 +200,8 @@ Result blockwise(const AttnDims& d, const Tokens& t, const std::vector<double>& 
   attention_delta(d, n, out.data(), H * D, dout.data(), H * D, delta.data(), opt.threads);
   for (auto [qb, qe] : qranges) {
     for (auto [kb, ke] : kranges) {
-      const QueryGrad<T> g{&dout[qb * H * D], H * D, &lse[qb * H], &delta[qb * H], &dq[qb * H * D],
-                           H * D};
+      const QueryGrad<T> g{&dout[qb * H * D], H * D,           &lse[qb * H],
+                           &delta[qb * H],    &dq[qb * H * D], H * D};
       const KvGrad<T> kg{&dk[kb * Hk * D], &dv[kb * Hk * D], Hk * D, Hk * D};
       attention_block_backward(d, qblock(d, q, t, qb, qe), kvblock(d, k, v, t, kb, ke), g, kg, opt);
     }
@@ -236,8 +238,8 @@ TEST(Attention, NaiveBackwardMatchesFiniteDifferences) {
   };
   const double h = 1e-6;
   double worst = 0;
-  for (auto [field, grad] : {std::pair{&Tokens::q, &r.dq}, std::pair{&Tokens::k, &r.dk},
-                             std::pair{&Tokens::v, &r.dv}}) {
+  for (auto [field, grad] :
+       {std::pair{&Tokens::q, &r.dq}, std::pair{&Tokens::k, &r.dk}, std::pair{&Tokens::v, &r.dv}}) {
     for (size_t i = 0; i < (t.*field).size(); ++i) {
       Tokens p = t, m = t;
       (p.*field)[i] += h;

@@ -121,6 +121,15 @@ TEST(Init, DeterministicAndDistributedAsSpecified) {
   EXPECT_NE(a[layout.layer(0).w1], a[layout.layer(0).w3]);
 }
 
+TEST(Init, GoldenValues) {
+  // Computed independently from the formula in params.hpp (Python, 64-bit
+  // integers); a change here changes every run's initialization.
+  EXPECT_EQ(init_hash(0, 0, 0), 18152189527315630385ULL);
+  EXPECT_EQ(init_hash(1234, 3, 99), 16524137235457547458ULL);
+  EXPECT_DOUBLE_EQ(init_normal(1234, 0, 0), 0.022644397030841094);
+  EXPECT_DOUBLE_EQ(init_normal(1234, 5, 7), 0.03208652811520799);
+}
+
 TEST(Batch, PackRestartsPositionsAndDropsLastTarget) {
   const std::vector<int32_t> tokens = {5, 6, 7, 8, 9, 10};
   const std::vector<int32_t> lengths = {3, 1, 2};

@@ -93,6 +93,118 @@ void gradient_check(bool tied) {
 TEST(Transformer, GradientCheckTied) { gradient_check(true); }
 TEST(Transformer, GradientCheckUntied) { gradient_check(false); }
 
+// DESIGN.md "The model" written out with plain loops over named tensors,
+// sharing no code with the model: −log p per token.
+std::vector<double> reference_losses(Transformer<double>& m, const Batch& b) {
+  const Shape& s = m.shape();
+  const int64_t n = b.size(), d = s.d_model, H = s.n_heads, Hk = s.n_kv_heads, D = s.head_dim;
+  const int64_t F = s.ffn_dim, V = s.vocab;
+  using Mat = std::vector<std::vector<double>>;
+  auto W = [&](const std::string& name) { return m.param(name); };
+  auto linear = [&](const Mat& x, std::span<double> w, int64_t out, int64_t in) {
+    Mat y(x.size(), std::vector<double>(out, 0.0));
+    for (size_t t = 0; t < x.size(); ++t) {
+      for (int64_t o = 0; o < out; ++o) {
+        for (int64_t i = 0; i < in; ++i) y[t][o] += x[t][i] * w[o * in + i];
+      }
+    }
+    return y;
+  };
+  auto rmsnorm = [&](const Mat& x, std::span<double> g) {
+    Mat y = x;
+    for (auto& row : y) {
+      double ms = 0;
+      for (double v : row) ms += v * v / static_cast<double>(d);
+      for (int64_t i = 0; i < d; ++i) row[i] = row[i] / std::sqrt(ms + 1e-5) * g[i];
+    }
+    return y;
+  };
+  auto rope = [&](Mat& x, int64_t heads) {
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t i = 0; i < D / 2; ++i) {
+          const double angle = b.positions[t] * std::pow(s.rope_theta, -2.0 * i / D);
+          const double x1 = x[t][h * D + i], x2 = x[t][h * D + i + D / 2];
+          x[t][h * D + i] = x1 * std::cos(angle) - x2 * std::sin(angle);
+          x[t][h * D + i + D / 2] = x2 * std::cos(angle) + x1 * std::sin(angle);
+        }
+      }
+    }
+  };
+  Mat x(n);
+  for (int64_t t = 0; t < n; ++t) {
+    x[t].assign(&W("embed")[b.tokens[t] * d], &W("embed")[b.tokens[t] * d] + d);
+  }
+  for (int64_t l = 0; l < s.n_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    const Mat xn = rmsnorm(x, W(p + "attn_norm"));
+    Mat q = linear(xn, W(p + "wq"), H * D, d), k = linear(xn, W(p + "wk"), Hk * D, d);
+    const Mat v = linear(xn, W(p + "wv"), Hk * D, d);
+    rope(q, H);
+    rope(k, Hk);
+    Mat o(n, std::vector<double>(H * D, 0.0));
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = h / (H / Hk);
+      for (int64_t t = 0; t < n; ++t) {
+        std::vector<double> w(n, 0.0);
+        double total = 0;
+        for (int64_t u = 0; u < n; ++u) {
+          if (b.samples[u] != b.samples[t] || b.positions[u] > b.positions[t]) continue;
+          double dot = 0;
+          for (int64_t c = 0; c < D; ++c) dot += q[t][h * D + c] * k[u][g * D + c];
+          w[u] = std::exp(dot / std::sqrt(static_cast<double>(D)));
+          total += w[u];
+        }
+        for (int64_t u = 0; u < n; ++u) {
+          for (int64_t c = 0; c < D; ++c) o[t][h * D + c] += w[u] / total * v[u][g * D + c];
+        }
+      }
+    }
+    const Mat ao = linear(o, W(p + "wo"), d, H * D);
+    Mat hh = x;
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t i = 0; i < d; ++i) hh[t][i] += ao[t][i];
+    }
+    const Mat xn2 = rmsnorm(hh, W(p + "mlp_norm"));
+    const Mat a = linear(xn2, W(p + "w1"), F, d), c3 = linear(xn2, W(p + "w3"), F, d);
+    Mat u(n, std::vector<double>(F));
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < F; ++j) u[t][j] = a[t][j] / (1 + std::exp(-a[t][j])) * c3[t][j];
+    }
+    const Mat mo = linear(u, W(p + "w2"), d, F);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t i = 0; i < d; ++i) x[t][i] = hh[t][i] + mo[t][i];
+    }
+  }
+  const Mat logits = linear(rmsnorm(x, W("final_norm")), W(s.tied ? "embed" : "lm_head"), V, d);
+  std::vector<double> loss(n, 0.0);
+  for (int64_t t = 0; t < n; ++t) {
+    if (b.targets[t] < 0) continue;
+    double total = 0;
+    for (double z : logits[t]) total += std::exp(z);
+    loss[t] = std::log(total) - logits[t][b.targets[t]];
+  }
+  return loss;
+}
+
+TEST(Transformer, ForwardMatchesTheWrittenOutDefinition) {
+  for (bool tied : {true, false}) {
+    Shape s = tiny(tied);
+    s.rope_theta = 500.0;  // a non-default base, to check that it is used
+    Transformer<double> m(s, ModelOptions{1, 3, 5});
+    randomize(m, 41);
+    const Batch b = make_batch({6, 1, 9, 4}, s.vocab, 42);
+    const LossSum ls = m.forward(b);
+    const std::vector<double> want = reference_losses(m, b);
+    double sum = 0;
+    for (int64_t t = 0; t < b.size(); ++t) {
+      EXPECT_NEAR(m.token_losses()[t], want[t], 1e-11) << "token " << t;
+      sum += want[t];
+    }
+    EXPECT_NEAR(ls.sum, sum, 1e-10);
+  }
+}
+
 TEST(Transformer, InitialLossIsLogVocab) {
   Shape s = tiny(false);
   s.vocab = 97;
@@ -147,7 +259,8 @@ TEST(Transformer, GradientsDoNotDependOnTheMicroBatchSplit) {
   const std::vector<double> g_whole(m.grads().begin(), m.grads().end());
   // Two micro-batches (samples 0,1 and 2,3), gradients accumulated.
   m.zero_grads();
-  const std::vector<int32_t> t1(tokens.begin(), tokens.begin() + 11), t2(tokens.begin() + 11, tokens.end());
+  const std::vector<int32_t> t1(tokens.begin(), tokens.begin() + 11),
+      t2(tokens.begin() + 11, tokens.end());
   const std::vector<int32_t> l1 = {7, 4}, l2 = {10, 9};
   double loss_split = m.forward(Batch::pack(t1, l1)).sum;
   m.backward(scale);
@@ -175,10 +288,10 @@ class RingSimulation final : public AttentionBackend<T> {
         const auto [kb, ke] = cut(kv.n, src);
         const QueryBlock<T> qq{q.q + qb * q.ld, q.ld, q.sample + qb, q.pos + qb, qe - qb};
         const KvBlock<T> kk{kv.k + kb * kv.ldk, kv.v + kb * kv.ldv, kv.ldk, kv.ldv,
-                            kv.sample + kb, kv.pos + kb, ke - kb};
+                            kv.sample + kb,     kv.pos + kb,        ke - kb};
         if (s == 0) {
-          attention_block_forward(d, qq, kk, AttnOut<T>{res.out + qb * res.ld, res.ld, res.lse + qb * H},
-                                  opt_);
+          attention_block_forward(
+              d, qq, kk, AttnOut<T>{res.out + qb * res.ld, res.ld, res.lse + qb * H}, opt_);
         } else {
           attention_block_forward(d, qq, kk, AttnOut<T>{po.data(), res.ld, pl.data()}, opt_);
           attention_merge(d, qe - qb, AttnOut<T>{res.out + qb * res.ld, res.ld, res.lse + qb * H},
@@ -196,15 +309,14 @@ class RingSimulation final : public AttentionBackend<T> {
     for (int r = 0; r < ranks_; ++r) {
       const auto [qb, qe] = cut(q.n, r);
       const QueryBlock<T> qq{q.q + qb * q.ld, q.ld, q.sample + qb, q.pos + qb, qe - qb};
-      const QueryGrad<T> qg{dout + qb * lddo, lddo, lse + qb * H, delta.data() + qb * H,
-                            dq + qb * lddq, lddq};
+      const QueryGrad<T> qg{dout + qb * lddo,      lddo,           lse + qb * H,
+                            delta.data() + qb * H, dq + qb * lddq, lddq};
       for (int s = 0; s < ranks_; ++s) {
         const auto [kb, ke] = cut(kv.n, (r + s) % ranks_);
         const KvBlock<T> kk{kv.k + kb * kv.ldk, kv.v + kb * kv.ldv, kv.ldk, kv.ldv,
-                            kv.sample + kb, kv.pos + kb, ke - kb};
-        attention_block_backward(d, qq, kk, qg,
-                                 KvGrad<T>{g.dk + kb * g.lddk, g.dv + kb * g.lddv, g.lddk, g.lddv},
-                                 opt_);
+                            kv.sample + kb,     kv.pos + kb,        ke - kb};
+        attention_block_backward(
+            d, qq, kk, qg, KvGrad<T>{g.dk + kb * g.lddk, g.dv + kb * g.lddv, g.lddk, g.lddv}, opt_);
       }
     }
   }
@@ -243,7 +355,8 @@ TEST(Transformer, FloatAgreesWithDouble) {
   Transformer<double> md(s, ModelOptions{1, 8, 8});
   Transformer<float> mf(s, ModelOptions{1, 8, 8});
   randomize(md, 21);
-  for (size_t i = 0; i < md.params().size(); ++i) mf.params()[i] = static_cast<float>(md.params()[i]);
+  for (size_t i = 0; i < md.params().size(); ++i)
+    mf.params()[i] = static_cast<float>(md.params()[i]);
   const Batch b = make_batch({17, 30, 5, 12}, s.vocab, 22);
   const double scale = 1.0 / static_cast<double>(b.predictions());
   md.zero_grads();

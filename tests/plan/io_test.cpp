@@ -14,16 +14,17 @@ using namespace meshloom::plan;
 namespace {
 
 std::vector<Plan> sample_plans() {
-  const CostModel cost = test::llama7b_cost();
+  const CostModel cost = plantest::llama7b_cost();
   std::vector<Plan> plans;
   Rng rng(42);
   for (int i = 0; i < 12; ++i) {
-    const test::Batch b = test::random_batch(rng, 256, 1.0, 300);
+    const plantest::Batch b = plantest::random_batch(rng, 256, 1.0, 300);
     PlannerOptions o;
     o.trainers = b.trainers;
     o.capacity = b.capacity;
     o.offload = i % 3 == 0;
-    for (const std::string& name : planner_names()) plans.push_back(make_plan(name, b.lengths, o, cost));
+    for (const std::string& name : planner_names())
+      plans.push_back(make_plan(name, b.lengths, o, cost));
   }
   return plans;
 }
@@ -57,12 +58,11 @@ TEST(Serialize, RoundTripIsExact) {
 TEST(Serialize, IsCompact) {
   // 4,096 trainers and the byted distribution: groups are runs of ranks, so a
   // plan costs a few bytes per sequence and per piece.
-  const CostModel cost = test::llama7b_cost();
+  const CostModel cost = plantest::llama7b_cost();
   PlannerOptions o;
   o.trainers = 4096;
   o.capacity = 16384;
-  const auto lengths = draw_batch(LengthSampler::named("byted"), int64_t(4096) * 16384,
-                                  1 << 21, 3);
+  const auto lengths = draw_batch(LengthSampler::named("byted"), int64_t(4096) * 16384, 1 << 21, 3);
   const Plan p = make_plan("hdp", lengths, o, cost);
   const size_t size = serialize(p).size();
   EXPECT_LT(double(size), 16.0 * double(p.sequences() + p.pieces.size()))
@@ -107,7 +107,9 @@ TEST(Json, DumpHoldsThePlan) {
   for (int32_t s = 0; s < p.sequences(); ++s) {
     EXPECT_EQ(j["sequences"][s]["length"], p.lengths[s]);
     EXPECT_EQ(j["sequences"][s]["group"].size(), size_t(p.group_size(s)));
-    if (p.group_size(s) > 1) EXPECT_EQ(j["sequences"][s]["chunks"].size(), size_t(p.group_size(s)));
+    if (p.group_size(s) > 1) {
+      EXPECT_EQ(j["sequences"][s]["chunks"].size(), size_t(p.group_size(s)));
+    }
   }
   int64_t tokens = 0;
   for (const auto& t : j["trainer_plans"])

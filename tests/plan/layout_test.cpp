@@ -49,8 +49,7 @@ Plan make_plan_by_hand(int32_t T, int64_t C, std::vector<int64_t> lengths,
 
 // Two sequences: 0 (10 tokens) on a ring of trainers {0, 1}, 1 (3 tokens) whole on 2.
 Plan small_valid_plan() {
-  return make_plan_by_hand(3, 8, {10, 3}, {{0, 1}, {2}},
-                           {{{{0, 0}}}, {{{0, 1}}}, {{{1, 0}}}});
+  return make_plan_by_hand(3, 8, {10, 3}, {{0, 1}, {2}}, {{{{0, 0}}}, {{{0, 1}}}, {{{1, 0}}}});
 }
 
 }  // namespace
@@ -72,7 +71,8 @@ TEST(Zigzag, BalancedRulePartitionsAndBalances) {
         EXPECT_EQ(m.tokens(), member_slots(L, k, c, ChunkRule::kBalanced));
         if (k > 1) {
           // Member c's front chunk lies before member c+1's; its back chunk after.
-          const MemberChunks next = member_chunks(L, k, std::min(c + 1, k - 1), ChunkRule::kBalanced);
+          const MemberChunks next =
+              member_chunks(L, k, std::min(c + 1, k - 1), ChunkRule::kBalanced);
           if (c + 1 < k) {
             EXPECT_EQ(m.front.end, next.front.begin);
             EXPECT_EQ(m.back.begin, next.back.end);
@@ -131,7 +131,7 @@ TEST(Zigzag, PaddedRuleIsMegatronsEqualChunks) {
 TEST(Validate, AcceptsAValidPlanAndRetimesIt) {
   Plan p = small_valid_plan();
   EXPECT_EQ(p.validate(), "");
-  p.retime(test::llama7b_cost());
+  p.retime(plantest::llama7b_cost());
   EXPECT_EQ(p.validate(), "");
   EXPECT_GT(p.trainer_time(0), 0);
   EXPECT_EQ(p.trainer_time(0), p.trainer_time(1)) << "ring members run together";
@@ -160,7 +160,8 @@ TEST(Validate, NamesEveryBrokenInvariant) {
     cases.push_back({"token twice", p, "its group says"});
   }
   {  // group says trainer 2, piece sits on trainer 1 only
-    Plan p = make_plan_by_hand(3, 8, {10, 3}, {{0, 1}, {2}}, {{{{0, 0}}}, {{{0, 1}}, {{1, 0}}}, {}});
+    Plan p =
+        make_plan_by_hand(3, 8, {10, 3}, {{0, 1}, {2}}, {{{{0, 0}}}, {{{0, 1}}, {{1, 0}}}, {}});
     cases.push_back({"wrong trainer", p, "its group says"});
   }
   {  // sequence 1 on no trainer
@@ -172,8 +173,7 @@ TEST(Validate, NamesEveryBrokenInvariant) {
     cases.push_back({"capacity", p, "capacity"});
   }
   {  // a whole sequence packed with a ring piece
-    Plan p = make_plan_by_hand(3, 16, {10, 3}, {{0, 1}, {0}},
-                               {{{{0, 0}, {1, 0}}}, {{{0, 1}}}, {}});
+    Plan p = make_plan_by_hand(3, 16, {10, 3}, {{0, 1}, {0}}, {{{{0, 0}, {1, 0}}}, {{{0, 1}}}, {}});
     cases.push_back({"mixed rings", p, "mixes rings"});
   }
   {  // rings in opposite orders on trainers 0 and 1
@@ -207,14 +207,14 @@ TEST(Validate, NamesEveryBrokenInvariant) {
 
 TEST(Validate, TimesMustBeConsistent) {
   Plan p = small_valid_plan();
-  p.retime(test::llama7b_cost());
+  p.retime(plantest::llama7b_cost());
   p.micro_batches[1].end += 1.0f;  // one ring member ends later than the other
   EXPECT_NE(p.validate().find("different predicted times"), std::string::npos);
 }
 
 TEST(Stats, LowerBoundAndImbalance) {
   // One trainer with a 4K sequence, the other idle: imbalance 2.
-  const CostModel cost = test::llama7b_cost();
+  const CostModel cost = plantest::llama7b_cost();
   PlannerOptions o;
   o.trainers = 2;
   o.capacity = 8192;

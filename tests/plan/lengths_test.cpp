@@ -1,11 +1,12 @@
 // Length distributions, length files and batch drawing.
+#include "plan/lengths.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
-#include "plan/lengths.hpp"
 #include "tests/common/test_util.hpp"
 
 using namespace meshloom;
@@ -95,7 +96,8 @@ TEST(Batch, FillsTheBudgetExactlyAndCutsAtTheContext) {
 TEST(LengthFiles, TsvPlainAndIdx) {
   test::TempDir dir;
   const std::string tsv = dir.file("a.tsv");
-  test::write_file(tsv, "name\tgpt2_tokens\tutf8_bytes\nx.c\t120\t400\nempty.c\t0\t0\ny.h\t7\t20\n");
+  test::write_file(tsv,
+                   "name\tgpt2_tokens\tutf8_bytes\nx.c\t120\t400\nempty.c\t0\t0\ny.h\t7\t20\n");
   EXPECT_EQ(read_lengths(tsv), (std::vector<int64_t>{120, 7}));
   const std::string plain = dir.file("b.txt");
   test::write_file(plain, "5\n# comment\n6\n");
@@ -130,7 +132,8 @@ TEST(LengthFiles, TsvPlainAndIdx) {
 }
 
 TEST(LengthFiles, RealLinuxSources) {
-  const std::string path = std::string(MESHLOOM_SOURCE_DIR) + "/../shared/data/lengths/linux_c_h.tsv";
+  const std::string path =
+      std::string(MESHLOOM_SOURCE_DIR) + "/../shared/data/lengths/linux_c_h.tsv";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
   const auto v = read_lengths(path);
   int64_t total = 0, longest = 0;

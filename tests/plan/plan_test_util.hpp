@@ -11,7 +11,7 @@
 #include "plan/lengths.hpp"
 #include "plan/model_shape.hpp"
 
-namespace meshloom::plan::test {
+namespace meshloom::plan::plantest {
 
 // LLaMA-7B on an H100-class trainer: the cost model the simulator uses.
 inline CostModel llama7b_cost() {
@@ -22,6 +22,7 @@ inline CostModel llama7b_cost() {
 }
 
 struct Batch {
+  int kind = 0;  // 0 heavy tail, 1 short + few long, 2 nothing to split, 3 boundaries
   int32_t trainers = 1;
   int64_t capacity = 1;
   std::vector<int64_t> lengths;
@@ -38,6 +39,7 @@ inline Batch random_batch(Rng& rng, int32_t max_trainers, double fill, int max_s
   const int64_t C = b.capacity;
   const int64_t cap = int64_t(b.trainers) * C;
   const int kind = int(rng.below(4));
+  b.kind = kind;
   const double budget = fill * double(cap);
   double tokens = 0;
   while (tokens < budget && int(b.lengths.size()) < max_seqs) {
@@ -68,4 +70,4 @@ inline Batch random_batch(Rng& rng, int32_t max_trainers, double fill, int max_s
   return b;
 }
 
-}  // namespace meshloom::plan::test
+}  // namespace meshloom::plan::plantest

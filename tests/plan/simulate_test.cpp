@@ -1,1 +1,62 @@
-// (being written)
+// The simulator: every planner on the same batches, HDP ahead of the grid.
+#include "plan/simulate.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace meshloom;
+using namespace meshloom::plan;
+
+TEST(Simulate, HdpBeatsTheStaticGridOnLongTailedBatches) {
+  SimulateSpec s;
+  s.model = "llama-7b";
+  s.gpus = 256;
+  s.tp = 2;
+  s.context = 512 * 1024;
+  s.batch = 4 * 1024 * 1024;
+  s.capacity = 8192;
+  s.lengths = "byted";
+  s.steps = 2;
+  const SimResult r = simulate(s);
+  EXPECT_EQ(r.trainers, 128);
+  ASSERT_EQ(r.rows.size(), 4u);
+  for (const SimRow& row : r.rows) {
+    EXPECT_EQ(row.error, "") << row.planner;
+    EXPECT_GT(row.step_s, 0) << row.planner;
+    EXPECT_GE(row.ideal, 1.0 - 1e-9) << row.planner;
+    EXPECT_EQ(row.planning.size(), 2u);
+  }
+  const SimRow* grid = r.row("static");
+  const SimRow* hdp = r.row("hdp");
+  const SimRow* bs = r.row("bytescale");
+  EXPECT_EQ(grid->static_cp, 64);  // 512K / 8K
+  EXPECT_LT(hdp->step_s, 0.7 * grid->step_s);
+  EXPECT_LE(hdp->step_s, bs->step_s * 1.001);
+  EXPECT_LT(hdp->comm_bytes, grid->comm_bytes);
+  EXPECT_LT(hdp->imbalance, 1.05);
+  const std::string report = simulate_report(r);
+  EXPECT_NE(report.find("| hdp |"), std::string::npos);
+  EXPECT_NE(report.find("static (CP 64 x DP 2)"), std::string::npos);
+  const std::string csv = simulate_csv_rows(r);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4);
+  const std::string header = simulate_csv_header();
+  EXPECT_EQ(std::count(header.begin(), header.end(), ','),
+            std::count(csv.begin(), csv.begin() + csv.find('\n'), ','));
+}
+
+TEST(Simulate, ReportsWhatAPlannerCannotPlan) {
+  SimulateSpec s;
+  s.gpus = 8;
+  s.context = 1024 * 1024;  // needs CP 128 at 8K: more than 8 trainers
+  s.batch = 64 * 1024;
+  s.lengths = "fixed:4K";
+  const SimResult r = simulate(s);
+  EXPECT_NE(r.row("static")->error.find("static grid"), std::string::npos);
+  EXPECT_EQ(r.row("hdp")->error, "");
+  EXPECT_THROW(
+      {
+        SimulateSpec bad = s;
+        bad.tp = 3;
+        simulate(bad);
+      },
+      Error);
+}

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Faults, end to end, over 240 steps:
+#  - an injected loader crash (SIGKILL at a step), an injected hang, and a
+#    real `kill -9` of a loader process from outside: the global batches equal
+#    a fault-free run's (HDF5 dumps), no step is missing, the failover's stall
+#    is reported, the job exits 0 (mpirun --enable-recovery);
+#  - an injected slow trainer is named as a straggler in the log and metrics;
+#  - a hung trainer makes the watchdog end the job with a message, not a hang.
+#   faults_test.sh MESHLOOM MPIEXEC
+set -u
+meshloom=$1 mpiexec=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+dir=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+mkdir -p "$dir/docs"
+cp /usr/share/doc/python3.11/html/_sources/library/[a-f]*.rst.txt "$dir/docs/" || fail "python3.11-doc missing"
+"$meshloom" prepare --input "$dir/docs" --format text --tokenizer byte --out "$dir/docs" >/dev/null || fail prepare
+/usr/bin/python3 "$root/scripts/corpora.py" fortunes "$dir/fortunes.jsonl" >/dev/null
+cat >"$dir/c.yaml" <<YAML
+run: {timeout: 60}
+cluster: {roles: {constructors: 1, loaders: 3}}
+faults: {loader_timeout: 1.5}
+data:
+  seq_len: 1024
+  tokens_per_step: 4096
+  sources:
+    - {name: docs, path: $dir/docs}
+    - {name: fortunes, path: $dir/fortunes.jsonl, format: jsonl, tokenizer: byte}
+YAML
+STEPS=240
+data() {  # name args...
+  local name=$1; shift
+  timeout 120 "$mpiexec" --enable-recovery --oversubscribe --bind-to none -np 6 "$meshloom" data \
+    -c "$dir/c.yaml" --steps $STEPS --dump "$dir/$name.h5" "$@" >"$dir/$name.txt" 2>&1
+}
+same_as_clean() {  # name
+  for ds in tokens samples/source samples/doc samples/offset samples/length steps/first_sample; do
+    h5diff "$dir/clean.h5" "$dir/$1.h5" "/$ds" >/dev/null || fail "$1: /$ds differs from the fault-free run"
+  done
+  local n
+  n=$(/usr/bin/python3 -c 'import h5py,sys; print(len(h5py.File(sys.argv[1],"r")["steps/first_sample"]) - 1)' "$dir/$1.h5")
+  ((n == STEPS)) || fail "$1: $n steps in the dump, not $STEPS"
+}
+data clean || { cat "$dir/clean.txt"; fail "fault-free run"; }
+
+data crash --set 'faults.inject=[{kind: crash, rank: 2, step: 60}]' || { cat "$dir/crash.txt"; fail "crash run exited non-zero"; }
+grep -q "loader rank 2 did not answer .* its shadow, rank 3, takes over (stall" "$dir/crash.txt" ||
+  { cat "$dir/crash.txt"; fail "no failover reported for the crash"; }
+same_as_clean crash
+echo "ok: injected loader crash at step 60: $(grep -o 'stall [^)]*' "$dir/crash.txt" | head -1), batches identical"
+
+data hang --set 'faults.inject=[{kind: hang, rank: 3, step: 100}]' || { cat "$dir/hang.txt"; fail "hang run exited non-zero"; }
+grep -q "loader rank 3 did not answer" "$dir/hang.txt" || { cat "$dir/hang.txt"; fail "no failover for the hang"; }
+same_as_clean hang
+echo "ok: injected loader hang at step 100: batches identical"
+
+# A real kill -9 from outside, while the job runs (loaders slowed a little so
+# the run lasts long enough to be hit in the middle).
+data kill --set 'faults.inject=[{kind: slow, rank: 1, step: 0, seconds: 0.004}, {kind: slow, rank: 2, step: 0, seconds: 0.004}, {kind: slow, rank: 3, step: 0, seconds: 0.004}]' &
+job=$!
+victim=""
+for _ in $(seq 100); do
+  for p in $(pgrep -f "meshloom data -c $dir/c.yaml"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=2'; then victim=$p; fi
+  done
+  [[ -n $victim ]] && break
+  sleep 0.1
+done
+[[ -n $victim ]] || fail "could not find loader rank 2"
+sleep 1.5
+kill -9 "$victim" || fail "kill -9 $victim"
+wait $job || { cat "$dir/kill.txt"; fail "the job died with its loader"; }
+grep -q "loader rank 2 did not answer" "$dir/kill.txt" || { cat "$dir/kill.txt"; fail "kill -9 not detected (too late?)"; }
+same_as_clean kill
+echo "ok: kill -9 of loader rank 2 (pid $victim): batches identical"
+
+# Stragglers: trainer rank 5 sleeps 0.3 s per step from step 2.
+cat >"$dir/t.yaml" <<YAML
+run: {timeout: 60, steps: 8, dir: $dir/run}
+cluster: {roles: {constructors: 1, loaders: 1}}
+model: {vocab_size: 257, d_model: 32, n_layers: 1, n_heads: 4, n_kv_heads: 2, ffn_dim: 64}
+data:
+  seq_len: 512
+  tokens_per_step: 2048
+  sources: [{name: docs, path: $dir/docs}]
+faults: {straggler_factor: 1.5, straggler_steps: 3, inject: [{kind: slow, rank: 5, step: 2, seconds: 0.3}]}
+YAML
+timeout 120 "$mpiexec" --oversubscribe --bind-to none -np 6 "$meshloom" train -c "$dir/t.yaml" >"$dir/s.txt" 2>&1 ||
+  { cat "$dir/s.txt"; fail "straggler run"; }
+grep -q "straggler: trainer 3 (rank 5 on" "$dir/s.txt" || { cat "$dir/s.txt"; fail "straggler not named"; }
+grep -q '"stragglers": \[5\]' "$dir/run/metrics.jsonl" || fail "straggler not in metrics"
+grep -c '"stragglers": \[5\]' "$dir/run/metrics.jsonl" | grep -qx 4 || fail "straggler steps counted wrong"
+echo "ok: $(grep -o 'straggler: trainer 3.*' "$dir/s.txt" | head -1)"
+
+# A hung trainer: the watchdog ends the job (run.timeout 4 s) with a message.
+start=$SECONDS
+timeout 60 "$mpiexec" --oversubscribe --bind-to none -np 6 "$meshloom" train -c "$dir/t.yaml" \
+  --set run.timeout=4 --set 'faults.inject=[{kind: hang, rank: 4, step: 3}]' >"$dir/w.txt" 2>&1
+rc=$?
+((rc != 0 && rc != 124)) || { cat "$dir/w.txt"; fail "hung trainer: rc=$rc"; }
+grep -q "watchdog: rank .* has waited .* for the gradient all-reduce" "$dir/w.txt" ||
+  grep -q "waited .* s for .*" "$dir/w.txt" || { cat "$dir/w.txt"; fail "no watchdog message"; }
+echo "ok: hung trainer: job ended in $((SECONDS - start)) s: $(grep -m1 '^meshloom: ' "$dir/w.txt" | cut -c1-140)"
+echo "faults test passed"
