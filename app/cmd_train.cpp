@@ -75,6 +75,14 @@ int dry_run(const World& w) {
   return kExitOk;
 }
 
+// [[tokens, attn_l2, k, seconds], ...] for metrics.jsonl.
+std::string micro_json(const std::vector<double>& m) {
+  std::string out;
+  for (size_t i = 0; i + 3 < m.size(); i += 4)
+    out += strf("%s[%.0f, %.6g, %.0f, %.6f]", i ? ", " : "", m[i], m[i + 1], m[i + 2], m[i + 3]);
+  return out;
+}
+
 // Rank 0: the data path's lead, plus one line per step and metrics.jsonl.
 int run_lead(const World& w, const TrainArgs& args) {
   const auto& run = w.config.run;
@@ -187,9 +195,10 @@ int run_lead(const World& w, const TrainArgs& args) {
       for (size_t i = 0; i < acks.size(); ++i)
         std::fprintf(metrics,
                      "%s{\"trainer\": %d, \"tokens\": %lld, \"flops\": %.4g, \"compute\": %.6f, "
-                     "\"wait\": %.6f, \"step\": %.6f}",
+                     "\"wait\": %.6f, \"step\": %.6f, \"predicted\": %.6f, \"micro\": [%s]}",
                      i ? ", " : "", acks[i].trainer, (long long)acks[i].tokens, acks[i].flops,
-                     acks[i].compute_seconds, acks[i].wait_seconds, acks[i].step_seconds);
+                     acks[i].compute_seconds, acks[i].wait_seconds, acks[i].step_seconds,
+                     lead.predicted_time(s, acks[i].trainer), micro_json(acks[i].micro).c_str());
       std::fprintf(metrics, "]}\n");
       std::fflush(metrics);
     }

@@ -49,6 +49,7 @@ struct Hardware {
   int trainers_per_node = 8;          // 0: every ring uses `bandwidth`
   double latency = 10e-6;             // seconds per ring message (one block, one layer)
   double host_bandwidth = 20e9;       // bytes/s device <-> host, for offloading
+  double host_memory = 256e9;         // pinned host bytes one trainer may offload to
   double micro_batch_overhead = 0.0;  // seconds per micro-batch (g)
 };
 

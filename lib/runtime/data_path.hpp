@@ -89,6 +89,10 @@ class Lead {
   // The plan of the last dispatched step, and the cost model it used.
   const plan::Plan& last_plan() const { return last_plan_; }
   const plan::CostModel& cost_model() const { return plan_cost_; }
+  // The planner's predicted compute seconds of `trainer` in step s.
+  double predicted_time(int64_t step, int trainer) const {
+    return predicted_.at(size_t(step - first_step_)).at(size_t(trainer));
+  }
 
  private:
   int64_t length(int source, int64_t doc);
@@ -118,6 +122,7 @@ class Lead {
   std::vector<size_t> logged_;                 // per source: learned_ entries checkpointed
   int64_t checkpoints_ = 0;
   std::vector<uint64_t> hashes_;  // per dispatched step
+  std::vector<std::vector<double>> predicted_;  // per dispatched step, per trainer
   std::string last_full_;  // file name of the last checkpoint with full lengths
   std::vector<std::vector<proto::Ack>> acks_;  // per step, until taken
   std::vector<int> ack_count_;                 // per step

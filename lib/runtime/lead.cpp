@@ -279,6 +279,9 @@ void Lead::dispatch_step(bool last) {
     h = ckpt::fnv1a(key, sizeof(key), h);
   }
   hashes_.push_back(h);
+  std::vector<double> predicted;
+  for (int t = 0; t < w_.layout.trainers; ++t) predicted.push_back(last_plan_.trainer_time(t));
+  predicted_.push_back(std::move(predicted));
   const int64_t every = w_.config.checkpoint.every;
   if (every > 0 && (m.step + 1) % every == 0) {
     work.checkpoint = true;

@@ -184,6 +184,7 @@ std::string encode(const Ack& m) {
   w.put(m.peak_flops);
   w.put_string(m.echo);
   w.put_string(m.note);
+  w.put_vector(m.micro);
   return std::move(w.bytes());
 }
 Ack decode_ack(const std::string& b) {
@@ -202,6 +203,7 @@ Ack decode_ack(const std::string& b) {
   m.peak_flops = r.get<double>();
   m.echo = r.get_string();
   m.note = r.get_string();
+  m.micro = r.get_vector<double>();
   return m;
 }
 

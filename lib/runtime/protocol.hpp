@@ -133,6 +133,10 @@ struct Ack {
   double peak_flops = 0;        // this trainer's measured sgemm FLOP/s
   std::string echo;             // encoded Batch, or empty
   std::string note;             // a line for rank 0 to log (e.g. a checkpoint written)
+  // Per micro-batch, 4 numbers: tokens held, sum over its sequences of L^2/k
+  // (its share of attention work), the ring size k, seconds (forward + backward):
+  // what the planner's cost model predicts, measured (plan --calibrate fits it).
+  std::vector<double> micro;
 };
 
 struct Report {

@@ -164,7 +164,17 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
   model::AttnOptions attn;
   attn.threads = model_->threads();
   for (const auto& mb : batch.micro) {
+    const auto mb_start = clock::now();
     model::Batch b = to_model_batch(mb);
+    const double k = double(std::max<size_t>(1, mb.group.size()));
+    double attn_l2 = 0;
+    int32_t last = -1;
+    for (const auto& seg : mb.segments) {
+      if (seg.sample == last) continue;  // a member's two chunks are one sequence
+      last = seg.sample;
+      const double L = double(batch.samples[size_t(seg.sample)].length);
+      attn_l2 += L * L / k;
+    }
     double pairs = 0;
     for (int32_t p : mb.positions) pairs += double(p) + 1.0;
     ack.flops += flops(shape, b.size(), pairs);
@@ -182,6 +192,9 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
     }
     ack.loss_sum += ls.sum;
     ack.predictions += ls.count;
+    ack.micro.insert(ack.micro.end(),
+                     {double(b.size()), attn_l2, k,
+                      std::chrono::duration<double>(clock::now() - mb_start).count()});
   }
   const auto t1 = clock::now();
   ack.compute_seconds = std::chrono::duration<double>(t1 - t0).count();
