@@ -109,6 +109,8 @@ struct InspectArgs {
 };
 
 int run_inspect(const InspectArgs& a) {
+  if (a.prefix.size() > 3 && a.prefix.substr(a.prefix.size() - 3) == ".h5")
+    return inspect_checkpoint(a.prefix);
   data::IndexedDataset ds(a.prefix);  // validates; throws naming the file
   if (a.dump) {
     std::string line;
@@ -186,8 +188,11 @@ void add_prepare(CLI::App& app, Runner* run) {
 
   static InspectArgs insp;
   CLI::App* icmd = app.add_subcommand(
-      "inspect", "Validate a Megatron indexed dataset (PREFIX.bin + PREFIX.idx) and summarize it");
-  icmd->add_option("prefix", insp.prefix, "Dataset prefix (without .bin/.idx)")->required();
+      "inspect",
+      "Verify and summarize a checkpoint (FILE.h5) or a Megatron indexed dataset (PREFIX.bin + "
+      "PREFIX.idx)");
+  icmd->add_option("path", insp.prefix, "Checkpoint file (.h5), or dataset prefix (without .bin/.idx)")
+      ->required();
   icmd->add_option("--show", insp.show, "Print sequence N decoded with --tokenizer");
   icmd->add_option("--tokenizer", insp.tokenizer, "Tokenizer for --show")->capture_default_str();
   icmd->add_flag("--dump", insp.dump, "Print every sequence's token ids, one line each");

@@ -96,6 +96,10 @@ done
 grep "skipping a bad checkpoint" "$dir/full.log"
 grep -q "resuming from $ck/step_00000002.h5" "$dir/full.log" || fail "did not fall back to step 2"
 echo "ok: three torn checkpoints skipped with a message, resumed from step 2"
+"$meshloom" inspect "$ck/step_00000002.h5" | grep -q "every checksum right" || fail "inspect of a good checkpoint"
+"$meshloom" inspect "$newest" >"$dir/inspect.txt" 2>&1 && fail "inspect accepted a torn checkpoint"
+grep -q "^meshloom: error: .*step_" "$dir/inspect.txt" || { cat "$dir/inspect.txt"; fail "inspect message"; }
+echo "ok: meshloom inspect verifies and refuses: $(cat "$dir/inspect.txt" | cut -c1-100)"
 
 # A job that fails again and again from the same checkpoint gives up.
 cat "$dir/c.yaml" >"$dir/c2.yaml"
