@@ -12,7 +12,10 @@
 #include "app/commands.hpp"
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "config/config.hpp"
+#include "dataplane/data_plane.hpp"
 #include "plan/lengths.hpp"
+#include "runtime/doc_source.hpp"
 #include "plan/plan_io.hpp"
 #include "plan/planner.hpp"
 #include "plan/simulate.hpp"
@@ -35,6 +38,9 @@ struct PlanArgs {
   int tp = 1;
   double tflops = 312, mfu = 0.45, bandwidth = 25, nvlink = 150;
   std::string json, out, png, calibrate;
+  std::string config;  // plan the real data plane's steps instead of --lengths
+  std::vector<std::string> sets;
+  int64_t steps = 10;
 };
 
 std::string quote(const std::string& s) {
@@ -62,6 +68,19 @@ std::string plot_script() {
       "MESHLOOM_PLOT_SCRIPT)");
 }
 
+// trainer x time of both plans side by side (scripts/plot_plan.py).
+void draw(const plan::Plan& hdp, const plan::Plan& stat, const std::string& png) {
+  const std::string stem = fs::path(png).replace_extension("").string();
+  plan::write_json(hdp, stem + "." + hdp.planner + ".json");
+  plan::write_json(stat, stem + ".static.json");
+  const char* py = std::getenv("MESHLOOM_PYTHON");
+  const std::string cmd = quote(py ? py : "/usr/bin/python3") + " " + quote(plot_script()) +
+                          " plan " + quote(stem + "." + hdp.planner + ".json") + " " +
+                          quote(stem + ".static.json") + " -o " + quote(png);
+  if (std::system(cmd.c_str()) != 0) throw Error("plotting failed: " + cmd);
+  std::printf("chart: %s\n", png.c_str());
+}
+
 void print_summary(const plan::Plan& p, double ideal) {
   const plan::PlanStats st = plan::plan_stats(p);
   int64_t tokens = 0;
@@ -82,7 +101,56 @@ void print_summary(const plan::Plan& p, double ideal) {
               human_bytes(double(plan::serialize(p).size())).c_str());
 }
 
+// --config: the data plane chooses the steps exactly as in training (sources
+// opened here, no MPI), and each step is planned with the configured planner
+// and with the static baseline, one line per step.
+int run_plan_config(const PlanArgs& a) {
+  config::Config c = config::load_config(a.config, a.sets);
+  if (a.trainers < 1) throw Error("--config needs --trainers T (the trainer count to plan for)");
+  std::vector<std::unique_ptr<DocSource>> sources;
+  std::vector<int64_t> docs;
+  for (const auto& s : c.data.sources) {
+    sources.push_back(open_doc_source(s));
+    docs.push_back(sources.back()->docs());
+  }
+  dataplane::DataPlane plane(c, docs, [&](int s, int64_t d) { return sources[size_t(s)]->length(d); });
+  plan::Hardware hw;
+  hw.flops = c.plan.flops;
+  hw.bandwidth = hw.intra_bandwidth = c.plan.bandwidth;
+  hw.trainers_per_node = 0;
+  plan::CostModel cost = plan::CostModel::from_shape(plan::shape_from_config(c.model), hw);
+  if (!c.plan.calibration.empty())
+    cost = plan::calibrated(cost, plan::calibrate(plan::read_calibration_csv(c.plan.calibration)));
+  const plan::PlannerOptions o = plan::options_from_config(c.plan, a.trainers, c.data.seq_len);
+  const std::string other = c.plan.planner == "static" ? "hdp" : "static";
+  std::printf("%5s %8s %6s %6s %9s %10s %10s %10s %11s %9s %10s\n", "step", "samples", "split",
+              "max k", "micro", "predicted", "imbalance", "ring/step", "plan ms", other.c_str(),
+              "speedup");
+  for (int64_t step = 0; step < a.steps; ++step) {
+    dataplane::StepManifest m = plane.next();
+    std::vector<int64_t> lengths;
+    for (const auto& p : m.samples) lengths.push_back(p.length);
+    const plan::Plan p = plan::make_plan(c.plan.planner, lengths, o, cost);
+    const std::string err = p.validate();
+    if (!err.empty()) throw Error(strf("step %lld: %s", (long long)step, err.c_str()));
+    const plan::Plan q = plan::make_plan(other, lengths, o, cost);
+    const plan::PlanStats st = plan::plan_stats(p), sq = plan::plan_stats(q);
+    std::printf("%5lld %8zu %6lld %6d %4d-%-4d %10s %10.3f %10s %11.2f %9s %9.2fx\n",
+                (long long)step, lengths.size(), (long long)st.split_sequences, st.max_group,
+                st.min_micro_batches, st.max_micro_batches, human_seconds(st.makespan).c_str(),
+                st.imbalance, human_bytes(st.comm_bytes).c_str(), p.planning_seconds * 1e3,
+                human_seconds(sq.makespan).c_str(), sq.makespan / std::max(st.makespan, 1e-12));
+    if (step == 0 && !a.png.empty()) {
+      const plan::Plan& hdp = c.plan.planner == "static" ? q : p;
+      const plan::Plan& stat = c.plan.planner == "static" ? p : q;
+      draw(hdp, stat, a.png);
+    }
+  }
+  return kExitOk;
+}
+
 int run_plan(const PlanArgs& a) {
+  if (!a.config.empty()) return run_plan_config(a);
   plan::SimulateSpec hw;
   hw.tp = a.tp;
   hw.gpu_flops = a.tflops * 1e12;
@@ -147,17 +215,7 @@ int run_plan(const PlanArgs& a) {
     const std::string other_err = other.validate();
     if (!other_err.empty()) throw Error(other_err);
     print_summary(other, ideal);
-    const std::string stem = fs::path(a.png).replace_extension("").string();
-    const plan::Plan& hdp = a.planner == "static" ? other : p;
-    const plan::Plan& stat = a.planner == "static" ? p : other;
-    plan::write_json(hdp, stem + "." + hdp.planner + ".json");
-    plan::write_json(stat, stem + ".static.json");
-    const char* py = std::getenv("MESHLOOM_PYTHON");
-    const std::string cmd = quote(py ? py : "/usr/bin/python3") + " " + quote(plot_script()) +
-                            " plan " + quote(stem + "." + hdp.planner + ".json") + " " +
-                            quote(stem + ".static.json") + " -o " + quote(a.png);
-    if (std::system(cmd.c_str()) != 0) throw Error("plotting failed: " + cmd);
-    std::printf("chart: %s\n", a.png.c_str());
+    draw(a.planner == "static" ? other : p, a.planner == "static" ? p : other, a.png);
   }
   return kExitOk;
 }
@@ -168,6 +226,10 @@ void add_plan(CLI::App& app, Runner* run) {
   static PlanArgs a;
   CLI::App* cmd =
       app.add_subcommand("plan", "Plan one step from a file of sequence lengths and check it");
+  cmd->add_option("--config,-c", a.config,
+                  "Plan the steps the data plane of this experiment chooses (needs --trainers)");
+  cmd->add_option("--set", a.sets, "Override a config key (repeatable)");
+  cmd->add_option("--steps", a.steps, "Steps to plan with --config")->capture_default_str();
   cmd->add_option("--lengths", a.lengths,
                   "Lengths: .tsv with a gpt2_tokens column, one per line, or .idx");
   cmd->add_option("--trainers,-T", a.trainers, "Trainers");
