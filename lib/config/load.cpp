@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -6,6 +7,7 @@
 #include <sstream>
 
 #include "base/strings.hpp"
+#include "base/utf8.hpp"
 #include "config/config.hpp"
 
 namespace meshloom::config {
@@ -177,6 +179,12 @@ static void apply_override(YAML::Node root, const std::string& text, Origin* ori
 Config parse_config(const std::string& text, const std::string& name,
                     const std::vector<std::string>& overrides) {
   Origin origin(name);
+  const size_t valid = valid_utf8_prefix(text);
+  if (valid < text.size()) {
+    const size_t line = 1 + size_t(std::count(text.begin(), text.begin() + long(valid), '\n'));
+    throw ConfigError(strf("%s:%zu: the config is not valid UTF-8 (byte %zu)", name.c_str(), line,
+                           valid + 1));
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);

@@ -16,7 +16,7 @@
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
-#include "data/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace meshloom::data {
 

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <utility>
 
-#include "data/utf8.hpp"
+#include "base/utf8.hpp"
 #include "tests/common/test_util.hpp"
 
 namespace meshloom::data {

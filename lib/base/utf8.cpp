@@ -1,10 +1,10 @@
 // UTF-8 validation and repair (see utf8.hpp for the replacement rule).
-#include "data/utf8.hpp"
+#include "base/utf8.hpp"
 
 #include <cstdint>
 #include <cstring>
 
-namespace meshloom::data {
+namespace meshloom {
 
 namespace {
 
@@ -92,4 +92,4 @@ size_t sanitize_utf8(std::string* text) {
   return replaced;
 }
 
-}  // namespace meshloom::data
+}  // namespace meshloom

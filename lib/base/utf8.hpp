@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-namespace meshloom::data {
+namespace meshloom {
 
 // Length of the longest valid UTF-8 prefix of text (text.size() if all valid).
 size_t valid_utf8_prefix(std::string_view text);
@@ -24,4 +24,4 @@ size_t valid_utf8_prefix(std::string_view text);
 // (0 means *text was valid and is unchanged, with no copy made).
 size_t sanitize_utf8(std::string* text);
 
-}  // namespace meshloom::data
+}  // namespace meshloom
