@@ -14,7 +14,7 @@ sed -n '/<!-- config-reference:begin -->/,/<!-- config-reference:end -->/p' "$re
 "$meshloom" config reference >"$dir/code.md" || fail "config reference failed"
 diff -u "$dir/code.md" "$dir/readme.md" >"$dir/diff" ||
   { cat "$dir/diff"; fail "README reference differs from the code: run scripts/update_readme_reference.sh"; }
-printf 'data:\n  sources:\n    - {name: a, path: p}\n  schedule:\n    - {step: 0, weights: {a: 1}}\n' >"$dir/min.yaml"
+printf 'data:\n  sources:\n    - {name: a, path: p}\n  schedule:\n    - {step: 0, weights: {a: 1}}\nfaults:\n  inject: [{kind: slow, rank: 0, step: 0}]\n' >"$dir/min.yaml"
 n=0
 while IFS='|' read -r _ key type default _; do
   key=$(echo "$key" | tr -d '` ') type=$(echo "$type" | tr -d ' ') default=$(echo "$default" | sed 's/^ *`//; s/` *$//')
