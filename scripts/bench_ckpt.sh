@@ -38,13 +38,14 @@ rows = [json.loads(l) for l in open(sys.argv[1])][5:]
 print(sum(max(t["step"] + t["wait"] for t in r["trainers"]) for r in rows) / len(rows))' "$work/$name/metrics.jsonl"
 }
 none=$(run none --set checkpoint.every=0)
+bg10=$(run background10 --set checkpoint.every=10 --set checkpoint.background=true)
 bg=$(run background --set checkpoint.every=1 --set checkpoint.background=true)
 sync=$(run sync --set checkpoint.every=1 --set checkpoint.background=false)
 sizes=$(grep -o 'written: [0-9.]* [KMG]iB' "$work/background.log" | awk '{print $2 $3}' | sort | uniq -c | tr '\n' ' ' || true)
 lengths=$(for f in "$work"/background/checkpoints/step_*.h5; do "$MESHLOOM" inspect "$f" | sed -n "s/.*lengths *//p"; done || true)
 echo "mode,mean_step_s,overhead_pct" >"$out/ckpt.csv"
 printf '| checkpoints | mean step (s) | overhead |\n| --- | --- | --- |\n'
-for row in "none $none" "background $bg" "sync $sync"; do
+for row in "none $none" "background,every-10-steps $bg10" "background,every-step $bg" "synchronous,every-step $sync"; do
   read -r mode t <<<"$row"
   pct=$(awk -v a="$t" -v b="$none" 'BEGIN{printf "%.1f", 100*(a-b)/b}')
   echo "$mode,$t,$pct" >>"$out/ckpt.csv"
@@ -60,10 +61,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 rows = list(csv.DictReader(open(sys.argv[1])))
-plt.figure(figsize=(5, 3.2))
-plt.bar([r["mode"] for r in rows], [float(r["mean_step_s"]) for r in rows], color=["#888", "#2a7", "#c54"])
+plt.figure(figsize=(7, 3.4))
+plt.bar([r["mode"] for r in rows], [float(r["mean_step_s"]) for r in rows], color=["#888", "#2a7", "#7c4", "#c54"])
 plt.ylabel("mean step time (s)")
-plt.title("checkpoint every step: cost")
+plt.title("cost of checkpoints")
 plt.tight_layout()
 plt.savefig(sys.argv[2], dpi=110)
 PY

@@ -22,7 +22,7 @@
 #                                            so parts not run show earlier results)
 #
 # Without BENCH_NO_BUILD it installs what is missing (scripts/setup.sh) and
-# builds the meshloom target only. About 3-4 minutes of benchmarks on 2 cores.
+# builds the meshloom target only. About 2.5 minutes of benchmarks on 2 cores.
 #
 # Generated sources and configs go to WORK (data/bench, git-ignored). Every
 # mpirun is bounded by TIMEOUT seconds.
@@ -39,7 +39,7 @@ TIMEOUT=${TIMEOUT:-150}    # seconds per mpirun
 PARTS=${PARTS:-1 2 3}
 LOADERS=${LOADERS:-1 2 4 8}
 TPUT_TRAINERS=${TPUT_TRAINERS:-4}
-TPUT_STEPS=${TPUT_STEPS:-500}        # 500 x 16384 tokens: about 0.85 epoch of the mixture
+TPUT_STEPS=${TPUT_STEPS:-500}        # 500 x 16384 tokens: about 0.75 epoch of the mixture
 MEM_TRAINERS=${MEM_TRAINERS:-8 16}
 MEM_LOADERS=${MEM_LOADERS:-1 2 4}    # disaggregated layouts measured (2 is the headline)
 MEM_STEPS=${MEM_STEPS:-100}
@@ -145,7 +145,7 @@ fi
 # Raw sources are read whole by whoever opens them and GPT-2 tokenized on the
 # fly; stdlib_modules is the indexed dataset prepared in part 1. Part 2 weighs
 # sources by text size, so that they run out at about the same step (one epoch
-# of the mixture is about 9.6M tokens), and also runs an all-indexed control
+# of the mixture is about 10.9M tokens), and also runs an all-indexed control
 # (the same 8 sources prepared beforehand: no tokenization in the data path).
 # Part 3 weighs them equally, so that in a short run every colocated trainer
 # receives samples of (and so opens) every source.

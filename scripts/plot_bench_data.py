@@ -238,7 +238,7 @@ def memory(res, headline):
            "rank0_pss_kib", "loaders_pss_kib", "trainers_pss_kib", "trainer_excess_pss_kib",
            "data_path_pss_kib", "job_pss_kib", "colocated_over_this"], summary)
 
-    fig, ax = plt.subplots(figsize=(9, 4.8))
+    fig, ax = plt.subplots(figsize=(11.5, 5))
     labels, x = [], 0
     first_steps = int(summary[0][4]) if summary else 0
     for s in summary:
@@ -249,7 +249,7 @@ def memory(res, headline):
                label="trainers beyond a bare trainer" if x == 0 else None)
         ax.text(x, lead + load + exc, f"{s[10] / MIB:.0f}", ha="center", va="bottom", fontsize=8)
         labels.append(f"T={s[0]}\n" + ("coloc." if s[1] == "colocated" else f"L={s[2]}") +
-                      ("" if int(s[4]) == first_steps else f"\n{s[4]} steps"))
+                      ("" if int(s[4]) == first_steps else f"\n{s[4]} st."))
         x += 1
     ax.set_xticks(range(len(labels)), labels)
     ax.set_ylabel("data path memory, PSS (MiB)")

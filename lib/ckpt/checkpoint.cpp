@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -19,6 +20,25 @@ uint64_t fnv1a(const void* data, size_t n, uint64_t h) {
   const auto* b = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ULL;
   return h;
+}
+
+uint64_t checksum(const void* data, size_t n) {
+  // FNV-1a over little-endian 64-bit words (the tail zero-padded), then the
+  // length: 8x faster than byte-wise FNV on the hundreds of MB of a checkpoint.
+  const auto* b = static_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ULL;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, b + i, 8);
+    h = (h ^ w) * 1099511628211ULL;
+  }
+  if (i < n) {
+    uint64_t w = 0;
+    std::memcpy(&w, b + i, n - i);
+    h = (h ^ w) * 1099511628211ULL;
+  }
+  return (h ^ uint64_t(n)) * 1099511628211ULL;
 }
 
 std::string checkpoint_path(const std::string& dir, int64_t step) {
@@ -58,7 +78,7 @@ class Writer {
 
  private:
   void sum(const std::string& name, const void* p, size_t n) {
-    f_.write_scalar(checksum_name(name), uint64_t(fnv1a(p, n)));
+    f_.write_scalar(checksum_name(name), checksum(p, n));
   }
   H5File& f_;
 };
@@ -89,7 +109,7 @@ class Reader {
   void check(const std::string& name, const void* p, size_t n) {
     const std::string c = checksum_name(name);
     if (!f_.exists(c)) throw Error(path_ + ": no checksum for /" + name);
-    if (f_.read_scalar<uint64_t>(c) != fnv1a(p, n))
+    if (f_.read_scalar<uint64_t>(c) != checksum(p, n))
       throw Error(path_ + ": /" + name + " does not match its checksum (the file is corrupt)");
   }
   const H5File& f_;

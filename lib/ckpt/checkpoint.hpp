@@ -13,7 +13,7 @@
 //   /data/lengths/kind    string   "full" or "delta"
 //   /data/lengths/base    string   for a delta: the file holding the full lengths
 //   /data/lengths/<source>/docs, /lengths  int64  document lengths learned from loaders
-//   /checksums/<dataset path with '/' as '|'>  uint64  FNV-1a of the dataset's bytes
+//   /checksums/<dataset path with '/' as '|'>  uint64  checksum() of the dataset's bytes
 //
 // Document lengths are a cache (loaders can always recompute them) that saves
 // re-tokenizing raw sources on resume; they are stored in full every
@@ -77,5 +77,8 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 void prune_checkpoints(const std::string& dir, int64_t keep);
 
 uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ULL);
+// The datasets' checksum: FNV-1a over 64-bit little-endian words (the last
+// one zero-padded), then mixed with the byte count.
+uint64_t checksum(const void* data, size_t n);
 
 }  // namespace meshloom::ckpt

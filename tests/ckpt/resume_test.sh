@@ -99,6 +99,11 @@ echo "ok: three torn checkpoints skipped with a message, resumed from step 2"
 "$meshloom" inspect "$ck/step_00000002.h5" | grep -q "every checksum right" || fail "inspect of a good checkpoint"
 "$meshloom" inspect "$newest" >"$dir/inspect.txt" 2>&1 && fail "inspect accepted a torn checkpoint"
 grep -q "^meshloom: error: .*step_" "$dir/inspect.txt" || { cat "$dir/inspect.txt"; fail "inspect message"; }
+# The documented layout, read independently: h5py (checksums recomputed) and h5dump.
+/usr/bin/python3 "$root/scripts/read_checkpoint.py" "$ck/step_00000002.h5" | grep -q "all good" ||
+  fail "read_checkpoint.py rejects a good checkpoint"
+/usr/bin/python3 "$root/scripts/read_checkpoint.py" "$second" >/dev/null && fail "read_checkpoint.py accepted a flipped byte"
+h5dump -d /meta/step "$ck/step_00000002.h5" | grep -q "(0): 2" || fail "h5dump cannot read /meta/step"
 echo "ok: meshloom inspect verifies and refuses: $(cat "$dir/inspect.txt" | cut -c1-100)"
 
 # A job that fails again and again from the same checkpoint gives up.
