@@ -31,6 +31,8 @@ struct Assembled {
   std::vector<int64_t> doc, offset, epoch, first_sample{0};
   std::vector<double> source_tokens;
   uint64_t hash = 1469598103934665603ULL;  // FNV-1a over the batches' content
+  bool keep_tokens = false;  // only for --dump: rank 0 need not hold every token
+  int64_t token_count = 0;
   void mix(const void* p, size_t n) {
     const auto* b = static_cast<const unsigned char*>(p);
     for (size_t i = 0; i < n; ++i) hash = (hash ^ b[i]) * 1099511628211ULL;
@@ -72,7 +74,8 @@ void assemble(int64_t step, const std::vector<proto::Ack>& acks, Assembled* out)
     for (char f : seen[i])
       if (!f) ML_FAIL(strf("step %lld: sample %zu lost tokens on the way", (long long)step, i));
     const auto& s = samples[i];
-    out->tokens.insert(out->tokens.end(), got[i].begin(), got[i].end());
+    if (out->keep_tokens) out->tokens.insert(out->tokens.end(), got[i].begin(), got[i].end());
+    out->token_count += int64_t(got[i].size());
     out->length.push_back(int32_t(s.length));
     out->source.push_back(s.source);
     out->doc.push_back(s.doc);
@@ -104,6 +107,7 @@ int run_lead(const World& w, const DataArgs& args) {
   const auto start = std::chrono::steady_clock::now();
   Lead lead(w);
   Assembled all;
+  all.keep_tokens = !args.dump.empty();
   int64_t processed = 0;
   const bool tty = isatty(fileno(stdout));
   double last_print = 0;
@@ -121,8 +125,8 @@ int run_lead(const World& w, const DataArgs& args) {
       last_print = elapsed();
       const double done = double(s + 1) / double(args.steps);
       std::printf("\r[data] step %lld/%lld  %.1fM tokens  %.2fM tokens/s  ETA %s   ",
-                  (long long)s + 1, (long long)args.steps, double(all.tokens.size()) / 1e6,
-                  double(all.tokens.size()) / 1e6 / std::max(elapsed(), 1e-9),
+                  (long long)s + 1, (long long)args.steps, double(all.token_count) / 1e6,
+                  double(all.token_count) / 1e6 / std::max(elapsed(), 1e-9),
                   human_seconds(elapsed() / done * (1 - done)).c_str());
       std::fflush(stdout);
     }
@@ -133,7 +137,7 @@ int run_lead(const World& w, const DataArgs& args) {
   if (tty) std::printf("\n");
   std::vector<proto::Report> reports = lead.stop();
 
-  const double total = double(all.tokens.size());
+  const double total = double(all.token_count);
   std::printf("data path: %lld steps, %.0f tokens in %.2f s: %.0f tokens/s delivered to %d "
               "trainer(s)\n",
               (long long)args.steps, total, seconds, total / seconds, w.layout.trainers);

@@ -175,6 +175,8 @@ struct DataConfig {
   int64_t prefetch = 2;
   int64_t workers = 2;
   int64_t rebalance_every = 20;
+  bool shadows = true;
+  int64_t cache_tokens = int64_t(1) << 20;
   std::vector<SourceConfig> sources;
   std::vector<ScheduleEntry> schedule;
   LongPolicyConfig long_policy;
@@ -191,6 +193,11 @@ struct DataConfig {
     v.field("workers", workers, "Worker threads per loader", in_range(1, 256));
     v.field("rebalance_every", rebalance_every,
             "Steps between loader re-partitioning by measured cost (0: never)", at_least(0));
+    v.field("shadows", shadows,
+            "Hot-standby shadows: each loader keeps the previous loader's sources open and "
+            "mirrors its prepared documents (memory for a faster failover)");
+    v.field("cache_tokens", cache_tokens,
+            "Tokens of tokenized documents a loader keeps per raw source (LRU)", at_least(0));
     v.field("sources", sources, "Data sources");
     v.field("schedule", schedule, "Curriculum: mixture weights at given steps");
     v.field("long_policy", long_policy, "Long/short policy");

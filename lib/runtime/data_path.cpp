@@ -48,7 +48,7 @@ void run_loader(const World& w) {
   std::vector<std::unique_ptr<DocSource>> open(sources.size());
   auto source_at = [&](int32_t s) -> DocSource& {
     ML_CHECK(s >= 0 && size_t(s) < sources.size(), "request for an unknown source");
-    if (!open[s]) open[s] = open_doc_source(sources[s]);  // a reassignment may bring new sources
+    if (!open[s]) open[s] = open_doc_source(sources[s], w.config.data.cache_tokens);  // a reassignment may bring new sources
     return *open[s];
   };
   proto::Report report;
@@ -168,7 +168,7 @@ static std::map<int32_t, std::vector<int32_t>> fetch_samples(
     const proto::Sample& s = work.samples[size_t(idx)];
     if (local) {
       auto& src = (*local)[size_t(s.source)];
-      if (!src) src = open_doc_source(w.config.data.sources[size_t(s.source)]);
+      if (!src) src = open_doc_source(w.config.data.sources[size_t(s.source)], w.config.data.cache_tokens);
       src->read(s.doc, s.offset, s.length, &tokens[idx]);
     } else {
       by_owner[s.owner].push_back(idx);

@@ -1,6 +1,7 @@
 #include "runtime/doc_source.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <atomic>
 #include <list>
 #include <mutex>
@@ -53,8 +54,8 @@ class IndexedDocSource final : public DocSource {
 // the same tokens.
 class RawDocSource final : public DocSource {
  public:
-  explicit RawDocSource(const config::SourceConfig& source)
-      : tokenizer_(make_tokenizer(source.tokenizer)) {
+  RawDocSource(const config::SourceConfig& source, int64_t cache_tokens)
+      : tokenizer_(make_tokenizer(source.tokenizer)), cache_limit_(cache_tokens) {
     data::ReaderOptions opt;
     opt.format = data::parse_input_format(source.format);
     data::DocumentReader reader({source.path}, opt);
@@ -116,7 +117,7 @@ class RawDocSource final : public DocSource {
     lru_.push_front(doc);
     cache_[doc] = {ids, lru_.begin()};
     cached_ += int64_t(ids->size());
-    while (cached_ > kCacheTokens && lru_.size() > 1) {
+    while (cached_ > cache_limit_ && lru_.size() > 1) {
       int64_t old = lru_.back();
       lru_.pop_back();
       cached_ -= int64_t(cache_[old].first->size());
@@ -125,8 +126,8 @@ class RawDocSource final : public DocSource {
     return ids;
   }
 
-  static constexpr int64_t kCacheTokens = int64_t(1) << 22;  // 16 MiB of int32 ids
   std::unique_ptr<Tokenizer> tokenizer_;
+  int64_t cache_limit_;
   std::string arena_;
   std::vector<int64_t> offsets_;
   mutable std::mutex mutex_;
@@ -138,17 +139,28 @@ class RawDocSource final : public DocSource {
 
 }  // namespace
 
-std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source) {
+std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source,
+                                           int64_t cache_tokens) {
   try {
     if (source.format == "indexed") return std::make_unique<IndexedDocSource>(source.path);
-    return std::make_unique<RawDocSource>(source);
+    return std::make_unique<RawDocSource>(source, cache_tokens);
   } catch (const Error& e) {
     throw Error("source '" + source.name + "': " + e.what());
   }
 }
 
 void check_sources(const config::Config& config) {
-  for (const auto& s : config.data.sources) open_doc_source(s);
+  for (const auto& s : config.data.sources) {
+    if (s.format == "indexed") {
+      open_doc_source(s);
+      continue;
+    }
+    std::error_code ec;
+    if (!std::filesystem::exists(s.path, ec))
+      throw Error("source '" + s.name + "': cannot read input " + s.path +
+                  ": No such file or directory");
+    if (s.tokenizer != "byte") make_tokenizer(s.tokenizer);  // vocabulary files present
+  }
 }
 
 }  // namespace meshloom

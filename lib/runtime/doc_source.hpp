@@ -32,10 +32,14 @@ class DocSource {
 };
 
 // Opens data.sources[i]; throws meshloom::Error naming the source and file.
-std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source);
+// `cache_tokens`: for raw sources, the token cache's size.
+std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source,
+                                           int64_t cache_tokens = int64_t(1) << 20);
 
-// Opens every source once (validating indexes) and throws the first problem;
-// run by rank 0 before the roles start, so a bad path is one clear message.
+// Validates every source and throws the first problem: indexed ones are
+// opened (their indexes checked), raw ones must exist and be readable (their
+// text is read by the loaders). Run by rank 0 before the roles start, so a
+// bad path is one clear message.
 void check_sources(const config::Config& config);
 
 }  // namespace meshloom

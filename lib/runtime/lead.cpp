@@ -24,7 +24,7 @@ Lead::Lead(const World& w) : w_(w) {
   if (colocated) {
     // No loader ranks: the lead reads lengths itself, trainers read tokens.
     for (size_t i = 0; i < n; ++i) {
-      local_.push_back(open_doc_source(sources[i]));
+      local_.push_back(open_doc_source(sources[i], w.config.data.cache_tokens));
       docs[i] = local_.back()->docs();
     }
   } else {
@@ -97,8 +97,10 @@ void Lead::send_assignment() {
       const int L = w_.layout.loaders;
       proto::Assign m;
       for (int s : a.sources_of_loader[l]) m.sources.push_back(s);
-      for (int s : a.sources_of_loader[(l + L - 1) % L]) m.shadow_sources.push_back(s);
-      m.shadow = L > 1 ? w_.layout.first_rank(Role::loader) + (l + 1) % L : -1;
+      if (w_.config.data.shadows && L > 1) {
+        for (int s : a.sources_of_loader[(l + L - 1) % L]) m.shadow_sources.push_back(s);
+        m.shadow = w_.layout.first_rank(Role::loader) + (l + 1) % L;
+      }
       send_bytes(proto::encode(m), w_.layout.first_rank(Role::loader) + l, proto::kAssign,
                  MPI_COMM_WORLD);
     }
@@ -135,29 +137,41 @@ void Lead::fetch_lengths(int source, int64_t doc) {
     for (int64_t i = 0; i < n; ++i) inverse_[s][size_t(perm_[s][size_t(i)])] = i;
     perm_epoch_[s] = epoch;
   }
+  // The batch holding `doc`, and as many following batches as the source has
+  // loaders, each to its own loader: they tokenize in parallel.
   const int64_t pos = inverse_[s][size_t(doc)];
-  proto::LengthRequest req;
-  req.step = next_step_;
-  req.source = source;
-  for (int64_t p = pos; p < n && int64_t(req.docs.size()) < kLengthBatch; ++p) {
-    int64_t d = perm_[s][size_t(p)];
-    if (lengths_[s][size_t(d)] < 0 || d == doc) req.docs.push_back(d);
-  }
-  // Batches of positions are dealt round-robin over the source's loaders.
   const auto& loaders = assignment_.loaders_of_source[s];
-  const int loader = loaders[size_t((pos / kLengthBatch) % int64_t(loaders.size()))];
-  const int rank = w_.layout.first_rank(Role::loader) + loader;
-  int served = rank;
-  proto::LengthReply rep = proto::decode_length_reply(
-      router_->request(rank, proto::kLengthReq, proto::encode(req), proto::kLengthRep,
-                       "a length request", &served));
-  ML_CHECK(rep.docs.size() == rep.lengths.size(), "bad length reply");
-  for (size_t i = 0; i < rep.docs.size(); ++i) {
-    if (lengths_[s][size_t(rep.docs[i])] < 0) learned_[s].push_back(rep.docs[i]);
-    lengths_[s][size_t(rep.docs[i])] = rep.lengths[i];
-    owner_[s][size_t(rep.docs[i])] = served;
+  std::vector<int> targets;
+  std::vector<std::string> payloads;
+  std::vector<std::vector<int64_t>> asked;
+  for (size_t j = 0; j < loaders.size(); ++j) {
+    proto::LengthRequest req;
+    req.step = next_step_;
+    req.source = source;
+    const int64_t from = pos + int64_t(j) * kLengthBatch;
+    for (int64_t p = from; p < n && p < from + kLengthBatch; ++p) {
+      const int64_t d = perm_[s][size_t(p)];
+      if (lengths_[s][size_t(d)] < 0) req.docs.push_back(d);
+    }
+    if (req.docs.empty()) continue;
+    // Batches of positions are dealt round-robin over the source's loaders.
+    const int loader = loaders[size_t((pos / kLengthBatch + int64_t(j)) % int64_t(loaders.size()))];
+    targets.push_back(w_.layout.first_rank(Role::loader) + loader);
+    payloads.push_back(proto::encode(req));
   }
-  if (rep.seconds_per_token > 0) cost_[s] = rep.seconds_per_token;
+  std::vector<int> served;
+  std::vector<std::string> replies = router_->request_many(
+      targets, payloads, proto::kLengthReq, proto::kLengthRep, "a length request", &served);
+  for (size_t j = 0; j < replies.size(); ++j) {
+    proto::LengthReply rep = proto::decode_length_reply(replies[j]);
+    ML_CHECK(rep.docs.size() == rep.lengths.size(), "bad length reply");
+    for (size_t i = 0; i < rep.docs.size(); ++i) {
+      if (lengths_[s][size_t(rep.docs[i])] < 0) learned_[s].push_back(rep.docs[i]);
+      lengths_[s][size_t(rep.docs[i])] = rep.lengths[i];
+      owner_[s][size_t(rep.docs[i])] = served[j];
+    }
+    if (rep.seconds_per_token > 0) cost_[s] = rep.seconds_per_token;
+  }
 }
 
 // Placement: the configured planner (HDP by default) turns the step's sample

@@ -23,50 +23,107 @@ int LoaderRouter::route(int loader) const {
   ML_FAIL("every loader is dead: the data path cannot go on");
 }
 
-// One try: send, then wait for the reply with the loader timeout. Returns
-// false (and leaves the send to complete, or not, on its own) when the
-// loader does not answer in time or MPI reports its process gone.
-bool LoaderRouter::exchange(int rank, int tag, const std::string& payload, int reply_tag,
-                            std::string* reply) {
-  // The buffer must outlive a send that may never complete: a failed
-  // exchange leaks it on purpose (a few bytes, once per dead loader).
-  auto* buffer = new std::string(payload);
-  MPI_Request req;
-  if (MPI_Isend(buffer->data(), int(buffer->size()), MPI_BYTE, rank, tag, MPI_COMM_WORLD, &req) !=
-      MPI_SUCCESS)
-    return false;
+// A send to a loader. Its buffer must outlive a send that may never complete
+// (a dead loader): a failed exchange leaks it on purpose, a few bytes once per
+// dead loader.
+LoaderRouter::Sent LoaderRouter::post(int rank, int tag, const std::string& payload) {
+  Sent s;
+  s.buffer = new std::string(payload);
+  s.ok = MPI_Isend(s.buffer->data(), int(s.buffer->size()), MPI_BYTE, rank, tag, MPI_COMM_WORLD,
+                   &s.request) == MPI_SUCCESS;
+  return s;
+}
+
+// Waits for the reply with the loader timeout. False when the loader does not
+// answer in time or MPI reports its process gone.
+bool LoaderRouter::await(int rank, int reply_tag, Sent* sent, std::string* reply) {
+  if (!sent->ok) return false;
   const auto start = std::chrono::steady_clock::now();
-  bool sent = false;
+  bool done = false;
   int idle = 0;
+  MPI_Request recv = MPI_REQUEST_NULL;
   while (true) {
-    if (!sent) {
+    if (!done) {
       int flag = 0;
-      if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
-      sent = flag != 0;
-      if (sent) delete buffer;
-    }
-    int flag = 0;
-    MPI_Status status;
-    if (MPI_Iprobe(rank, reply_tag, MPI_COMM_WORLD, &flag, &status) != MPI_SUCCESS) return false;
-    if (flag) {
-      int count = 0;
-      MPI_Get_count(&status, MPI_BYTE, &count);
-      reply->assign(size_t(count), '\0');
-      if (MPI_Recv(reply->data(), count, MPI_BYTE, rank, reply_tag, MPI_COMM_WORLD,
-                   MPI_STATUS_IGNORE) != MPI_SUCCESS)
-        return false;
-      if (!sent) {
-        MPI_Wait(&req, MPI_STATUS_IGNORE);  // it answered, so it received
-        delete buffer;
+      if (MPI_Test(&sent->request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+      done = flag != 0;
+      if (done) {
+        delete sent->buffer;
+        sent->buffer = nullptr;
       }
-      return true;
+    }
+    // Match the reply, then receive it without blocking: a loader killed in
+    // the middle of sending a large reply must not hang its requester.
+    if (recv == MPI_REQUEST_NULL) {
+      int flag = 0;
+      MPI_Message message;
+      MPI_Status status;
+      if (MPI_Improbe(rank, reply_tag, MPI_COMM_WORLD, &flag, &message, &status) != MPI_SUCCESS)
+        return false;
+      if (flag) {
+        int count = 0;
+        MPI_Get_count(&status, MPI_BYTE, &count);
+        reply->assign(size_t(count), '\0');
+        if (MPI_Imrecv(reply->data(), count, MPI_BYTE, &message, &recv) != MPI_SUCCESS) return false;
+      }
+    }
+    if (recv != MPI_REQUEST_NULL) {
+      int flag = 0;
+      if (MPI_Test(&recv, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+      if (flag) {
+        if (!done) {
+          MPI_Wait(&sent->request, MPI_STATUS_IGNORE);  // it answered, so it received
+          delete sent->buffer;
+          sent->buffer = nullptr;
+        }
+        return true;
+      }
     }
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_) {
-      if (!sent) MPI_Request_free(&req);
+      if (!done) MPI_Request_free(&sent->request);
+      if (recv != MPI_REQUEST_NULL) {
+        // A reply cut off mid-way: its buffer must outlive the request.
+        new std::string(std::move(*reply));
+        MPI_Request_free(&recv);
+      }
       return false;
     }
     backoff(&idle);
   }
+}
+
+bool LoaderRouter::exchange(int rank, int tag, const std::string& payload, int reply_tag,
+                            std::string* reply) {
+  Sent sent = post(rank, tag, payload);
+  return await(rank, reply_tag, &sent, reply);
+}
+
+std::vector<std::string> LoaderRouter::request_many(const std::vector<int>& loaders,
+                                                    const std::vector<std::string>& payloads,
+                                                    int tag, int reply_tag, const char* what,
+                                                    std::vector<int>* served_by) {
+  std::vector<int> ranks;
+  std::vector<Sent> sent;
+  for (size_t i = 0; i < loaders.size(); ++i) {
+    ranks.push_back(route(loaders[i]));
+    sent.push_back(post(ranks.back(), tag, payloads[i]));
+  }
+  std::vector<std::string> replies(loaders.size());
+  served_by->assign(loaders.size(), -1);
+  for (size_t i = 0; i < loaders.size(); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    if (await(ranks[i], reply_tag, &sent[i], &replies[i])) {
+      (*served_by)[i] = ranks[i];
+      continue;
+    }
+    stall_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    dead_.insert(ranks[i]);
+    LOG_WARN("loader rank %d did not answer %s within %.1f s: counted dead; its shadow, rank %d, "
+             "takes over",
+             ranks[i], what, timeout_, route(ranks[i]));
+    replies[i] = request(ranks[i], tag, payloads[i], reply_tag, what, &(*served_by)[i]);
+  }
+  return replies;
 }
 
 std::string LoaderRouter::request(int loader, int tag, const std::string& payload, int reply_tag,

@@ -10,6 +10,8 @@
 // keep their own router and find out on their own.
 #pragma once
 
+#include <mpi.h>
+
 #include <set>
 #include <string>
 #include <vector>
@@ -26,6 +28,13 @@ class LoaderRouter {
   // when no loader at all is left.
   std::string request(int loader, int tag, const std::string& payload, int reply_tag,
                       const char* what, int* served_by = nullptr);
+  // Requests to several different loaders at once: all are sent first, then
+  // the replies collected, so the loaders work in parallel; one that fails is
+  // retried on its shadow. Targets must be distinct ranks.
+  std::vector<std::string> request_many(const std::vector<int>& loaders,
+                                        const std::vector<std::string>& payloads, int tag,
+                                        int reply_tag, const char* what,
+                                        std::vector<int>* served_by);
   // One try at `rank` alone, no failover: false when it does not answer in time.
   bool try_request(int rank, int tag, const std::string& payload, int reply_tag,
                    std::string* reply) {
@@ -39,6 +48,14 @@ class LoaderRouter {
 
  private:
   bool exchange(int rank, int tag, const std::string& payload, int reply_tag, std::string* reply);
+  // The two halves of exchange(): a send whose buffer outlives it, and the wait.
+  struct Sent {
+    std::string* buffer = nullptr;
+    MPI_Request request = MPI_REQUEST_NULL;
+    bool ok = false;
+  };
+  Sent post(int rank, int tag, const std::string& payload);
+  bool await(int rank, int reply_tag, Sent* sent, std::string* reply);
   const World& w_;
   std::vector<int> ring_;  // loader world ranks
   std::set<int> dead_;

@@ -44,7 +44,7 @@ same_as_clean() {  # name
 }
 data clean || { cat "$dir/clean.txt"; fail "fault-free run"; }
 
-data crash --set 'faults.inject=[{kind: crash, rank: 2, step: 60}]' || { cat "$dir/crash.txt"; fail "crash run exited non-zero"; }
+data crash --set 'faults.inject=[{kind: crash, rank: 2, step: 60}]' || { tail -30 "$dir/crash.txt"; fail "crash run exited non-zero"; }
 grep -q "loader rank 2 did not answer .* its shadow, rank 3, takes over (stall" "$dir/crash.txt" ||
   { cat "$dir/crash.txt"; fail "no failover reported for the crash"; }
 same_as_clean crash
