@@ -45,7 +45,7 @@ sizes=$(grep -o 'written: [0-9.]* [KMG]iB' "$work/background.log" | awk '{print 
 lengths=$(for f in "$work"/background/checkpoints/step_*.h5; do "$MESHLOOM" inspect "$f" | sed -n "s/.*lengths *//p"; done || true)
 echo "mode,mean_step_s,overhead_pct" >"$out/ckpt.csv"
 printf '| checkpoints | mean step (s) | overhead |\n| --- | --- | --- |\n'
-for row in "none $none" "background,every-10-steps $bg10" "background,every-step $bg" "synchronous,every-step $sync"; do
+for row in "none $none" "background-every-10-steps $bg10" "background-every-step $bg" "synchronous-every-step $sync"; do
   read -r mode t <<<"$row"
   pct=$(awk -v a="$t" -v b="$none" 'BEGIN{printf "%.1f", 100*(a-b)/b}')
   echo "$mode,$t,$pct" >>"$out/ckpt.csv"
