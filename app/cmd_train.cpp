@@ -211,8 +211,23 @@ int run_lead(const World& w, const TrainArgs& args) {
   lead.drain_acks();
   for (; done < lead.steps_completed(); ++done) report(done);
   if (tty) std::printf("\n");
-  lead.stop();
-  if (metrics) std::fclose(metrics);
+  std::vector<proto::Report> reports = lead.stop();
+  if (metrics) {
+    // The last line: every rank's busy time and memory (loaders and
+    // constructors report only at the end).
+    std::fprintf(metrics, "{\"final\": true, \"ranks\": [");
+    std::sort(reports.begin(), reports.end(),
+              [](const proto::Report& a, const proto::Report& b) { return a.rank < b.rank; });
+    for (size_t i = 0; i < reports.size(); ++i)
+      std::fprintf(metrics,
+                   "%s{\"rank\": %d, \"role\": \"%s\", \"busy_seconds\": %.3f, \"tokens\": %lld, "
+                   "\"peak_rss_kib\": %lld, \"pss_kib\": %lld}",
+                   i ? ", " : "", reports[i].rank, role_name(Role(reports[i].role)),
+                   reports[i].busy_seconds, (long long)reports[i].tokens,
+                   (long long)reports[i].peak_rss_kib, (long long)reports[i].pss_kib);
+    std::fprintf(metrics, "]}\n");
+    std::fclose(metrics);
+  }
   LOG_INFO("trained steps %lld-%lld in %s: loss %.4f -> %.4f", (long long)first,
            (long long)end - 1,
            human_seconds(now()).c_str(), first_loss, last_loss);

@@ -34,7 +34,7 @@ run() {  # name sets...
   # Mean step time over steps 5.. (the first steps warm up).
   /usr/bin/python3 -c '
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])][5:]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r][5:]
 print(sum(max(t["step"] + t["wait"] for t in r["trainers"]) for r in rows) / len(rows))' "$work/$name/metrics.jsonl"
 }
 none=$(run none --set checkpoint.every=0)

@@ -19,6 +19,7 @@ def main():
     path = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) == 3 else path.rsplit(".", 1)[0] + ".png"
     rows = [json.loads(line) for line in open(path) if line.strip()]
+    rows = [r for r in rows if "step" in r]  # the last line is the ranks' summary
     if not rows:
         sys.exit(f"{path}: no steps")
     steps = [r["step"] for r in rows]

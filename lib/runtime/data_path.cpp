@@ -33,6 +33,7 @@ int64_t pss_kib() {
 }
 
 void fill_memory(proto::Report* report) {
+  report->rank = process_rank();
   report->peak_rss_kib = peak_rss_kib();
   report->pss_kib = pss_kib();
 }

@@ -140,6 +140,7 @@ struct Ack {
 };
 
 struct Report {
+  int32_t rank = 0;
   int32_t role = 0;
   int64_t peak_rss_kib = 0;
   int64_t pss_kib = 0;  // proportional set size at the end (shared pages counted once overall)

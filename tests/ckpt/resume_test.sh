@@ -44,7 +44,8 @@ train() {  # run-dir trainers args...
 table() { /usr/bin/python3 -c '
 import json, sys
 for l in open(sys.argv[1]):
-    r = json.loads(l); print(r["step"], r["data_hash"], repr(r["loss"]))' "$dir/$1/metrics.jsonl"; }
+    r = json.loads(l)
+    if "step" in r: print(r["step"], r["data_hash"], repr(r["loss"]))' "$dir/$1/metrics.jsonl"; }
 
 train full 2 || { cat "$dir/full.log"; fail "uninterrupted run"; }
 train cut 2 --stop-at 7 || { cat "$dir/cut.log"; fail "run stopped at 7"; }
@@ -64,8 +65,9 @@ for t in 2 3; do
 import json, sys
 ref = {}
 for l in open(sys.argv[1]):
-    r = json.loads(l); ref[r["step"]] = r
-rows = [json.loads(l) for l in open(sys.argv[2])][-8:]
+    r = json.loads(l)
+    if "step" in r: ref[r["step"]] = r
+rows = [r for r in map(json.loads, open(sys.argv[2])) if "step" in r][-8:]
 worst = 0.0
 for r in rows:
     a = ref[r["step"]]
