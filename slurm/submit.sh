@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# submit.sh: submit a meshloom experiment with as many tasks as its roles need.
+#   slurm/submit.sh CONFIG TRAINERS [TEMPLATE] [sbatch options...]
+# Ranks = cluster.roles.constructors + cluster.roles.loaders + TRAINERS
+# (read from the effective config). TEMPLATE defaults to slurm/meshloom-1node.sbatch.
+set -euo pipefail
+[[ $# -ge 2 ]] || { echo "usage: $0 CONFIG TRAINERS [TEMPLATE] [sbatch options...]" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+config=$1 trainers=$2
+shift 2
+template=$here/meshloom-1node.sbatch
+if [[ $# -gt 0 && -f $1 ]]; then template=$1; shift; fi
+MESHLOOM=${MESHLOOM:-$here/../build/app/meshloom}
+effective=$("$MESHLOOM" config show --config "$config")
+k=$(echo "$effective" | sed -n 's/^    constructors: //p')
+l=$(echo "$effective" | sed -n 's/^    loaders: //p')
+n=$((k + l + trainers))
+echo "[submit] $config: $k constructor(s) + $l loader(s) + $trainers trainer(s) = $n tasks" >&2
+CONFIG=$(realpath "$config") MESHLOOM=$(realpath "$MESHLOOM") exec sbatch -n "$n" --export=ALL "$@" "$template"

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# A real Slurm on this machine (slurm/local-cluster.sh): submit a training job
+# through slurm/submit.sh and the one-node template, wait for it, check its
+# output; the first attempt stops at step 7 as a preempted job would; then
+# requeue it and check that the second attempt resumed from its checkpoint
+# and finished the run. Stops the cluster if it started it.
+#   slurm_test.sh MESHLOOM
+set -u
+meshloom=$(realpath "$1")
+root=$(cd "$(dirname "$0")/../.." && pwd)
+dir=$(mktemp -d)
+fail() { echo "FAIL: $*"; [[ -n ${job:-} ]] && scontrol show job "$job" 2>/dev/null | head -20;
+         [[ -f ${out:-} ]] && cat "$out"; cleanup; exit 1; }
+started=0
+cleanup() {
+  [[ -n ${job:-} ]] && scancel "$job" 2>/dev/null
+  ((started)) && "$root/slurm/local-cluster.sh" stop >/dev/null 2>&1
+  rm -rf "$dir"
+}
+export MESHLOOM_SLURM_DIR=${MESHLOOM_SLURM_DIR:-/tmp/meshloom-slurm}
+export SLURM_CONF=$MESHLOOM_SLURM_DIR/etc/slurm.conf
+if ! "$root/slurm/local-cluster.sh" status >/dev/null 2>&1; then
+  "$root/slurm/local-cluster.sh" start >/dev/null || fail "the local cluster did not start"
+  started=1
+fi
+
+mkdir -p "$dir/docs"
+cp /usr/share/doc/python3.11/html/_sources/library/[a-c]*.rst.txt "$dir/docs/" || fail "python3.11-doc missing"
+"$meshloom" prepare --input "$dir/docs" --format text --tokenizer byte --out "$dir/docs" >/dev/null || fail prepare
+cat >"$dir/c.yaml" <<YAML
+run: {steps: 12, timeout: 60, dir: $dir/run}
+cluster: {roles: {constructors: 1, loaders: 1}}
+model: {vocab_size: 257, d_model: 32, n_layers: 1, n_heads: 4, n_kv_heads: 2, ffn_dim: 64}
+data:
+  seq_len: 512
+  tokens_per_step: 2048
+  sources: [{name: docs, path: $dir/docs}]
+checkpoint: {every: 3}
+YAML
+
+out=$dir/job.out
+job=$(cd "$dir" && MESHLOOM="$meshloom" EXTRA_FIRST="--stop-at 7" \
+      "$root/slurm/submit.sh" "$dir/c.yaml" 2 --parsable --wait --output="$out") ||
+  fail "sbatch --wait: the first attempt failed"
+job=${job%%;*}
+grep -q "attempt 0 on .*: 4 ranks" "$out" || fail "the job did not run 4 ranks"
+grep -q "trained steps 0-6" "$out" || fail "the first attempt did not train steps 0-6"
+[[ -f $dir/run/checkpoints/step_00000005.h5 ]] || fail "no checkpoint at step 5"
+echo "ok: job $job, attempt 0: $(grep -o 'trained steps 0-6.*' "$out")"
+
+scontrol requeue "$job" || fail "scontrol requeue $job"
+# Slurm holds a requeued job for about two minutes (BeginTime); release it now.
+for _ in $(seq 20); do
+  scontrol update jobid="$job" starttime=now 2>/dev/null && break
+  sleep 0.2
+done
+for _ in $(seq 240); do
+  state=$(scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+  restarts=$(scontrol show job "$job" 2>/dev/null | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
+  [[ $state == COMPLETED && ${restarts:-0} -ge 1 ]] && break
+  [[ $state == FAILED || $state == CANCELLED ]] && fail "second attempt: $state"
+  sleep 0.5
+done
+[[ $state == COMPLETED ]] || fail "the requeued job did not complete (state $state)"
+grep -q "attempt 1 on" "$out" || fail "no second attempt in the output"
+grep -q "resuming from .*step_00000005.h5" "$out" || fail "the second attempt did not resume from step 5"
+grep -q "trained steps 6-11" "$out" || fail "the second attempt did not finish steps 6-11"
+echo "ok: requeued, attempt 1: $(grep -o 'resuming from .*' "$out" | head -1 | sed "s|$dir/||")"
+job=""
+cleanup
+echo "slurm test passed"
