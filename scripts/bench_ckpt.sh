@@ -42,7 +42,7 @@ bg10=$(run background10 --set checkpoint.every=10 --set checkpoint.background=tr
 bg=$(run background --set checkpoint.every=1 --set checkpoint.background=true)
 sync=$(run sync --set checkpoint.every=1 --set checkpoint.background=false)
 sizes=$(grep -o 'written: [0-9.]* [KMG]iB' "$work/background.log" | awk '{print $2 $3}' | sort | uniq -c | tr '\n' ' ' || true)
-lengths=$(for f in "$work"/background/checkpoints/step_*.h5; do "$MESHLOOM" inspect "$f" | sed -n "s/.*lengths *//p"; done || true)
+lengths=$(for f in "$work"/background/checkpoints/step_*.h5; do "$MESHLOOM" inspect "$f" | sed -n "s/^  lengths *//p"; done || true)
 echo "mode,mean_step_s,overhead_pct" >"$out/ckpt.csv"
 printf '| checkpoints | mean step (s) | overhead |\n| --- | --- | --- |\n'
 for row in "none $none" "background-every-10-steps $bg10" "background-every-step $bg" "synchronous-every-step $sync"; do
