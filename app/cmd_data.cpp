@@ -234,28 +234,8 @@ void add_data(CLI::App& app, Runner* run, int* argc, char*** argv) {
       World w;
       if (!world_from_config(args.file, args.sets, &w)) return mpi_finish(kExitBadInput);
       if (!preflight_on_root(w, [&] { check_sources(w.config); })) return mpi_finish(kExitBadInput);
-      int code = kExitOk;
-      try {
-        switch (w.role) {
-          case Role::loader:
-            run_loader(w);
-            break;
-          case Role::trainer:
-            code = run_trainer(w);
-            break;
-          case Role::constructor:
-            if (w.rank == 0)
-              code = run_lead(w, args);
-            else
-              run_constructor(w);
-            break;
-        }
-      } catch (const Error& e) {
-        // A user-facing error (a missing source file, ...) on any rank ends the job.
-        std::fprintf(stderr, "meshloom: error [rank %d]: %s\n", w.rank, e.what());
-        std::fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, kExitBadInput);
-      }
+      const int code = run_role(
+          w, [&] { return run_lead(w, args); }, [&] { return run_trainer(w); });
       return mpi_finish(code);
     };
   });

@@ -366,27 +366,8 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
       }
       if (w.rank == 0) save_effective_config(w);
       start_watchdog(w.config.run.timeout);
-      int code = kExitOk;
-      try {
-        switch (w.role) {
-          case Role::loader:
-            run_loader(w);
-            break;
-          case Role::trainer:
-            code = run_trainer(w, args);
-            break;
-          case Role::constructor:
-            if (w.rank == 0)
-              code = run_lead(w, args);
-            else
-              run_constructor(w);
-            break;
-        }
-      } catch (const Error& e) {
-        std::fprintf(stderr, "meshloom: error [rank %d]: %s\n", w.rank, e.what());
-        std::fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, kExitBadInput);
-      }
+      const int code = run_role(
+          w, [&] { return run_lead(w, args); }, [&] { return run_trainer(w, args); });
       return mpi_finish(code);
     };
   });

@@ -266,6 +266,32 @@ void run_constructor(const World& w) {
   send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
 }
 
+int run_role(const World& w, const std::function<int()>& lead,
+             const std::function<int()>& trainer) {
+  int code = 0;
+  try {
+    switch (w.role) {
+      case Role::loader:
+        run_loader(w);
+        break;
+      case Role::trainer:
+        code = trainer();
+        break;
+      case Role::constructor:
+        if (w.rank == 0)
+          code = lead();
+        else
+          run_constructor(w);
+        break;
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "meshloom: error [rank %d]: %s\n", w.rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  return code;
+}
+
 // --- trainer side -------------------------------------------------------------------
 
 proto::Batch receive_batch(const World& w, double* wait_seconds) {

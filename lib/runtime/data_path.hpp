@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -130,6 +131,12 @@ class Lead {
   plan::CostModel plan_cost_;
   plan::Plan last_plan_;
 };
+
+// Runs this rank's role until the end of the job: loaders and non-lead
+// constructors serve, rank 0 runs `lead`, trainers run `trainer`. A
+// meshloom::Error on any rank (a bad source file, ...) is printed with the
+// rank and ends the whole job with exit code 2. Returns the exit code.
+int run_role(const World& w, const std::function<int()>& lead, const std::function<int()>& trainer);
 
 // A trainer's side: the next batch from its constructor (or, colocated, from
 // its own sources). *wait_seconds gets the time spent waiting.

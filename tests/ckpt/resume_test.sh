@@ -11,13 +11,8 @@
 #   resume_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
-root=$(cd "$(dirname "$0")/../.." && pwd)
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-mkdir -p "$dir/docs"
-cp /usr/share/doc/python3.11/html/_sources/library/[a-c]*.rst.txt "$dir/docs/" || fail "python3.11-doc missing"
-"$meshloom" prepare --input "$dir/docs" --format text --tokenizer byte --out "$dir/docs" >/dev/null || fail prepare
+source "$(dirname "$0")/../common/testlib.sh"
+prepare_docs docs '[a-c]*'
 /usr/bin/python3 "$root/scripts/corpora.py" fortunes "$dir/fortunes.jsonl" >/dev/null
 cat >"$dir/c.yaml" <<YAML
 run: {timeout: 60, steps: 14}

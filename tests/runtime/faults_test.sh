@@ -9,13 +9,8 @@
 #   faults_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
-root=$(cd "$(dirname "$0")/../.." && pwd)
-dir=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-mkdir -p "$dir/docs"
-cp /usr/share/doc/python3.11/html/_sources/library/[a-f]*.rst.txt "$dir/docs/" || fail "python3.11-doc missing"
-"$meshloom" prepare --input "$dir/docs" --format text --tokenizer byte --out "$dir/docs" >/dev/null || fail prepare
+source "$(dirname "$0")/../common/testlib.sh"
+prepare_docs docs '[a-f]*'
 /usr/bin/python3 "$root/scripts/corpora.py" fortunes "$dir/fortunes.jsonl" >/dev/null
 cat >"$dir/c.yaml" <<YAML
 run: {timeout: 60}

@@ -6,14 +6,8 @@
 #   invariance_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
-root=$(cd "$(dirname "$0")/../.." && pwd)
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-mkdir -p "$dir/docs"
-cp /usr/share/doc/python3.11/html/_sources/library/a*.rst.txt "$dir/docs/" || fail "python3.11-doc missing"
-"$meshloom" prepare --input "$dir/docs" --format text --tokenizer byte --out "$dir/docs" >/dev/null ||
-  fail "prepare"
+source "$(dirname "$0")/../common/testlib.sh"
+prepare_docs docs 'a*'
 cat >"$dir/c.yaml" <<YAML
 run: {timeout: 60, steps: 1, dir: $dir/run}
 cluster: {roles: {constructors: 1, loaders: 1}}
