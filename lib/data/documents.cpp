@@ -393,6 +393,10 @@ void list_folder(const fs::path& root, const fs::path& dir, const Keep& keep,
         const uint64_t size = e.file_size(ec2);
         out->push_back({e.path().string(), ec2 ? 0 : size, false});
       }
+    } else if (e.is_symlink(ec2) && !e.exists(ec2)) {
+      // A link to nothing would otherwise vanish without a word.
+      const std::string rel = e.path().lexically_relative(root).string();
+      if (keep(rel)) report->add_problem(e.path().string(), "a symbolic link to nothing, skipped");
     }
   }
   if (ec) report->add_problem(dir.string(), "error while listing folder: " + ec.message());
