@@ -31,7 +31,7 @@ struct Assembled {
   std::vector<int64_t> doc, offset, epoch, first_sample{0};
   std::vector<double> source_tokens;
   uint64_t hash = 1469598103934665603ULL;  // FNV-1a over the batches' content
-  bool keep_tokens = false;  // only for --dump: rank 0 need not hold every token
+  bool keep_tokens = false;                // only for --dump: rank 0 need not hold every token
   int64_t token_count = 0;
   void mix(const void* p, size_t n) {
     const auto* b = static_cast<const unsigned char*>(p);
@@ -60,8 +60,8 @@ void assemble(int64_t step, const std::vector<proto::Ack>& acks, Assembled* out)
         for (int64_t p = seg.begin; p < seg.begin + seg.length; ++p, ++k) {
           auto& flag = seen[size_t(seg.sample)][size_t(p)];
           if (flag)
-            ML_FAIL(strf("step %lld: token %lld of sample %d reached two trainers",
-                         (long long)step, (long long)p, seg.sample));
+            ML_FAIL(strf("step %lld: token %lld of sample %d reached two trainers", (long long)step,
+                         (long long)p, seg.sample));
           flag = 1;
           got[size_t(seg.sample)][size_t(p)] = mb.tokens[k];
           ML_CHECK(mb.positions[k] == p, "wrong position id");
@@ -138,13 +138,15 @@ int run_lead(const World& w, const DataArgs& args) {
   std::vector<proto::Report> reports = lead.stop();
 
   const double total = double(all.token_count);
-  std::printf("data path: %lld steps, %.0f tokens in %.2f s: %.0f tokens/s delivered to %d "
-              "trainer(s)\n",
-              (long long)args.steps, total, seconds, total / seconds, w.layout.trainers);
-  std::printf("layout: %d constructor(s), %d loader(s), %d trainer(s), mode %s; "
-              "%d loader re-partition(s)\n",
-              w.layout.constructors, w.layout.loaders, w.layout.trainers,
-              w.config.data.mode.c_str(), lead.reassignments());
+  std::printf(
+      "data path: %lld steps, %.0f tokens in %.2f s: %.0f tokens/s delivered to %d "
+      "trainer(s)\n",
+      (long long)args.steps, total, seconds, total / seconds, w.layout.trainers);
+  std::printf(
+      "layout: %d constructor(s), %d loader(s), %d trainer(s), mode %s; "
+      "%d loader re-partition(s)\n",
+      w.layout.constructors, w.layout.loaders, w.layout.trainers, w.config.data.mode.c_str(),
+      lead.reassignments());
   dataplane::MixtureSchedule schedule(w.config.data);
   std::vector<double> expected(w.config.data.sources.size(), 0.0);
   for (int64_t s = 0; s < args.steps; ++s) {
@@ -173,10 +175,11 @@ int run_lead(const World& w, const DataArgs& args) {
     std::printf("%-12s %6lld %14s %14s %12s\n", role_name(role), (long long)n,
                 human_bytes(double(mx) * 1024).c_str(), human_bytes(double(sum) * 1024).c_str(),
                 human_bytes(double(pss) * 1024).c_str());
-    roles_json += strf("%s\"%s\": {\"ranks\": %lld, \"peak_rss_max_kib\": %lld, "
-                       "\"peak_rss_sum_kib\": %lld, \"pss_sum_kib\": %lld}",
-                       roles_json.empty() ? "" : ", ", role_name(role), (long long)n,
-                       (long long)mx, (long long)sum, (long long)pss);
+    roles_json += strf(
+        "%s\"%s\": {\"ranks\": %lld, \"peak_rss_max_kib\": %lld, "
+        "\"peak_rss_sum_kib\": %lld, \"pss_sum_kib\": %lld}",
+        roles_json.empty() ? "" : ", ", role_name(role), (long long)n, (long long)mx,
+        (long long)sum, (long long)pss);
   }
   if (!args.report.empty()) {
     std::FILE* f = std::fopen(args.report.c_str(), "w");

@@ -15,10 +15,10 @@
 #include "config/config.hpp"
 #include "dataplane/data_plane.hpp"
 #include "plan/lengths.hpp"
-#include "runtime/doc_source.hpp"
 #include "plan/plan_io.hpp"
 #include "plan/planner.hpp"
 #include "plan/simulate.hpp"
+#include "runtime/doc_source.hpp"
 
 namespace meshloom::app {
 namespace {
@@ -113,7 +113,8 @@ int run_plan_config(const PlanArgs& a) {
     sources.push_back(open_doc_source(s));
     docs.push_back(sources.back()->docs());
   }
-  dataplane::DataPlane plane(c, docs, [&](int s, int64_t d) { return sources[size_t(s)]->length(d); });
+  dataplane::DataPlane plane(c, docs,
+                             [&](int s, int64_t d) { return sources[size_t(s)]->length(d); });
   plan::Hardware hw;
   hw.flops = c.plan.flops;
   hw.bandwidth = hw.intra_bandwidth = c.plan.bandwidth;

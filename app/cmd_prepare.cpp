@@ -191,7 +191,8 @@ void add_prepare(CLI::App& app, Runner* run) {
       "inspect",
       "Verify and summarize a checkpoint (FILE.h5) or a Megatron indexed dataset (PREFIX.bin + "
       "PREFIX.idx)");
-  icmd->add_option("path", insp.prefix, "Checkpoint file (.h5), or dataset prefix (without .bin/.idx)")
+  icmd->add_option("path", insp.prefix,
+                   "Checkpoint file (.h5), or dataset prefix (without .bin/.idx)")
       ->required();
   icmd->add_option("--show", insp.show, "Print sequence N decoded with --tokenizer");
   icmd->add_option("--tokenizer", insp.tokenizer, "Tokenizer for --show")->capture_default_str();

@@ -1,32 +1,30 @@
 // `meshloom train`: the whole system under mpirun/srun.
 #include <sys/stat.h>
-
-#include <csignal>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <mutex>
-#include <thread>
-
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "app/commands.hpp"
 #include "base/log.hpp"
 #include "base/strings.hpp"
+#include "ckpt/writer.hpp"
 #include "comm/mpi_util.hpp"
 #include "runtime/data_path.hpp"
-#include "ckpt/writer.hpp"
 #include "runtime/faults.hpp"
 #include "runtime/gemm_peak.hpp"
-#include "runtime/watchdog.hpp"
 #include "runtime/resume.hpp"
 #include "runtime/step_dump.hpp"
 #include "runtime/trainer.hpp"
+#include "runtime/watchdog.hpp"
 #include "runtime/world.hpp"
 #ifdef MESHLOOM_HAVE_CUDA
 #include "kernels/device_info.hpp"
@@ -55,8 +53,8 @@ void save_effective_config(const World& w) {
   std::ofstream out(path);
   out << w.config_text;
   if (ec || !out)
-    ML_FAIL("cannot write the effective config to '" + path + "': " +
-            (ec ? ec.message() : std::string(std::strerror(errno))));
+    ML_FAIL("cannot write the effective config to '" + path +
+            "': " + (ec ? ec.message() : std::string(std::strerror(errno))));
   LOG_INFO("effective config saved to %s", path.c_str());
 }
 
@@ -115,7 +113,9 @@ int run_lead(const World& w, const TrainArgs& args) {
   }
   const bool tty = isatty(fileno(stdout));
   const auto start = std::chrono::steady_clock::now();
-  auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  auto now = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   double first_loss = 0, last_loss = 0;
   int64_t done = first;
   // Straggler detection: a trainer whose compute time exceeds the median by
@@ -152,11 +152,12 @@ int run_lead(const World& w, const TrainArgs& args) {
         const int rank = w.layout.first_rank(Role::trainer) + a.trainer;
         stragglers += strf("%s%d", stragglers.empty() ? "" : ", ", rank);
         if (streak == w.config.faults.straggler_steps)
-          LOG_WARN("straggler: trainer %d (rank %d on %s) has been %.1fx slower than the median "
-                   "trainer for %lld steps (%s vs %s)",
-                   a.trainer, rank, w.hosts[size_t(rank)].c_str(), a.compute_seconds / median,
-                   (long long)streak, human_seconds(a.compute_seconds).c_str(),
-                   human_seconds(median).c_str());
+          LOG_WARN(
+              "straggler: trainer %d (rank %d on %s) has been %.1fx slower than the median "
+              "trainer for %lld steps (%s vs %s)",
+              a.trainer, rank, w.hosts[size_t(rank)].c_str(), a.compute_seconds / median,
+              (long long)streak, human_seconds(a.compute_seconds).c_str(),
+              human_seconds(median).c_str());
       }
     }
     if (s == first) first_loss = loss;
@@ -169,10 +170,11 @@ int run_lead(const World& w, const TrainArgs& args) {
     const double lr = train::learning_rate(w.config.optim, s, steps);
     if (tty) std::printf("\r\033[K");
     if (s % w.config.log.every == 0 || s + 1 == steps)
-      LOG_INFO("step %5lld  loss %.4f  lr %.2e  |g| %.3f  %7.0f tok/s  MFU %4.1f%%  imbalance %.2f  "
-               "data wait %s",
-               (long long)s, loss, lr, grad_norm, double(tokens) / std::max(dt, 1e-9), 100 * mfu,
-               imbalance, human_seconds(max_wait).c_str());
+      LOG_INFO(
+          "step %5lld  loss %.4f  lr %.2e  |g| %.3f  %7.0f tok/s  MFU %4.1f%%  imbalance %.2f  "
+          "data wait %s",
+          (long long)s, loss, lr, grad_norm, double(tokens) / std::max(dt, 1e-9), 100 * mfu,
+          imbalance, human_seconds(max_wait).c_str());
     if (tty) {
       const double frac = double(s + 1 - first) / double(steps - first);
       const int bar = int(30 * frac);
@@ -228,8 +230,7 @@ int run_lead(const World& w, const TrainArgs& args) {
     std::fprintf(metrics, "]}\n");
     std::fclose(metrics);
   }
-  LOG_INFO("trained steps %lld-%lld in %s: loss %.4f -> %.4f", (long long)first,
-           (long long)end - 1,
+  LOG_INFO("trained steps %lld-%lld in %s: loss %.4f -> %.4f", (long long)first, (long long)end - 1,
            human_seconds(now()).c_str(), first_loss, last_loss);
   return kExitOk;
 }
@@ -285,8 +286,8 @@ int run_trainer(const World& w, const TrainArgs& args) {
       std::raise(SIGKILL);
     }
     if (faults.hang_at(b.step)) {
-      std::fprintf(stderr, "meshloom: fault injected: trainer rank %d hangs at step %lld\n",
-                   w.rank, (long long)b.step);
+      std::fprintf(stderr, "meshloom: fault injected: trainer rank %d hangs at step %lld\n", w.rank,
+                   (long long)b.step);
       std::fflush(stderr);
       while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
     }

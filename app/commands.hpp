@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 
 namespace meshloom::app {
@@ -12,8 +11,8 @@ using Runner = std::function<int()>;
 
 // Exit codes shared by all subcommands.
 constexpr int kExitOk = 0;
-constexpr int kExitFatal = 1;      // a runtime failure
-constexpr int kExitBadInput = 2;   // a bad config, file or argument
+constexpr int kExitFatal = 1;     // a runtime failure
+constexpr int kExitBadInput = 2;  // a bad config, file or argument
 
 void add_train(CLI::App& app, Runner* run, int* argc, char*** argv);
 void add_config(CLI::App& app, Runner* run);

@@ -27,16 +27,16 @@ int inspect_checkpoint(const std::string& path) {
   std::printf("  data plane  next step %lld, %zu source(s)\n", (long long)plane.step,
               plane.streams.size());
   for (size_t i = 0; i < plane.streams.size(); ++i)
-    std::printf("    source %zu: epoch %lld, short lane at %lld (+%lld tokens), long lane at "
-                "%lld; %.0f tokens delivered\n",
-                i, (long long)plane.streams[i].epoch, (long long)plane.streams[i].lanes[0].cursor,
-                (long long)plane.streams[i].lanes[0].offset,
-                (long long)plane.streams[i].lanes[1].cursor, plane.delivered[i]);
+    std::printf(
+        "    source %zu: epoch %lld, short lane at %lld (+%lld tokens), long lane at "
+        "%lld; %.0f tokens delivered\n",
+        i, (long long)plane.streams[i].epoch, (long long)plane.streams[i].lanes[0].cursor,
+        (long long)plane.streams[i].lanes[0].offset, (long long)plane.streams[i].lanes[1].cursor,
+        plane.delivered[i]);
   int64_t known = 0;
   for (const auto& s : c.lengths) known += int64_t(s.docs.size());
   std::printf("  lengths     %s: %lld document lengths%s\n", c.lengths_full ? "full" : "delta",
-              (long long)known,
-              c.lengths_full ? "" : (" (base: " + c.lengths_base + ")").c_str());
+              (long long)known, c.lengths_full ? "" : (" (base: " + c.lengths_base + ")").c_str());
   return kExitOk;
 }
 

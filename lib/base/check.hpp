@@ -39,10 +39,9 @@ const std::string& host_name();
 
 }  // namespace meshloom
 
-#define ML_CHECK(cond, msg)                                                         \
-  do {                                                                              \
-    if (!(cond)) ::meshloom::fail(__FILE__, __LINE__, "check", std::string(#cond) + \
-                                                                   ": " + (msg));   \
+#define ML_CHECK(cond, msg)                                                                        \
+  do {                                                                                             \
+    if (!(cond)) ::meshloom::fail(__FILE__, __LINE__, "check", std::string(#cond) + ": " + (msg)); \
   } while (0)
 
 #define ML_FAIL(msg) ::meshloom::fail(__FILE__, __LINE__, "meshloom", (msg))

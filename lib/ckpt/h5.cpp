@@ -49,8 +49,8 @@ void H5File::write_raw(const std::string& name, hid_t type, const void* data, si
   ensure_parents(name);
   hsize_t dims[1] = {hsize_t(n)};
   hid_t space = H5_CHECK(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, dims, nullptr));
-  hid_t ds = H5_CHECK(
-      H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  hid_t ds =
+      H5_CHECK(H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   H5_CHECK(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
   H5Dclose(ds);
   H5Sclose(space);
@@ -64,8 +64,8 @@ void H5File::write_nd(const std::string& name, hid_t type, const void* data, siz
   ML_CHECK(total == n, "dataset '" + name + "': dims do not match the data");
   ensure_parents(name);
   hid_t space = H5_CHECK(H5Screate_simple(int(hd.size()), hd.data(), nullptr));
-  hid_t ds = H5_CHECK(
-      H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  hid_t ds =
+      H5_CHECK(H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   H5_CHECK(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
   H5Dclose(ds);
   H5Sclose(space);
@@ -76,8 +76,8 @@ void H5File::write_string(const std::string& name, const std::string& text) {
   hid_t type = H5_CHECK(H5Tcopy(H5T_C_S1));
   H5_CHECK(H5Tset_size(type, text.empty() ? 1 : text.size()));
   hid_t space = H5_CHECK(H5Screate(H5S_SCALAR));
-  hid_t ds = H5_CHECK(
-      H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  hid_t ds =
+      H5_CHECK(H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   std::string buf = text.empty() ? std::string(1, '\0') : text;
   H5_CHECK(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()));
   H5Dclose(ds);

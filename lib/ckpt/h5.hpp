@@ -21,13 +21,13 @@ std::string h5_error_string();
 
 }  // namespace meshloom
 
-#define H5_CHECK(call)                                                                   \
-  ([&]() {                                                                               \
-    auto ml_h5_rc_ = (call);                                                             \
-    if (ml_h5_rc_ < 0)                                                                   \
-      ::meshloom::fail(__FILE__, __LINE__, "HDF5",                                       \
-                       std::string(#call) + ": " + ::meshloom::h5_error_string());      \
-    return ml_h5_rc_;                                                                    \
+#define H5_CHECK(call)                                                             \
+  ([&]() {                                                                         \
+    auto ml_h5_rc_ = (call);                                                       \
+    if (ml_h5_rc_ < 0)                                                             \
+      ::meshloom::fail(__FILE__, __LINE__, "HDF5",                                 \
+                       std::string(#call) + ": " + ::meshloom::h5_error_string()); \
+    return ml_h5_rc_;                                                              \
   }())
 
 namespace meshloom {
@@ -35,17 +35,29 @@ namespace meshloom {
 template <class T>
 hid_t h5_type();
 template <>
-inline hid_t h5_type<int32_t>() { return H5T_NATIVE_INT32; }
+inline hid_t h5_type<int32_t>() {
+  return H5T_NATIVE_INT32;
+}
 template <>
-inline hid_t h5_type<int64_t>() { return H5T_NATIVE_INT64; }
+inline hid_t h5_type<int64_t>() {
+  return H5T_NATIVE_INT64;
+}
 template <>
-inline hid_t h5_type<uint64_t>() { return H5T_NATIVE_UINT64; }
+inline hid_t h5_type<uint64_t>() {
+  return H5T_NATIVE_UINT64;
+}
 template <>
-inline hid_t h5_type<float>() { return H5T_NATIVE_FLOAT; }
+inline hid_t h5_type<float>() {
+  return H5T_NATIVE_FLOAT;
+}
 template <>
-inline hid_t h5_type<double>() { return H5T_NATIVE_DOUBLE; }
+inline hid_t h5_type<double>() {
+  return H5T_NATIVE_DOUBLE;
+}
 template <>
-inline hid_t h5_type<uint8_t>() { return H5T_NATIVE_UINT8; }
+inline hid_t h5_type<uint8_t>() {
+  return H5T_NATIVE_UINT8;
+}
 
 class H5File {
  public:

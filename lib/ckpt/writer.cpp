@@ -33,7 +33,8 @@ void BackgroundWriter::write_one(const Checkpoint& c) {
   int64_t bytes = write_checkpoint(path, c);
   prune_checkpoints(dir_, keep_);
   if (done_)
-    done_(path, bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    done_(path, bytes,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 void BackgroundWriter::write(Checkpoint c) {

@@ -21,10 +21,10 @@ inline std::string mpi_error_string(int code) {
 
 }  // namespace meshloom
 
-#define MPI_CHECK(call)                                                                   \
-  do {                                                                                    \
-    int ml_mpi_rc_ = (call);                                                              \
-    if (ml_mpi_rc_ != MPI_SUCCESS)                                                        \
-      ::meshloom::fail(__FILE__, __LINE__, "MPI",                                         \
+#define MPI_CHECK(call)                                                                       \
+  do {                                                                                        \
+    int ml_mpi_rc_ = (call);                                                                  \
+    if (ml_mpi_rc_ != MPI_SUCCESS)                                                            \
+      ::meshloom::fail(__FILE__, __LINE__, "MPI",                                             \
                        std::string(#call) + ": " + ::meshloom::mpi_error_string(ml_mpi_rc_)); \
   } while (0)

@@ -77,13 +77,13 @@ std::string recv_bytes(int source, int tag, MPI_Comm comm, double timeout_s, con
     int flag = 0;
     MPI_CHECK(MPI_Iprobe(source, tag, comm, &flag, &status));
     if (flag) break;
-    double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_s) {
       std::string peer = source == MPI_ANY_SOURCE ? "any rank" : "rank " + std::to_string(source);
-      ML_FAIL(strf("waited %.0f s for %s from %s (tag %d) and got nothing: that rank is dead, "
-                   "hung or far behind (run.timeout sets this limit)",
-                   waited, what, peer.c_str(), tag));
+      ML_FAIL(
+          strf("waited %.0f s for %s from %s (tag %d) and got nothing: that rank is dead, "
+               "hung or far behind (run.timeout sets this limit)",
+               waited, what, peer.c_str(), tag));
     }
     backoff(&idle);
   }

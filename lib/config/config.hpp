@@ -28,8 +28,7 @@ struct RunConfig {
   void visit(V& v) {
     v.field("name", name, "Run name, used in logs and file names");
     v.field("dir", dir, "Run directory: effective config, metrics, checkpoints");
-    v.field("seed", seed, "Seed of every random choice (data order, initialization)",
-            at_least(0));
+    v.field("seed", seed, "Seed of every random choice (data order, initialization)", at_least(0));
     v.field("steps", steps, "Number of optimizer steps", at_least(1));
     v.field("backend", backend, "Trainer backend", one_of({"cpu", "cuda"}));
     v.field("threads", threads, "Compute threads per trainer (0: cores per rank)",
@@ -47,8 +46,7 @@ struct RolesConfig {
   template <class V>
   void visit(V& v) {
     v.field("constructors", constructors,
-            "Data constructor ranks (rank 0 is the lead constructor and planner)",
-            at_least(1));
+            "Data constructor ranks (rank 0 is the lead constructor and planner)", at_least(1));
     v.field("loaders", loaders, "Source loader ranks (0 only with data.mode: colocated)",
             at_least(0));
   }
@@ -61,8 +59,8 @@ struct ClusterConfig {
   template <class V>
   void visit(V& v) {
     v.field("roles", roles, "Role counts; every other rank is a trainer");
-    v.field("gpus_per_node", gpus_per_node,
-            "GPUs per node for the CUDA backend (0: CPU trainers)", in_range(0, 64));
+    v.field("gpus_per_node", gpus_per_node, "GPUs per node for the CUDA backend (0: CPU trainers)",
+            in_range(0, 64));
   }
 };
 
@@ -83,8 +81,7 @@ struct ModelConfig {
             in_range(2, 1 << 24));
     v.field("d_model", d_model, "Hidden size d", in_range(1, 1 << 16));
     v.field("n_layers", n_layers, "Transformer layers", in_range(1, 1024));
-    v.field("n_heads", n_heads, "Query heads (head size D = d_model / n_heads)",
-            in_range(1, 1024));
+    v.field("n_heads", n_heads, "Query heads (head size D = d_model / n_heads)", in_range(1, 1024));
     v.field("n_kv_heads", n_kv_heads, "Key/value heads (grouped-query attention)",
             in_range(1, 1024));
     v.field("ffn_dim", ffn_dim, "SwiGLU hidden size", in_range(1, 1 << 20));
@@ -109,8 +106,7 @@ struct OptimConfig {
   template <class V>
   void visit(V& v) {
     v.field("lr", lr, "Peak learning rate (AdamW)", in_range(0.0, 10.0));
-    v.field("min_lr", min_lr, "Learning rate at the end of the cosine decay",
-            in_range(0.0, 10.0));
+    v.field("min_lr", min_lr, "Learning rate at the end of the cosine decay", in_range(0.0, 10.0));
     v.field("warmup_steps", warmup_steps, "Linear warmup steps", at_least(0));
     v.field("weight_decay", weight_decay, "Decoupled weight decay of matrices",
             in_range(0.0, 10.0));
@@ -132,8 +128,7 @@ struct SourceConfig {
   template <class V>
   void visit(V& v) {
     v.field("name", name, "Source name, used by the schedule and in reports", required());
-    v.field("path", path,
-            "Indexed dataset prefix (PREFIX.bin/.idx), or a file or folder of text",
+    v.field("path", path, "Indexed dataset prefix (PREFIX.bin/.idx), or a file or folder of text",
             required());
     v.field("format", format, "How the source is stored",
             one_of({"indexed", "jsonl", "text", "tar"}));
@@ -225,8 +220,7 @@ struct PlanConfig {
             in_range(0.0, 1.0));
     v.field("offload", offload, "Selective activation offloading for long sequences");
     v.field("flops", flops, "Cost model: effective FLOP/s of one trainer", above(0.0));
-    v.field("bandwidth", bandwidth, "Cost model: bytes/s one trainer sends to another",
-            above(0.0));
+    v.field("bandwidth", bandwidth, "Cost model: bytes/s one trainer sends to another", above(0.0));
     v.field("calibration", calibration,
             "Cost model: CSV of measured micro-batches to fit (meshloom plan --calibrate)");
   }

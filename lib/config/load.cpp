@@ -19,8 +19,7 @@ void validate(const Config& config, const Origin& origin);  // validate.cpp
 const std::string* Origin::override_for(const std::string& path) const {
   // An override of "a.b" covers "a.b" and everything under it.
   for (const auto& [key, text] : overrides_) {
-    if (path == key || starts_with(path, key + ".") || starts_with(path, key + "["))
-      return &text;
+    if (path == key || starts_with(path, key + ".") || starts_with(path, key + "[")) return &text;
   }
   return nullptr;
 }
@@ -81,8 +80,8 @@ std::string describe_rule(const Rule& rule) {
   return "";
 }
 
-void Reader::read_number(const YAML::Node& n, const std::string& path, double* out,
-                         bool integer, const Rule& rule) {
+void Reader::read_number(const YAML::Node& n, const std::string& path, double* out, bool integer,
+                         const Rule& rule) {
   const char* what = integer ? "an integer" : "a number";
   if (!n.IsScalar())
     origin_->error(path, n.Mark(), "'" + path + "' must be " + what + ", not " + scalar_text(n));
@@ -182,8 +181,8 @@ Config parse_config(const std::string& text, const std::string& name,
   const size_t valid = valid_utf8_prefix(text);
   if (valid < text.size()) {
     const size_t line = 1 + size_t(std::count(text.begin(), text.begin() + long(valid), '\n'));
-    throw ConfigError(strf("%s:%zu: the config is not valid UTF-8 (byte %zu)", name.c_str(), line,
-                           valid + 1));
+    throw ConfigError(
+        strf("%s:%zu: the config is not valid UTF-8 (byte %zu)", name.c_str(), line, valid + 1));
   }
   YAML::Node root;
   try {
@@ -230,15 +229,16 @@ std::vector<KeyDoc> reference_rows() {
 }
 
 std::string reference_markdown() {
-  std::string out = "| key | type | default | allowed | meaning |\n| --- | --- | --- | --- | --- |\n";
+  std::string out =
+      "| key | type | default | allowed | meaning |\n| --- | --- | --- | --- | --- |\n";
   for (const auto& r : reference_rows()) {
     if (r.type == "section") {
       out += "| **`" + r.path + "`** | section | | | " + r.doc + " |\n";
       continue;
     }
     std::string def = r.default_value.empty() ? "" : "`" + r.default_value + "`";
-    out += "| `" + r.path + "` | " + r.type + " | " + def + " | " + r.allowed + " | " + r.doc +
-           " |\n";
+    out +=
+        "| `" + r.path + "` | " + r.type + " | " + def + " | " + r.allowed + " | " + r.doc + " |\n";
   }
   return out;
 }

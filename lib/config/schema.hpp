@@ -142,8 +142,8 @@ void Reader::read(const YAML::Node& n, const std::string& path, T& value, const 
   } else if constexpr (std::is_same_v<T, bool>) {
     bool b = false;
     if (!n.IsScalar() || !YAML::convert<bool>::decode(n, b))
-      origin_->error(path, n.Mark(), "'" + path + "' must be true or false, not '" +
-                                         scalar_text(n) + "'");
+      origin_->error(path, n.Mark(),
+                     "'" + path + "' must be true or false, not '" + scalar_text(n) + "'");
     value = b;
   } else if constexpr (std::is_integral_v<T>) {
     double d = 0;

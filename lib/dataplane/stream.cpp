@@ -19,8 +19,8 @@ uint64_t splitmix64(uint64_t x) {
 std::vector<int64_t> permutation(uint64_t seed, int source, int64_t epoch, int64_t n) {
   std::vector<int64_t> p(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) p[i] = i;
-  uint64_t key = splitmix64(seed ^ splitmix64(uint64_t(source) * 0x100000001b3ULL ^
-                                               splitmix64(uint64_t(epoch))));
+  uint64_t key = splitmix64(
+      seed ^ splitmix64(uint64_t(source) * 0x100000001b3ULL ^ splitmix64(uint64_t(epoch))));
   for (int64_t i = n - 1; i > 0; --i) {
     // Unbiased index in [0, i] by multiply-shift on 64 random bits (bias < 2^-32 for n < 2^32).
     uint64_t r = splitmix64(key + uint64_t(i));

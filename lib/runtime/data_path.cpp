@@ -1,4 +1,6 @@
 // Loaders, constructors and the trainers' receiving side of the data path.
+#include "runtime/data_path.hpp"
+
 #include <sys/resource.h>
 
 #include <csignal>
@@ -10,7 +12,6 @@
 #include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
 #include "comm/p2p.hpp"
-#include "runtime/data_path.hpp"
 #include "runtime/faults.hpp"
 
 namespace meshloom {
@@ -49,7 +50,9 @@ void run_loader(const World& w) {
   std::vector<std::unique_ptr<DocSource>> open(sources.size());
   auto source_at = [&](int32_t s) -> DocSource& {
     ML_CHECK(s >= 0 && size_t(s) < sources.size(), "request for an unknown source");
-    if (!open[s]) open[s] = open_doc_source(sources[s], w.config.data.cache_tokens);  // a reassignment may bring new sources
+    if (!open[s])
+      open[s] = open_doc_source(
+          sources[s], w.config.data.cache_tokens);  // a reassignment may bring new sources
     return *open[s];
   };
   proto::Report report;
@@ -69,8 +72,8 @@ void run_loader(const World& w) {
       std::raise(SIGKILL);  // a real death: no goodbye to anyone
     }
     if (faults.hang_at(step) && !hung) {
-      std::fprintf(stderr, "meshloom: fault injected: loader rank %d hangs at step %lld\n",
-                   w.rank, (long long)step);
+      std::fprintf(stderr, "meshloom: fault injected: loader rank %d hangs at step %lld\n", w.rank,
+                   (long long)step);
       std::fflush(stderr);
       hung = true;
     }
@@ -169,7 +172,8 @@ static std::map<int32_t, std::vector<int32_t>> fetch_samples(
     const proto::Sample& s = work.samples[size_t(idx)];
     if (local) {
       auto& src = (*local)[size_t(s.source)];
-      if (!src) src = open_doc_source(w.config.data.sources[size_t(s.source)], w.config.data.cache_tokens);
+      if (!src)
+        src = open_doc_source(w.config.data.sources[size_t(s.source)], w.config.data.cache_tokens);
       src->read(s.doc, s.offset, s.length, &tokens[idx]);
     } else {
       by_owner[s.owner].push_back(idx);
@@ -182,8 +186,8 @@ static std::map<int32_t, std::vector<int32_t>> fetch_samples(
       const proto::Sample& s = work.samples[size_t(idx)];
       req.ranges.push_back({s.source, s.doc, s.offset, s.length});
     }
-    std::string msg = router->request(owner, proto::kTokenReq, proto::encode(req),
-                                      proto::kTokenRep, "a token request");
+    std::string msg = router->request(owner, proto::kTokenReq, proto::encode(req), proto::kTokenRep,
+                                      "a token request");
     ByteReader r(msg, "token reply");
     std::vector<int32_t> all = r.get_vector<int32_t>();
     size_t at = 0;
@@ -314,6 +318,8 @@ proto::Batch receive_batch(const World& w, double* wait_seconds) {
   return b;
 }
 
-void send_ack(const proto::Ack& ack) { send_bytes(proto::encode(ack), 0, proto::kAck, MPI_COMM_WORLD); }
+void send_ack(const proto::Ack& ack) {
+  send_bytes(proto::encode(ack), 0, proto::kAck, MPI_COMM_WORLD);
+}
 
 }  // namespace meshloom

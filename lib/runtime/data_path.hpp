@@ -122,9 +122,9 @@ class Lead {
   std::vector<std::vector<int64_t>> learned_;  // per source: documents in the order learned
   std::vector<size_t> logged_;                 // per source: learned_ entries checkpointed
   int64_t checkpoints_ = 0;
-  std::vector<uint64_t> hashes_;  // per dispatched step
+  std::vector<uint64_t> hashes_;                // per dispatched step
   std::vector<std::vector<double>> predicted_;  // per dispatched step, per trainer
-  std::string last_full_;  // file name of the last checkpoint with full lengths
+  std::string last_full_;                      // file name of the last checkpoint with full lengths
   std::vector<std::vector<proto::Ack>> acks_;  // per step, until taken
   std::vector<int> ack_count_;                 // per step
   int reassignments_ = 0;

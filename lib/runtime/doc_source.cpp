@@ -1,8 +1,8 @@
 #include "runtime/doc_source.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <atomic>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -26,7 +26,8 @@ class IndexedDocSource final : public DocSource {
     std::vector<int32_t> scratch;
     for (size_t i = 0; i < ds_.size() && scratch.size() < (size_t(1) << 16); ++i)
       read(int64_t(i), 0, ds_.length(i), &scratch);
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     cost_ = scratch.empty() ? 1e-9 : std::max(1e-10, took / double(scratch.size()));
   }
   double seconds_per_token() const override { return cost_; }
@@ -108,7 +109,8 @@ class RawDocSource final : public DocSource {
                           size_t(offsets_[size_t(doc) + 1] - offsets_[size_t(doc)]));
     auto ids = std::make_shared<std::vector<int32_t>>(tokenizer_->encode(text));
     if (tokenizer_->eot_id() >= 0) ids->push_back(tokenizer_->eot_id());
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::lock_guard<std::mutex> lock(mutex_);
     seconds_ += took;
     tokens_made_ += int64_t(ids->size());

@@ -84,8 +84,8 @@ void Lead::send_assignment() {
     ++reassignments_;
     std::string text;
     for (size_t s = 0; s < a.loaders_of_source.size(); ++s)
-      text += strf(" %s:%zu", w_.config.data.sources[s].name.c_str(),
-                   a.loaders_of_source[s].size());
+      text +=
+          strf(" %s:%zu", w_.config.data.sources[s].name.c_str(), a.loaders_of_source[s].size());
     LOG_INFO("step %lld: loaders re-partitioned by measured cost:%s", (long long)next_step_,
              text.c_str());
   }
@@ -331,9 +331,9 @@ void Lead::dispatch_step(bool last) {
 }
 
 void Lead::receive_ack() {
-  proto::Ack ack = proto::decode_ack(recv_bytes(MPI_ANY_SOURCE, proto::kAck, MPI_COMM_WORLD,
-                                                w_.config.run.timeout,
-                                                "a trainer's acknowledgement"));
+  proto::Ack ack =
+      proto::decode_ack(recv_bytes(MPI_ANY_SOURCE, proto::kAck, MPI_COMM_WORLD,
+                                   w_.config.run.timeout, "a trainer's acknowledgement"));
   const int64_t i = ack.step - first_step_;
   ML_CHECK(i >= 0 && i < int64_t(acks_.size()), "ack for an unknown step");
   ++ack_count_[size_t(i)];
@@ -360,9 +360,8 @@ std::vector<proto::Report> Lead::stop() {
   // Trainers stop after their last batch; constructors after Stop.
   for (int r = 1; r < w_.size; ++r)
     if (w_.layout.role_of(r) != Role::loader)
-      reports.push_back(proto::decode_report(recv_bytes(r, proto::kReport, MPI_COMM_WORLD,
-                                                        w_.config.run.timeout,
-                                                        "a final report")));
+      reports.push_back(proto::decode_report(
+          recv_bytes(r, proto::kReport, MPI_COMM_WORLD, w_.config.run.timeout, "a final report")));
   // Loaders: a dead one never answers; a hung one still obeys Stop.
   for (int l = 0; l < w_.layout.loaders; ++l) {
     const int r = w_.layout.first_rank(Role::loader) + l;

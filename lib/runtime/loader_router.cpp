@@ -64,7 +64,8 @@ bool LoaderRouter::await(int rank, int reply_tag, Sent* sent, std::string* reply
         int count = 0;
         MPI_Get_count(&status, MPI_BYTE, &count);
         reply->assign(size_t(count), '\0');
-        if (MPI_Imrecv(reply->data(), count, MPI_BYTE, &message, &recv) != MPI_SUCCESS) return false;
+        if (MPI_Imrecv(reply->data(), count, MPI_BYTE, &message, &recv) != MPI_SUCCESS)
+          return false;
       }
     }
     if (recv != MPI_REQUEST_NULL) {
@@ -79,7 +80,8 @@ bool LoaderRouter::await(int rank, int reply_tag, Sent* sent, std::string* reply
         return true;
       }
     }
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_) {
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+        timeout_) {
       if (!done) MPI_Request_free(&sent->request);
       if (recv != MPI_REQUEST_NULL) {
         // A reply cut off mid-way: its buffer must outlive the request.
@@ -118,9 +120,10 @@ std::vector<std::string> LoaderRouter::request_many(const std::vector<int>& load
     }
     stall_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     dead_.insert(ranks[i]);
-    LOG_WARN("loader rank %d did not answer %s within %.1f s: counted dead; its shadow, rank %d, "
-             "takes over",
-             ranks[i], what, timeout_, route(ranks[i]));
+    LOG_WARN(
+        "loader rank %d did not answer %s within %.1f s: counted dead; its shadow, rank %d, "
+        "takes over",
+        ranks[i], what, timeout_, route(ranks[i]));
     replies[i] = request(ranks[i], tag, payloads[i], reply_tag, what, &(*served_by)[i]);
   }
   return replies;
@@ -141,9 +144,10 @@ std::string LoaderRouter::request(int loader, int tag, const std::string& payloa
     stall_ += lost;
     dead_.insert(rank);
     const int next = route(rank);
-    LOG_WARN("loader rank %d did not answer %s within %.1f s: counted dead; its shadow, rank %d, "
-             "takes over (stall %s)",
-             rank, what, timeout_, next, human_seconds(lost).c_str());
+    LOG_WARN(
+        "loader rank %d did not answer %s within %.1f s: counted dead; its shadow, rank %d, "
+        "takes over (stall %s)",
+        rank, what, timeout_, next, human_seconds(lost).c_str());
     rank = next;
   }
 }

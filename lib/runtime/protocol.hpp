@@ -122,17 +122,17 @@ struct Batch {
 struct Ack {
   int64_t step = 0;
   int32_t trainer = 0;
-  double loss_sum = 0;          // sum of -log p over this trainer's predictions
+  double loss_sum = 0;  // sum of -log p over this trainer's predictions
   int64_t predictions = 0;
   int64_t tokens = 0;
-  double flops = 0;             // model FLOPs of this trainer's step
-  double step_seconds = 0;      // wall time of the step on this trainer
-  double wait_seconds = 0;      // of which waiting for data
-  double compute_seconds = 0;   // forward + backward
-  double grad_norm = 0;         // global, before clipping (same on every trainer)
-  double peak_flops = 0;        // this trainer's measured sgemm FLOP/s
-  std::string echo;             // encoded Batch, or empty
-  std::string note;             // a line for rank 0 to log (e.g. a checkpoint written)
+  double flops = 0;            // model FLOPs of this trainer's step
+  double step_seconds = 0;     // wall time of the step on this trainer
+  double wait_seconds = 0;     // of which waiting for data
+  double compute_seconds = 0;  // forward + backward
+  double grad_norm = 0;        // global, before clipping (same on every trainer)
+  double peak_flops = 0;       // this trainer's measured sgemm FLOP/s
+  std::string echo;            // encoded Batch, or empty
+  std::string note;            // a line for rank 0 to log (e.g. a checkpoint written)
   // Per micro-batch, 4 numbers: tokens held, sum over its sequences of L^2/k
   // (its share of attention work), the ring size k, seconds (forward + backward):
   // what the planner's cost model predicts, measured (plan --calibrate fits it).

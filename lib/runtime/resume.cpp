@@ -50,9 +50,10 @@ std::string choose_checkpoint(const config::Config& config, const std::string& r
   }
   count = last == chosen ? count + 1 : 1;
   if (count > config.checkpoint.max_restarts)
-    throw Error(strf("the job has already resumed %lld times from %s without getting past it; "
-                     "stopping instead of restarting forever (fix the cause, then delete %s)",
-                     (long long)(count - 1), chosen.c_str(), counter.c_str()));
+    throw Error(
+        strf("the job has already resumed %lld times from %s without getting past it; "
+             "stopping instead of restarting forever (fix the cause, then delete %s)",
+             (long long)(count - 1), chosen.c_str(), counter.c_str()));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::ofstream(counter) << chosen << " " << count << "\n";

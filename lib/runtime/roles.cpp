@@ -85,15 +85,15 @@ RoleLayout make_layout(int world, const config::Config& config) {
   // ceil(seq_len / C) of them at least; offloading may need fewer).
   const int64_t need = (config.data.seq_len + config.plan.capacity - 1) / config.plan.capacity;
   if (!config.plan.offload && need > l.trainers)
-    throw config::ConfigError(strf(
-        "data.seq_len %lld needs %lld trainers of plan.capacity %lld, but the layout has %d: "
-        "raise plan.capacity, lower data.seq_len, or launch more ranks",
-        (long long)config.data.seq_len, (long long)need, (long long)config.plan.capacity,
-        l.trainers));
+    throw config::ConfigError(
+        strf("data.seq_len %lld needs %lld trainers of plan.capacity %lld, but the layout has %d: "
+             "raise plan.capacity, lower data.seq_len, or launch more ranks",
+             (long long)config.data.seq_len, (long long)need, (long long)config.plan.capacity,
+             l.trainers));
   for (size_t i = 0; i < config.faults.inject.size(); ++i)
     if (config.faults.inject[i].rank >= world)
-      throw config::ConfigError(strf("faults.inject[%zu].rank is %lld, but the job has %d ranks",
-                                     i, (long long)config.faults.inject[i].rank, world));
+      throw config::ConfigError(strf("faults.inject[%zu].rank is %lld, but the job has %d ranks", i,
+                                     (long long)config.faults.inject[i].rank, world));
   return l;
 }
 

@@ -36,7 +36,8 @@ void write_step_dump(const std::string& path, MPI_Comm trainers, const proto::Ba
   std::vector<std::vector<int32_t>> tokens(samples.size());
   for (size_t i = 0; i < samples.size(); ++i) tokens[i].assign(size_t(samples[i].length), -1);
   for (int r = 0; r < size; ++r) {
-    proto::Batch b = proto::decode_batch(all.substr(size_t(displs[size_t(r)]), size_t(counts[size_t(r)])));
+    proto::Batch b =
+        proto::decode_batch(all.substr(size_t(displs[size_t(r)]), size_t(counts[size_t(r)])));
     for (const auto& mb : b.micro) {
       size_t k = 0;
       for (const auto& seg : mb.segments)

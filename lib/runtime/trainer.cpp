@@ -20,7 +20,8 @@ model::Batch to_model_batch(const proto::MicroBatch& mb) {
   b.targets = mb.targets;
   b.positions = mb.positions;
   b.samples.reserve(mb.tokens.size());
-  for (const auto& seg : mb.segments) b.samples.insert(b.samples.end(), size_t(seg.length), seg.sample);
+  for (const auto& seg : mb.segments)
+    b.samples.insert(b.samples.end(), size_t(seg.length), seg.sample);
   return b;
 }
 
@@ -30,8 +31,8 @@ double Trainer::flops(const model::Shape& s, int64_t tokens, double attn_pairs) 
       2.0 * (d * double(s.qkv_dim()) + double(s.q_dim()) * d + 3.0 * d * double(s.ffn_dim));
   const double head = 2.0 * d * double(s.vocab);
   const double attn = 4.0 * double(s.head_dim) * double(s.n_heads) * attn_pairs;  // QKᵀ and PV
-  const double forward = double(tokens) * (per_token_layer * double(s.n_layers) + head) +
-                         attn * double(s.n_layers);
+  const double forward =
+      double(tokens) * (per_token_layer * double(s.n_layers) + head) + attn * double(s.n_layers);
   return 3.0 * forward;  // backward costs twice the forward
 }
 
@@ -49,8 +50,8 @@ Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
   MPI_CHECK(MPI_Comm_size(comm_, &size_));
   model::ModelOptions opt;
   opt.threads = threads_per_trainer(w);
-  model_ = std::make_unique<model::Transformer<float>>(model::Shape::from_config(w.config.model),
-                                                      opt);
+  model_ =
+      std::make_unique<model::Transformer<float>>(model::Shape::from_config(w.config.model), opt);
   // Every trainer draws the same parameters: the generator is keyed by the
   // seed and the element, not by the rank.
   model_->init_params(uint64_t(w.config.run.seed));
@@ -112,8 +113,8 @@ ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
       std::vector<float> padded(size_t(shard_size_), 0.0f);
       std::copy(part.begin(), part.end(), padded.begin());
       std::vector<float> all(rank_ == 0 ? size_t(shard_size_ * size_) : 0);
-      MPI_CHECK(MPI_Gather(padded.data(), int(shard_size_), MPI_FLOAT, all.data(),
-                           int(shard_size_), MPI_FLOAT, 0, comm_));
+      MPI_CHECK(MPI_Gather(padded.data(), int(shard_size_), MPI_FLOAT, all.data(), int(shard_size_),
+                           MPI_FLOAT, 0, comm_));
       all.resize(rank_ == 0 ? size_t(model_->layout().numel()) : 0);
       part = std::move(all);
     };
@@ -217,7 +218,8 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
     WatchScope watch("the gradient reduce-scatter over all trainers");
     MPI_CHECK(MPI_Reduce_scatter_block(padded.data(), mine.data(), int(shard_size_), MPI_FLOAT,
                                        MPI_SUM, comm_));
-    for (int64_t i = 0; i < shard_end_ - shard_begin_; ++i) sq += double(mine[size_t(i)]) * mine[size_t(i)];
+    for (int64_t i = 0; i < shard_end_ - shard_begin_; ++i)
+      sq += double(mine[size_t(i)]) * mine[size_t(i)];
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, comm_));
     reduced_.assign(size_t(n), 0.0f);  // only this shard is known here
     std::copy(mine.begin(), mine.begin() + (shard_end_ - shard_begin_),
@@ -229,7 +231,8 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
   adam_->update(params.data() + shard_begin_, reduced_.data() + shard_begin_, lr, clip);
   if (w_.config.optim.zero1) {
     std::vector<float> gathered(size_t(shard_size_ * size_));
-    std::copy(params.begin() + shard_begin_, params.begin() + shard_end_, gathered.begin() + shard_begin_);
+    std::copy(params.begin() + shard_begin_, params.begin() + shard_end_,
+              gathered.begin() + shard_begin_);
     MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered.data(), int(shard_size_),
                             MPI_FLOAT, comm_));
     std::copy(gathered.begin(), gathered.begin() + n, params.begin());

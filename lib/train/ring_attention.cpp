@@ -21,7 +21,11 @@ size_t block_bytes(int64_t n, int64_t kv_dim, bool with_grads) {
 
 RingAttention::RingAttention(MPI_Comm comm, std::vector<int> group, int me, int64_t max_tokens,
                              const model::AttnOptions& opt, double timeout_s)
-    : comm_(comm), group_(std::move(group)), me_(me), max_tokens_(max_tokens), opt_(opt),
+    : comm_(comm),
+      group_(std::move(group)),
+      me_(me),
+      max_tokens_(max_tokens),
+      opt_(opt),
       timeout_s_(timeout_s) {
   ML_CHECK(me_ >= 0 && me_ < int(group_.size()), "ring member index out of range");
 }
@@ -77,8 +81,8 @@ void RingAttention::shift(const Block& out, Block* in, int tag, size_t cap, F&& 
   std::vector<char> buffer(std::max(cap, out.bytes.size()));
   MPI_Request reqs[2];
   MPI_CHECK(MPI_Irecv(buffer.data(), int(buffer.size()), MPI_BYTE, prev, tag, comm_, &reqs[0]));
-  MPI_CHECK(MPI_Isend(out.bytes.data(), int(out.bytes.size()), MPI_BYTE, next, tag, comm_,
-                      &reqs[1]));
+  MPI_CHECK(
+      MPI_Isend(out.bytes.data(), int(out.bytes.size()), MPI_BYTE, next, tag, comm_, &reqs[1]));
   bytes_sent_ += double(out.bytes.size());
   compute();
   // Wait with a deadline: a dead or stuck partner is named, never a silent hang.
@@ -91,9 +95,10 @@ void RingAttention::shift(const Block& out, Block* in, int tag, size_t cap, F&& 
     if (done) break;
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_s_)
-      ML_FAIL(strf("ring attention: waited %.0f s for trainer %d (previous in the ring) or %d "
-                   "(next)",
-                   waited, prev, next));
+      ML_FAIL(
+          strf("ring attention: waited %.0f s for trainer %d (previous in the ring) or %d "
+               "(next)",
+               waited, prev, next));
     backoff(&idle);
   }
   int count = 0;
@@ -148,8 +153,7 @@ void RingAttention::backward(int layer, const model::AttnDims& dims,
   pack(kv, kv_dim, true, &cur);  // own block with zeroed dK/dV travels
   for (int step = 0; step < k; ++step) {
     auto compute = [&] {
-      model::attention_block_backward(dims, q, view(cur, kv_dim), g, grad_view(cur, kv_dim),
-                                      opt_);
+      model::attention_block_backward(dims, q, view(cur, kv_dim), g, grad_view(cur, kv_dim), opt_);
     };
     compute();
     // Pass the block on with what this member added (k passes bring it home).

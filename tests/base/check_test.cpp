@@ -1,6 +1,7 @@
+#include "base/check.hpp"
+
 #include <gtest/gtest.h>
 
-#include "base/check.hpp"
 #include "tests/common/test_util.hpp"
 
 using namespace meshloom;

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "base/strings.hpp"
+
+#include <gtest/gtest.h>
 
 using namespace meshloom;
 

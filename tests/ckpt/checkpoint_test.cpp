@@ -1,9 +1,10 @@
+#include "ckpt/checkpoint.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "ckpt/checkpoint.hpp"
 #include "tests/common/test_util.hpp"
 
 using namespace meshloom;
@@ -71,7 +72,8 @@ TEST(Checkpoint, TornFilesAreRefusedWithTheirName) {
 TEST(Checkpoint, PruneKeepsTheNewestAndTheirBase) {
   test::TempDir dir;
   ckpt::write_checkpoint(ckpt::checkpoint_path(dir.path(), 1), sample(1, true));
-  for (int s : {2, 3, 4}) ckpt::write_checkpoint(ckpt::checkpoint_path(dir.path(), s), sample(s, false));
+  for (int s : {2, 3, 4})
+    ckpt::write_checkpoint(ckpt::checkpoint_path(dir.path(), s), sample(s, false));
   ckpt::prune_checkpoints(dir.path(), 2);
   auto left = ckpt::list_checkpoints(dir.path());
   ASSERT_EQ(left.size(), 3u);  // 4 and 3, and 1: the base they need

@@ -1,6 +1,7 @@
+#include "config/config.hpp"
+
 #include <gtest/gtest.h>
 
-#include "config/config.hpp"
 #include "tests/common/test_util.hpp"
 
 using namespace meshloom;
@@ -82,17 +83,18 @@ TEST(Config, ErrorsNameLineColumnAndKeyPath) {
 }
 
 TEST(Config, CrossKeyRules) {
-  EXPECT_NE(error_of(std::string(kMinimal) + "model: {d_model: 100, n_heads: 3}\n")
-                .find("divisible"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(std::string(kMinimal) + "model: {d_model: 100, n_heads: 3}\n").find("divisible"),
+      std::string::npos);
   EXPECT_NE(error_of(std::string(kMinimal) + "model: {n_heads: 8, n_kv_heads: 3}\n")
                 .find("multiple of model.n_kv_heads"),
             std::string::npos);
-  std::string e = error_of(std::string(kMinimal) +
-                           "  schedule:\n    - {step: 0, weights: {dosc: 1}}\n");
+  std::string e =
+      error_of(std::string(kMinimal) + "  schedule:\n    - {step: 0, weights: {dosc: 1}}\n");
   EXPECT_NE(e.find("which data.sources lacks; did you mean 'docs'?"), std::string::npos) << e;
-  e = error_of(std::string(kMinimal) + "  schedule:\n    - {step: 5, weights: {docs: 1}}\n"
-                                       "    - {step: 5, weights: {docs: 2}}\n");
+  e = error_of(std::string(kMinimal) +
+               "  schedule:\n    - {step: 5, weights: {docs: 1}}\n"
+               "    - {step: 5, weights: {docs: 2}}\n");
   EXPECT_NE(e.find("schedule steps must increase"), std::string::npos) << e;
   EXPECT_NE(error_of("data:\n  sources: []\n").find("at least one source"), std::string::npos);
 }

@@ -1,10 +1,10 @@
+#include "dataplane/data_plane.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
 #include <random>
-
-#include "dataplane/data_plane.hpp"
 
 using namespace meshloom;
 using namespace meshloom::dataplane;

@@ -1,11 +1,11 @@
+#include "dataplane/stream.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <numeric>
 #include <random>
-
-#include "dataplane/stream.hpp"
 
 using namespace meshloom::dataplane;
 
@@ -38,7 +38,8 @@ static void check_one_epoch(int64_t threshold) {
   int turn = 0;
   while (got < total) {
     Lane lane = (threshold > 0 && (turn++ % 3 == 0)) ? Lane::long_docs : Lane::short_docs;
-    if (!s.available(lane, len)) lane = lane == Lane::long_docs ? Lane::short_docs : Lane::long_docs;
+    if (!s.available(lane, len))
+      lane = lane == Lane::long_docs ? Lane::short_docs : Lane::long_docs;
     ASSERT_TRUE(s.available(lane, len)) << "ran out before delivering the epoch";
     Piece p = s.take(lane, 1 + rng() % 700, len);
     ASSERT_EQ(p.epoch, 0);

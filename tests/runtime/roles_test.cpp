@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "runtime/roles.hpp"
+
+#include <gtest/gtest.h>
 
 using namespace meshloom;
 

@@ -16,10 +16,12 @@ TEST(World, RoleCommunicatorsMatchTheLayout) {
   std::string path = "/tmp/meshloom_world_mpi_test.yaml";
   const int loaders = size >= 3 ? 1 : 0;
   if (rank == 0) {
-    test::write_file(path, "cluster: {roles: {constructors: 1, loaders: " +
-                                  std::to_string(loaders) + "}}\n"
-                                  "data:\n  mode: " + (loaders ? "disaggregated" : "colocated") +
-                                  "\n  sources: [{name: a, path: p}]\n");
+    test::write_file(path,
+                     "cluster: {roles: {constructors: 1, loaders: " + std::to_string(loaders) +
+                         "}}\n"
+                         "data:\n  mode: " +
+                         (loaders ? "disaggregated" : "colocated") +
+                         "\n  sources: [{name: a, path: p}]\n");
   }
   MPI_Barrier(MPI_COMM_WORLD);
   World w;

@@ -1,8 +1,8 @@
+#include "train/optimizer.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "train/optimizer.hpp"
 
 using namespace meshloom;
 
