@@ -1,139 +1,185 @@
 #!/usr/bin/env bash
-# bench_step.sh: the CPU trainer's step, measured.
-#  1. MFU of one trainer's forward + backward against the measured sgemm peak
-#     (bench/model_bench: d 512, 8 layers, GPT-2 vocabulary, 4K tokens);
-#  2. HDP vs the static DP x CP grid, measured step time on the same real
-#     batches (4 trainers, CP rings for long documents);
-#  3. the planner's cost model against reality: calibrate on one run's
-#     measured micro-batches, predict another run's per-trainer step times,
-#     at 4, 8, 12 and 16 ranks.
-# Prints markdown tables; writes bench/results/step_*.csv and step_*.png.
+# bench_step.sh: the CPU trainer's step, measured (the trainer issue's acceptance).
+#  1. MFU of one trainer's forward + backward against the measured sgemm peak,
+#     d 512, 8 layers, GPT-2 vocabulary, 4096 tokens: bench/model_bench (one
+#     micro-batch, best of 3) and a 1-trainer `meshloom train` on real text
+#     (GPT-2 tokens), wall clock and CPU time;
+#  2. HDP vs the static DP x CP grid: measured step time on the same real
+#     batches (data_hash equal at every step), 4 trainers, C = 2048 < seq_len
+#     8192, so long samples need CP rings;
+#  3. the planner's cost model against reality at 4, 8, 12 and 16 ranks:
+#     calibrate (`meshloom plan --calibrate`) on one run's k = 1 micro-batches,
+#     train again with another seed and `plan.calibration`, compare every
+#     trainer's predicted and measured compute time per step; three layouts
+#     (trainers oversubscribing the cores with and without CP rings, and one
+#     trainer per core).
+# Prints markdown tables (also in bench/results/step_tables.md); writes
+# bench/results/step_*.csv and step.png. About 7 minutes (401 s) on the quiet
+# 2-core machine, once built; docs/bench_step.md explains the results.
+#
+#   scripts/bench_step.sh                    everything
+#   PARTS="1 2" scripts/bench_step.sh        some parts
+#   NPS="4 8" scripts/bench_step.sh          other rank counts for part 3 (4 is needed
+#                                            for the one-trainer-per-core and sharing rows)
+#   KEEP=1 scripts/bench_step.sh             keep the run folders (metrics.jsonl, logs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$(date +%s)
 BUILD=${BUILD_DIR:-build}
 MESHLOOM=$BUILD/app/meshloom
-[[ -x $MESHLOOM && -x $BUILD/bench/model_bench ]] || scripts/setup.sh >/dev/null
+PARTS=${PARTS:-1 2 3}
+NPS=${NPS:-4 8 12 16}
+STEPS=${STEPS:-8}  # part 3: steps per run; steps 0-1 are not counted
+PY=/usr/bin/python3
+tool() { "$PY" scripts/bench_step.py "$@"; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-out=bench/results
-mkdir -p "$out" data/bench_step
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# 1. MFU
-"$BUILD/bench/model_bench" tokens=4096 d=512 layers=8 heads=8 kv_heads=8 ffn=1376 vocab=50257 \
-  threads=2 iters=2 >"$work/mfu.txt" 2>&1
-wall=$(sed -n 's/^MFU (wall clock, best iteration): \([0-9.]*\) GFLOP\/s = \([0-9.]*\)%.*/\1 \2/p' "$work/mfu.txt")
-cpu=$(sed -n 's/^MFU (cpu-time based): *\([0-9.]*\) GFLOP\/s = \([0-9.]*\)%.*/\1 \2/p' "$work/mfu.txt")
-peak=$(sed -n 's/.*of the 2-thread sgemm peak \([0-9.]*\).*/\1/p' "$work/mfu.txt" | head -1)
-echo "part,metric,value" >"$out/step_mfu.csv"
-read -r wg wp <<<"$wall"
-read -r cg cp <<<"$cpu"
-printf 'mfu,wall_gflops,%s\nmfu,wall_pct,%s\nmfu,cpu_gflops,%s\nmfu,cpu_pct,%s\nmfu,peak_gflops,%s\n' \
-  "$wg" "$wp" "$cg" "$cp" "$peak" >>"$out/step_mfu.csv"
-echo
-echo "## 1. One trainer's step MFU (d 512, 8 layers, V 50257, 4096 tokens in 4 documents, 2 threads)"
-echo
-echo "| measured sgemm peak | step GFLOP/s (wall) | MFU (wall) | MFU (cpu time) |"
-echo "| ---: | ---: | ---: | ---: |"
-echo "| $peak GFLOP/s | $wg | **$wp%** | $cp% |"
-
-# Real text, byte tokens, for parts 2 and 3.
-if [[ ! -f data/bench_step/pydocs.idx ]]; then
-  "$MESHLOOM" prepare --input /usr/share/doc/python3.11/html/_sources --format text \
-    --tokenizer byte --out data/bench_step/pydocs >/dev/null
+# Build: setup.sh from nothing; otherwise bring the two targets up to date.
+if [[ ! -f $BUILD/build.ninja ]]; then
+  scripts/setup.sh
+else
+  cmake --build "$BUILD" --target meshloom model_bench >/dev/null ||
+    { echo "bench_step: build failed (someone editing?); retry in a minute" >&2; exit 1; }
 fi
-cat >"$work/c.yaml" <<YAML
-run: {timeout: 300, steps: 12}
+# Real text: GPT-2 tokens (part 1) and the same text as bytes (parts 2, 3:
+# longer sequences, vocabulary 257, so attention is a large share of the work).
+[[ -f data/prepared/pydocs.idx && -f data/prepared/fortunes.idx ]] || scripts/prepare_data.sh >/dev/null
+[[ -f data/bench_step/pydocs.idx && -f data/bench_step/bible.idx && -f data/bench_step/fortunes.idx ]] ||
+  TOKENIZER=byte OUT=data/bench_step scripts/prepare_data.sh >/dev/null
+
+out=bench/results
+mkdir -p "$out"
+work=$(mktemp -d)
+if [[ ${KEEP:-0} == 1 ]]; then echo "run folders kept in $work"; else trap 'rm -rf "$work"' EXIT; fi
+tables=$out/step_tables.md
+: >"$tables"
+say() { printf '%s\n' "$*" | tee -a "$tables"; }
+elapsed() { echo $(($(date +%s) - start)); }
+run() {  # name np config sets...: one `meshloom train`
+  local name=$1 np=$2 cfg=$3; shift 3
+  timeout 600 mpirun --oversubscribe --bind-to none -np "$np" "$MESHLOOM" train --config "$cfg" \
+    --set run.dir="$work/$name" "$@" >"$work/$name.log" 2>&1 ||
+    { echo "bench_step: run $name failed:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
+}
+say "# bench_step.sh, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'))"
+say ""
+say "Load when it started: load average $(cut -d' ' -f1-3 /proc/loadavg), cores busy with other work $(tool busy 2)."
+
+# ---------------------------------------------------------------------------
+if [[ " $PARTS " == *" 1 "* ]]; then
+  busy=$(tool busy 2)
+  "$BUILD/bench/model_bench" tokens=4096 d=512 layers=8 heads=8 kv_heads=8 ffn=1376 vocab=50257 \
+    threads=2 iters=3 >"$out/step_model_bench.txt" 2>&1
+  cat >"$work/mfu.yaml" <<YAML
+run: {steps: 4, threads: 2, timeout: 600, seed: 1234}
+cluster: {roles: {constructors: 1, loaders: 0}}
+model: {vocab_size: 50257, d_model: 512, n_layers: 8, n_heads: 8, n_kv_heads: 8, ffn_dim: 1376}
+data:
+  mode: colocated
+  seq_len: 4096
+  tokens_per_step: 4096
+  sources: [{name: pydocs, path: $PWD/data/prepared/pydocs, format: indexed}]
+plan: {capacity: 4096}
+YAML
+  tool watch --rank 1 --metrics "$work/mfu/metrics.jsonl" --out "$work/mfu_watch.csv" -- \
+    timeout 600 mpirun --oversubscribe --bind-to none -np 2 "$MESHLOOM" train --config "$work/mfu.yaml" \
+    --set run.dir="$work/mfu" >"$work/mfu.log" 2>&1 || { tail -20 "$work/mfu.log"; exit 1; }
+  say ""
+  say "## 1. One trainer's step: d 512, 8 layers, 8 heads, ffn 1376, V 50257 (51.0M parameters), 4096 tokens, 2 threads"
+  say ""
+  say "Other work kept $busy cores busy just before (load average $(cut -d' ' -f1-3 /proc/loadavg) after)."
+  say ""
+  tool mfu --bench "$out/step_model_bench.txt" --train "$work/mfu/metrics.jsonl" \
+    --watch "$work/mfu_watch.csv" --threads 2 --out "$out/step_mfu.csv" | tee -a "$tables"
+  say ""
+  say "(part 1 done at $(elapsed) s)"
+fi
+
+# Parts 2 and 3: a small model on real text as bytes (pydocs, bible, fortunes).
+cat >"$work/b.yaml" <<YAML
+run: {timeout: 600, seed: 1234}
 cluster: {roles: {constructors: 1, loaders: 1}}
 model: {vocab_size: 257, d_model: 256, n_layers: 2, n_heads: 4, n_kv_heads: 4, ffn_dim: 704}
 data:
   seq_len: 4096
-  sources: [{name: pydocs, path: $PWD/data/bench_step/pydocs}]
-log: {metrics: true}
+  sources:
+    - {name: pydocs, path: $PWD/data/bench_step/pydocs, format: indexed, weight: 2}
+    - {name: bible, path: $PWD/data/bench_step/bible, format: indexed, weight: 1}
+    - {name: fortunes, path: $PWD/data/bench_step/fortunes, format: indexed, weight: 1}
+plan: {capacity: 2048}
 YAML
-train() {  # name np sets...
-  local name=$1 np=$2; shift 2
-  timeout 900 mpirun --oversubscribe --bind-to none -np "$np" "$MESHLOOM" train -c "$work/c.yaml" \
-    --set run.dir="$work/$name" "$@" >"$work/$name.log" 2>&1 || { tail -20 "$work/$name.log"; exit 1; }
-}
 
-# 2. HDP vs static on the same batches.
-for p in hdp static; do
-  train "$p" 6 --set plan.planner=$p --set plan.capacity=1024 --set data.tokens_per_step=16384
-done
-/usr/bin/python3 - "$work" "$out" <<'PY'
-import json, sys, statistics as st
-work, out = sys.argv[1], sys.argv[2]
-def load(name):
-    return [r for r in map(json.loads, open(f"{work}/{name}/metrics.jsonl")) if "step" in r]
-h, s = load("hdp"), load("static")
-assert [r["data_hash"] for r in h] == [r["data_hash"] for r in s], "different batches"
-def wall(r): return max(t["step"] + t["wait"] for t in r["trainers"])
-hw, sw = [wall(r) for r in h[2:]], [wall(r) for r in s[2:]]
-hi, si = [r["imbalance"] for r in h[2:]], [r["imbalance"] for r in s[2:]]
-with open(f"{out}/step_hdp_static.csv", "w") as f:
-    f.write("step,hdp_s,static_s,hdp_imbalance,static_imbalance\n")
-    for r1, r2 in zip(h, s):
-        f.write(f"{r1['step']},{wall(r1):.4f},{wall(r2):.4f},{r1['imbalance']:.4f},{r2['imbalance']:.4f}\n")
-print("\n## 2. HDP vs static, measured (4 trainers, capacity 1024, 16K-token steps of real text, steps 2-11)\n")
-print("| planner | mean step | imbalance (max/mean compute) |")
-print("| --- | ---: | ---: |")
-print(f"| static | {st.mean(sw):.3f} s | {st.mean(si):.3f} |")
-print(f"| hdp | {st.mean(hw):.3f} s | {st.mean(hi):.3f} |")
-print(f"\nSame batches in both runs (data_hash of every step equal); HDP speedup {st.mean(sw)/st.mean(hw):.2f}x.")
-PY
+# ---------------------------------------------------------------------------
+if [[ " $PARTS " == *" 2 "* ]]; then
+  busy=$(tool busy 1)
+  for p in hdp static; do
+    run "p2_$p" 6 "$work/b.yaml" --set plan.planner=$p --set data.seq_len=8192 \
+      --set data.tokens_per_step=16384 --set run.steps=8
+  done
+  tool hdp --hdp "$work/p2_hdp/metrics.jsonl" --static "$work/p2_static/metrics.jsonl" \
+    --out "$out/step_hdp_static.csv"
+  say ""
+  say "Part 2 layout: 6 ranks = 1 constructor + 1 loader + 4 trainers (1 thread each, 2 per core);"
+  say "d 256, 2 layers, V 257; 16384-token steps of pydocs:bible:fortunes 2:1:1, seq_len 8192, C 2048"
+  say "(static: CP 4 x DP 1). Other work kept $busy cores busy before the two runs."
+fi
 
-# 3. Cost model: calibrate on run A, predict run B (another seed: other batches).
-echo "ranks,trainers,median_error,p90_error,a,b,g" >"$out/step_costmodel.csv"
-for np in 4 8 12 16; do
-  t=$((np - 2))
-  sets=(--set data.tokens_per_step=$((2048 * t)) --set plan.capacity=2048)
-  train "cal$np" "$np" "${sets[@]}"
-  /usr/bin/python3 - "$work/cal$np/metrics.jsonl" "$work/cal$np.csv" <<'PY'
-import json, sys
-rows = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r][2:]
-with open(sys.argv[2], "w") as f:
-    f.write("tokens,sum_l2,seconds\n")
-    for r in rows:
-        for t in r["trainers"]:
-            for tokens, l2, k, sec in t["micro"]:
-                if k == 1: f.write(f"{tokens:.0f},{l2:.0f},{sec:.6f}\n")
-PY
-  "$MESHLOOM" plan --calibrate "$work/cal$np.csv" >"$work/fit$np.txt"
-  train "val$np" "$np" "${sets[@]}" --set run.seed=99 --set plan.calibration="$work/cal$np.csv"
-  /usr/bin/python3 - "$work/val$np/metrics.jsonl" "$np" "$t" "$work/fit$np.txt" >>"$out/step_costmodel.csv" <<'PY'
-import json, re, sys, statistics as st
-rows = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r][2:]
-errs = sorted(abs(t["predicted"] - t["compute"]) / t["compute"]
-              for r in rows for t in r["trainers"] if t["compute"] > 0)
-fit = open(sys.argv[4]).read()
-coef = [re.search(k + r"=([0-9.e+-]+)", fit) for k in ("a", "b", "g")]
-print(sys.argv[2], sys.argv[3], f"{st.median(errs):.4f}", f"{errs[int(0.9 * (len(errs) - 1))]:.4f}",
-      *[c.group(1) if c else "" for c in coef], sep=",")
-PY
-done
-/usr/bin/python3 - "$out" <<'PY'
-import csv, sys
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-out = sys.argv[1]
-rows = list(csv.DictReader(open(f"{out}/step_costmodel.csv")))
-print("\n## 3. Cost model vs measured per-trainer step time (calibrated on one run, checked on another)\n")
-print("| ranks | trainers | median error | 90th percentile error |")
-print("| ---: | ---: | ---: | ---: |")
-for r in rows:
-    print(f"| {r['ranks']} | {r['trainers']} | {100*float(r['median_error']):.1f}% | {100*float(r['p90_error']):.1f}% |")
-hs = list(csv.DictReader(open(f"{out}/step_hdp_static.csv")))
-fig, ax = plt.subplots(1, 2, figsize=(11, 3.8))
-ax[0].plot([int(r["step"]) for r in hs], [float(r["static_s"]) for r in hs], marker="o", label="static")
-ax[0].plot([int(r["step"]) for r in hs], [float(r["hdp_s"]) for r in hs], marker="o", label="hdp")
-ax[0].set(title="measured step time, same batches", xlabel="step", ylabel="s"); ax[0].legend()
-ax[1].bar([r["ranks"] for r in rows], [100 * float(r["median_error"]) for r in rows], label="median")
-ax[1].bar([r["ranks"] for r in rows], [100 * float(r["p90_error"]) for r in rows], alpha=0.4, label="p90")
-ax[1].axhline(20, color="r", ls="--", lw=1); ax[1].set(title="cost model error", xlabel="ranks", ylabel="%")
-ax[1].legend(); fig.tight_layout(); fig.savefig(f"{out}/step.png", dpi=110)
-print(f"\nwrote {out}/step_mfu.csv, step_hdp_static.csv, step_costmodel.csv, step.png")
-PY
-echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+# ---------------------------------------------------------------------------
+if [[ " $PARTS " == *" 3 "* ]]; then
+  rm -f "$out/step_costmodel.csv" "$out/step_costmodel_points.csv" "$out"/step_calibration_*.{csv,fit}
+  # The calibration run has C = seq_len, so its k = 1 micro-batches cover
+  # every sample length up to seq_len (with C < seq_len the longest samples
+  # only ever run in rings, and the fit would extrapolate their attention).
+  validate() {  # layout np trainers calibration-np busy sets...
+    local lay=$1 np=$2 t=$3 cnp=$4 busy=$5; shift 5
+    run "v_${lay}_$np" "$np" "$work/b.yaml" --set run.steps="$STEPS" --set run.seed=99 \
+      --set plan.calibration="$PWD/$out/step_calibration_$cnp.csv" "$@"
+    tool errors --layout "$lay" --ranks "$np" --trainers "$t" --fit "$out/step_calibration_$cnp.fit" \
+      --metrics "$work/v_${lay}_$np/metrics.jsonl" --points "$out/step_costmodel_points.csv" \
+      --rows "$out/step_costmodel.csv" --load "$busy"
+  }
+  declare -A load
+  for np in $NPS; do
+    t=$((np - 2))
+    busy=$(tool busy 1)
+    load[$np]=$busy
+    run "c_$np" "$np" "$work/b.yaml" --set run.steps="$STEPS" --set data.tokens_per_step=$((2048 * t)) \
+      --set plan.capacity=4096
+    tool calib "$work/c_$np/metrics.jsonl" --out "$out/step_calibration_$np.csv"
+    "$MESHLOOM" plan --calibrate "$out/step_calibration_$np.csv" | tee "$out/step_calibration_$np.fit" >/dev/null
+    validate rings "$np" "$t" "$np" "$busy" --set data.tokens_per_step=$((2048 * t))
+    validate whole "$np" "$t" "$np" "$busy" --set data.tokens_per_step=$((2048 * t)) --set plan.capacity=4096
+    if ((np == 4)); then  # 2 trainers on 2 cores: the first row of the one-trainer-per-core layout too
+      tool errors --layout 2trainers --ranks 4 --trainers 2 --fit "$out/step_calibration_4.fit" \
+        --metrics "$work/v_rings_4/metrics.jsonl" --points "$out/step_costmodel_points.csv" \
+        --rows "$out/step_costmodel.csv" --load "$busy"
+    fi
+    echo "(part 3: $np ranks done at $(elapsed) s)"
+  done
+  # One trainer per core at more ranks (the others loaders), with the
+  # calibration taken at 4 ranks: does it carry over? And, after the fact,
+  # the oversubscribed runs predicted from the same 4-rank calibration with
+  # the 2 cores shared fairly among the trainers still computing.
+  if [[ " $NPS " == *" 4 "* ]]; then
+    for np in $NPS; do
+      for lay in rings whole; do
+        tool errors --layout "$lay+sharing" --ranks "$np" --trainers $((np - 2)) --cores 2 \
+          --fit "$out/step_calibration_4.fit" --metrics "$work/v_${lay}_$np/metrics.jsonl" \
+          --points "$out/step_costmodel_points.csv" --rows "$out/step_costmodel.csv" --load "${load[$np]}"
+      done
+    done
+    for np in $NPS; do
+      ((np == 4)) && continue
+      validate 2trainers "$np" 2 4 "$(tool busy 1)" --set cluster.roles.loaders=$((np - 3)) \
+        --set data.tokens_per_step=4096
+    done
+  fi
+  echo "(part 3 done at $(elapsed) s)"
+fi
+
+say ""
+rparts=""
+for p in 2 3; do [[ " $PARTS " == *" $p "* ]] && rparts+="$p "; done
+[[ -n $rparts ]] && tool report --dir "$out" --parts "$rparts" | tee -a "$tables"
+say "Load when it ended: load average $(cut -d' ' -f1-3 /proc/loadavg). Run time $(elapsed) s."
+echo "wrote $tables, $out/step_*.csv, $out/step.png"
