@@ -117,6 +117,7 @@ int run_lead(const World& w, const TrainArgs& args) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   double first_loss = 0, last_loss = 0;
+  bool warned_mfu = false;
   int64_t done = first;
   // Straggler detection: a trainer whose compute time exceeds the median by
   // faults.straggler_factor for faults.straggler_steps steps in a row is named.
@@ -167,6 +168,20 @@ int run_lead(const World& w, const TrainArgs& args) {
     // Useful FLOPs over what the nodes' measured sgemm peak allows in the
     // step's compute time (the slowest trainer sets it).
     const double mfu = peak > 0 ? flops / (std::max(max_step, 1e-9) * peak) : 0;
+    if (s == first && peak > 0)
+      LOG_INFO("MFU is against %.1f GFLOP/s, the trainers' %s sgemm peak%s", peak / 1e9,
+               w.config.run.peak_gflops > 0 ? "configured" : "measured",
+               w.config.run.peak_gflops > 0 ? "" : " (run.peak_gflops sets a known one)");
+    if (mfu > 1 && !warned_mfu) {
+      warned_mfu = true;
+      if (w.config.run.peak_gflops > 0)
+        LOG_WARN("MFU %.0f%% is above 100%%: run.peak_gflops %g is below what the trainers reach",
+                 100 * mfu, w.config.run.peak_gflops);
+      else
+        LOG_WARN("MFU %.0f%% is above 100%%: the sgemm peak was measured too low (other ranks "
+                 "busy at start?); set run.peak_gflops to the nodes' real peak",
+                 100 * mfu);
+    }
     const double lr = train::learning_rate(w.config.optim, s, steps);
     if (tty) std::printf("\r\033[K");
     if (s % w.config.log.every == 0 || s + 1 == steps)
@@ -268,7 +283,9 @@ int run_trainer(const World& w, const TrainArgs& args) {
         if (r < w.rank) ++before_me;
       }
     MPI_Barrier(w.role_comm);
-    if (before_me == 0) {
+    if (before_me == 0 && w.config.run.peak_gflops > 0) {
+      peak = w.config.run.peak_gflops * 1e9;
+    } else if (before_me == 0) {
       const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
       peak = measure_sgemm_peak(std::min(cores, on_node * trainer.model().threads()));
     }

@@ -23,6 +23,7 @@ struct RunConfig {
   int64_t steps = 100;
   std::string backend = "cpu";
   int64_t threads = 0;
+  double peak_gflops = 0;
   double timeout = 300.0;
   template <class V>
   void visit(V& v) {
@@ -33,6 +34,10 @@ struct RunConfig {
     v.field("backend", backend, "Trainer backend", one_of({"cpu", "cuda"}));
     v.field("threads", threads, "Compute threads per trainer (0: cores per rank)",
             in_range(0, 1024));
+    v.field("peak_gflops", peak_gflops,
+            "Compute peak of one node's trainers in GFLOP/s that MFU is measured against "
+            "(0: measure the sgemm peak at start)",
+            in_range(0.0, 1e9));
     v.field("timeout", timeout,
             "Watchdog: seconds any rank waits for another before the job is aborted",
             in_range(1.0, 86400.0));

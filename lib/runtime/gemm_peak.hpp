@@ -5,7 +5,7 @@
 namespace meshloom {
 
 // FLOP/s of square sgemm products of size n on `threads` threads (the
-// model's own parallel GEMM), best of a few repetitions.
+// model's own parallel GEMM), the best repetition of about a second's worth.
 double measure_sgemm_peak(int threads, int n = 1024);
 
 }  // namespace meshloom
