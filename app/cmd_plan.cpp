@@ -163,7 +163,9 @@ int run_plan(const PlanArgs& a) {
   if (!a.calibrate.empty()) {
     const plan::Calibration fit = plan::calibrate(plan::read_calibration_csv(a.calibrate));
     std::printf("calibration from %s: %s\n", a.calibrate.c_str(), fit.describe().c_str());
-    std::printf("  model-derived: a=%.4e b=%.4e g=%.4e\n", cost.a, cost.b, cost.g);
+    if (!a.lengths.empty())  // only then is the derived model something it replaces
+      std::printf("  replaces the cost derived from --model %s: a=%.4e b=%.4e g=%.4e\n",
+                  a.model.c_str(), cost.a, cost.b, cost.g);
     cost = plan::calibrated(cost, fit);
     if (a.lengths.empty()) return kExitOk;
   }
