@@ -11,7 +11,8 @@
 # files before timing, and must report the same token count (a whole-corpus
 # exactness check). Not pinned by default: pinning also squeezes V8's helper
 # threads (GC, JIT) onto that core, which would flatter the ratio. Prints a
-# markdown table and writes bench/results/tokenizer.csv.
+# markdown table and writes bench/results/tokenizer.csv and tokenizer.png.
+# Builds what is missing first (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -20,6 +21,7 @@ ENCODINGS=${ENCODINGS:-gpt2 cl100k_base}
 BIN=$BUILD_DIR/app/meshloom
 OUT=bench/results/tokenizer.csv
 
+[[ -x $BIN && -d third_party/npm/node_modules/tiktoken ]] || scripts/setup.sh >/dev/null
 [[ -x $BIN ]] || { echo "bench_tokenizer: $BIN not built (cmake --build $BUILD_DIR --target meshloom)" >&2; exit 2; }
 command -v node >/dev/null || { echo "bench_tokenizer: node not found (scripts/setup.sh)" >&2; exit 2; }
 [[ -d third_party/npm/node_modules/tiktoken ]] || { echo "bench_tokenizer: npm tiktoken missing (scripts/setup.sh)" >&2; exit 2; }
@@ -74,5 +76,6 @@ echo
 echo "| corpus | encoding | files | MB | tokens | meshloom MB/s | npm tiktoken (WASM) MB/s | ratio |"
 echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 printf '%s\n' "${rows[@]}"
+/usr/bin/python3 scripts/plot_tokenizer.py "$OUT" "${OUT%.csv}.png"
 echo
-echo "CSV: $OUT"
+echo "CSV: $OUT; plot: ${OUT%.csv}.png"
