@@ -14,7 +14,7 @@
                        std::string(#call) + ": " + cublasGetStatusString(ml_cublas_rc_)); \
   } while (0)
 
-namespace meshloom::gpu {
+namespace meshloom::kernels {
 
 namespace {
 
@@ -54,4 +54,4 @@ void Blas::gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha, 
                             c, cuda_type(out), int(ldc), compute, CUBLAS_GEMM_DEFAULT));
 }
 
-}  // namespace meshloom::gpu
+}  // namespace meshloom::kernels

@@ -15,7 +15,7 @@
 struct cublasContext;
 struct CUstream_st;
 
-namespace meshloom::gpu {
+namespace meshloom::kernels {
 
 using model::Op;
 
@@ -40,4 +40,4 @@ class Blas {
   void* workspace_ = nullptr;
 };
 
-}  // namespace meshloom::gpu
+}  // namespace meshloom::kernels

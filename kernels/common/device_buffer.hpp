@@ -11,7 +11,7 @@
 
 #include "kernels/common/check.cuh"
 
-namespace meshloom::gpu {
+namespace meshloom::kernels {
 
 template <class T>
 class DeviceBuffer {
@@ -67,4 +67,4 @@ class DeviceBuffer {
   size_t size_ = 0;
 };
 
-}  // namespace meshloom::gpu
+}  // namespace meshloom::kernels

@@ -18,9 +18,9 @@
 
 namespace {
 
-using meshloom::gpu::Blas;
-using meshloom::gpu::DeviceBuffer;
-using meshloom::gpu::Dtype;
+using meshloom::kernels::Blas;
+using meshloom::kernels::DeviceBuffer;
+using meshloom::kernels::Dtype;
 using meshloom::model::Op;
 
 uint16_t to_bf16(float f) {  // round to nearest even

@@ -1,0 +1,38 @@
+// The token embedding on the GPU: the forward gather and a deterministic
+// backward (no float atomics, so gradients are bit-identical run to run).
+//
+// Backward adds, for every distinct token id of the micro-batch, the rows of
+// dx at that id's positions into its row of d_embed, in position order. The
+// grouping (which positions hold which id) is built on the host, where the
+// batch's tokens already are (EmbeddingGroups), and uploaded once per
+// micro-batch.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace meshloom::kernels {
+
+// Positions grouped by token id: ids[g] occurs at order[offsets[g] ..
+// offsets[g+1]), positions ascending.
+struct EmbeddingGroups {
+  std::vector<int32_t> ids, offsets, order;
+};
+EmbeddingGroups group_tokens(const std::vector<int32_t>& tokens);
+
+// x[t, :] = embed[tokens[t], :] for t < n; d columns, leading dimensions d.
+// T = float or __nv_bfloat16 (x and embed of the same type).
+template <class T>
+void embedding_forward(const T* embed, const int32_t* tokens, int64_t n, int64_t d, T* x,
+                       cudaStream_t stream);
+
+// d_embed[ids[g], :] += Σ_{t in group g} dx[t, :] (fp32 sums, fixed order).
+// ids, offsets, order: EmbeddingGroups on the device; groups = ids.size().
+template <class T>
+void embedding_backward(const T* dx, const int32_t* ids, const int32_t* offsets,
+                        const int32_t* order, int64_t groups, int64_t d, float* d_embed,
+                        cudaStream_t stream);
+
+}  // namespace meshloom::kernels
