@@ -208,7 +208,8 @@ def memory(res, headline):
         col = [r for r in rs if r["mode"] == "colocated"]
         col_dp = None
         entries = []
-        for r in sorted(rs, key=lambda r: (r["mode"] != "colocated", int(r["loaders"]))):
+        for r in sorted(rs, key=lambda r: (r["mode"] != "colocated", r["mode"] == "lean",
+                                           int(r["loaders"]))):
             lead = float(r["constructor_pss_kib"])
             load = float(r["loader_pss_kib"])
             excess = float(r["trainer_pss_kib"]) - T * base
@@ -222,12 +223,14 @@ def memory(res, headline):
             L = int(r["loaders"])
             ranks = 1 + L + T
             ratio = col_dp / dp if col_dp else float("nan")
-            name = "colocated" if r["mode"] == "colocated" else f"disaggregated, {L} loader(s)"
+            name = {"colocated": "colocated",
+                    "lean": f"lean: {L} loader(s), no shadows, no token cache"}.get(
+                        r["mode"], f"disaggregated, {L} loader(s)")
             total = float(r["constructor_pss_kib"]) + load + float(r["trainer_pss_kib"])
             summary.append([T, r["mode"], L, ranks, r["steps"], round(base), round(lead),
                             round(load), round(float(r["trainer_pss_kib"])), round(excess),
                             round(dp), round(total), round(ratio, 2)])
-            head = r["mode"] == "colocated" or L == headline
+            head = r["mode"] == "colocated" or (r["mode"] == "disaggregated" and L == headline)
             fmt = (lambda s: f"**{s}**") if head else (lambda s: s)  # noqa: E731
             rows.append([T, steps, name, ranks, f"{base / MIB:.1f}", f"{lead / MIB:.1f}",
                          f"{load / MIB:.1f}", f"{excess / MIB:.1f}", fmt(f"{dp / MIB:.1f}"),
@@ -249,6 +252,7 @@ def memory(res, headline):
                label="trainers beyond a bare trainer" if x == 0 else None)
         ax.text(x, lead + load + exc, f"{s[10] / MIB:.0f}", ha="center", va="bottom", fontsize=8)
         labels.append(f"T={s[0]}\n" + ("coloc." if s[1] == "colocated" else f"L={s[2]}") +
+                      ("\nlean" if s[1] == "lean" else "") +
                       ("" if int(s[4]) == first_steps else f"\n{s[4]} st."))
         x += 1
     ax.set_xticks(range(len(labels)), labels)
