@@ -1,0 +1,62 @@
+// Device helpers shared by the kernels of kernels/ops/: element conversions
+// (fp32 math inside, float or bf16 storage), deterministic block reductions
+// and launch sizes. Private to this folder (.cu files only).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace meshloom::kernels::ops_detail {
+
+__device__ inline float to_f32(float x) { return x; }
+__device__ inline float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <class T>
+__device__ inline T from_f32(float x);
+template <>
+__device__ inline float from_f32<float>(float x) {
+  return x;
+}
+template <>
+__device__ inline __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+// Sum over a warp; a butterfly, so every lane ends with the same value.
+template <class A>
+__device__ inline A warp_sum(A v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum over the block, returned to every thread. blockDim.x must be a multiple
+// of 32 (at most 1024). The order of additions is fixed by the block size, so
+// results are identical run to run. Every thread of the block must call it.
+template <class A>
+__device__ inline A block_sum(A v) {
+  __shared__ A warp_part[32];
+  v = warp_sum(v);
+  const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x >> 5);
+  if (lane == 0) warp_part[warp] = v;
+  __syncthreads();
+  const int warps = int(blockDim.x >> 5);
+  A total = lane < warps ? warp_part[lane] : A(0);
+  total = warp_sum(total);
+  __syncthreads();  // warp_part may be reused by the next call
+  return total;
+}
+
+// Threads for a block that walks `width` elements: a multiple of 32 in
+// [32, max_threads].
+inline int threads_for(int64_t width, int max_threads = 256) {
+  return int(std::clamp<int64_t>((width + 31) / 32 * 32, 32, max_threads));
+}
+
+// Blocks for a grid-stride loop over `total` elements.
+inline unsigned blocks_for(int64_t total, int threads) {
+  return unsigned(std::clamp<int64_t>((total + threads - 1) / threads, 1, int64_t(1) << 16));
+}
+
+}  // namespace meshloom::kernels::ops_detail
