@@ -178,9 +178,10 @@ int run_lead(const World& w, const TrainArgs& args) {
         LOG_WARN("MFU %.0f%% is above 100%%: run.peak_gflops %g is below what the trainers reach",
                  100 * mfu, w.config.run.peak_gflops);
       else
-        LOG_WARN("MFU %.0f%% is above 100%%: the sgemm peak was measured too low (other ranks "
-                 "busy at start?); set run.peak_gflops to the nodes' real peak",
-                 100 * mfu);
+        LOG_WARN(
+            "MFU %.0f%% is above 100%%: the sgemm peak was measured too low (other ranks "
+            "busy at start?); set run.peak_gflops to the nodes' real peak",
+            100 * mfu);
     }
     const double lr = train::learning_rate(w.config.optim, s, steps);
     if (tty) std::printf("\r\033[K");
@@ -328,7 +329,7 @@ int run_trainer(const World& w, const TrainArgs& args) {
       std::string failed = writer->error();
       if (!failed.empty()) ML_FAIL("checkpoint write failed: " + failed);
       std::lock_guard<std::mutex> lock(note_mutex);
-      ack.note = std::move(note);
+      if (!note.empty()) ack.note += (ack.note.empty() ? "" : "; ") + note;
       note.clear();
     }
     send_ack(ack);

@@ -22,6 +22,7 @@ struct RunConfig {
   int64_t seed = 1234;
   int64_t steps = 100;
   std::string backend = "cpu";
+  std::string precision = "bf16";
   int64_t threads = 0;
   double peak_gflops = 0;
   double timeout = 300.0;
@@ -32,6 +33,10 @@ struct RunConfig {
     v.field("seed", seed, "Seed of every random choice (data order, initialization)", at_least(0));
     v.field("steps", steps, "Number of optimizer steps", at_least(1));
     v.field("backend", backend, "Trainer backend", one_of({"cpu", "cuda"}));
+    v.field("precision", precision,
+            "CUDA backend: bf16 weights and activations with fp32 accumulation, or fp32 "
+            "throughout (the CPU backend is always fp32)",
+            one_of({"bf16", "fp32"}));
     v.field("threads", threads, "Compute threads per trainer (0: cores per rank)",
             in_range(0, 1024));
     v.field("peak_gflops", peak_gflops,

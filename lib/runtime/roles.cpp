@@ -69,6 +69,14 @@ std::string RoleLayout::describe(const std::vector<std::string>& hosts) const {
 }
 
 RoleLayout make_layout(int world, const config::Config& config) {
+  // Context-parallel rings on the GPU are not written yet: every sequence
+  // must fit one trainer there.
+  if (config.run.backend == "cuda" && config.data.seq_len > config.plan.capacity)
+    throw config::ConfigError(
+        strf("run.backend: cuda runs every sequence on one GPU for now (context-parallel rings "
+             "on the GPU are not written yet), but data.seq_len %lld is more than plan.capacity "
+             "%lld: raise plan.capacity to data.seq_len, or use run.backend: cpu",
+             (long long)config.data.seq_len, (long long)config.plan.capacity));
   const auto& roles = config.cluster.roles;
   RoleLayout l;
   l.world = world;

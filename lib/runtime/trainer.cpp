@@ -8,6 +8,7 @@
 
 #include "base/bytes.hpp"
 #include "base/log.hpp"
+#include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
 #include "runtime/watchdog.hpp"
 #include "train/ring_attention.hpp"
@@ -66,6 +67,13 @@ Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
   }
   adam_ = std::make_unique<train::AdamW>(w.config.optim, shard_begin_, shard_end_,
                                          model_->layout().decay_ranges());
+  if (w.config.run.backend == "cuda") {
+    // One GPU per trainer: the trainer's index among the node's trainers.
+    int local = 0;
+    for (int r = w.layout.first_rank(Role::trainer); r < w.rank; ++r)
+      local += w.hosts[size_t(r)] == w.hosts[size_t(w.rank)];
+    device_ = model::make_cuda_model(model_->shape(), w.config.run.precision, local);
+  }
 }
 
 std::vector<float> Trainer::full_grads() {
@@ -159,7 +167,15 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
   proto::Ack ack;
   ack.step = batch.step;
   ack.trainer = rank_;
-  model_->zero_grads();
+  if (device_) {
+    device_->set_params(model_->params());  // after init, a checkpoint or the last update
+    device_->zero_grads();
+    if (!announced_ && rank_ == 0)
+      ack.note = "trainer 0 computes on " + device_->describe() + " (run.backend: cuda)";
+    announced_ = true;
+  } else {
+    model_->zero_grads();
+  }
   const double scale = batch.global_predictions > 0 ? 1.0 / double(batch.global_predictions) : 0;
   const model::Shape& shape = model_->shape();
   model::AttnOptions attn;
@@ -181,7 +197,10 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
     ack.flops += flops(shape, b.size(), pairs);
     ack.tokens += b.size();
     model::LossSum ls;
-    if (mb.group.size() > 1) {
+    if (device_) {
+      ML_CHECK(mb.group.size() <= 1, "run.backend: cuda has no context-parallel rings yet");
+      ls = device_->forward_backward(b, scale);
+    } else if (mb.group.size() > 1) {
       std::vector<int> group(mb.group.begin(), mb.group.end());
       train::RingAttention ring(comm_, group, mb.member, w_.config.plan.capacity, attn,
                                 w_.config.run.timeout);
@@ -201,6 +220,7 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
   ack.compute_seconds = std::chrono::duration<double>(t1 - t0).count();
 
   // Gradients over all trainers; the norm is taken before clipping.
+  if (device_) device_->download_grads(model_->grads());
   auto grads = model_->grads();
   auto params = model_->params();
   const int64_t n = int64_t(grads.size());

@@ -1,5 +1,6 @@
 // A trainer rank's training step: run its micro-batches forward and backward
-// (ring attention for CP micro-batches), reduce gradients over all trainers,
+// (ring attention for CP micro-batches; on the GPU with run.backend: cuda,
+// see model/device_model.hpp), reduce gradients over all trainers,
 // clip, and update with AdamW (optionally ZeRO-1: optimizer state sharded,
 // reduce-scatter, update the shard, all-gather).
 //
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint.hpp"
+#include "model/device_model.hpp"
 #include "model/transformer.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/world.hpp"
@@ -51,11 +53,14 @@ class Trainer {
   const World& w_;
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
-  std::unique_ptr<model::Transformer<float>> model_;
+  std::unique_ptr<model::Transformer<float>>
+      model_;                                   // with run.backend: cuda, the fp32 master copy
+  std::unique_ptr<model::DeviceModel> device_;  // run.backend: cuda
   std::unique_ptr<train::AdamW> adam_;
   std::vector<float> reduced_;  // the reduced gradient of the last step
   int64_t shard_begin_ = 0, shard_end_ = 0, shard_size_ = 0;
   int64_t step_ = 0;
+  bool announced_ = false;  // the device was named in an acknowledgement
 };
 
 // Builds the model's view of a received micro-batch: tokens, targets,

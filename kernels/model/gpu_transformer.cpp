@@ -1,0 +1,280 @@
+#include "kernels/model/gpu_transformer.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "base/check.hpp"
+#include "kernels/common/check.cuh"
+#include "kernels/model/cast.hpp"
+#include "kernels/model/embedding.hpp"
+#include "kernels/ops/cross_entropy.hpp"
+#include "kernels/ops/norm.hpp"
+#include "kernels/ops/rope.hpp"
+#include "kernels/ops/swiglu.hpp"
+
+namespace meshloom::kernels {
+
+using model::Op;
+
+namespace {
+
+template <class T>
+constexpr Dtype dtype() {
+  return std::is_same_v<T, float> ? Dtype::f32 : Dtype::bf16;
+}
+
+template <class T>
+void copy_async(T* dst, const T* src, int64_t n, cudaStream_t stream) {
+  if (n > 0)
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+}
+
+template <class T>
+void upload_async(DeviceBuffer<T>& dst, const std::vector<T>& src, cudaStream_t stream) {
+  dst.resize(src.size());
+  if (!src.empty())
+    CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.size() * sizeof(T),
+                               cudaMemcpyHostToDevice, stream));
+}
+
+}  // namespace
+
+template <class T>
+GpuTransformer<T>::GpuTransformer(const model::Shape& shape, cudaStream_t stream)
+    : layout_(shape), stream_(stream), blas_(stream) {
+  shape.validate();
+  ML_CHECK(flash_attention_supports_head_dim(int(shape.head_dim)),
+           "the CUDA backend's attention supports head_dim 64 and 128, not " +
+               std::to_string(shape.head_dim));
+  params_.resize(size_t(layout_.numel()));
+  grads_.resize(size_t(layout_.numel()));
+  zero_grads();
+  acts_.resize(size_t(shape.n_layers));
+}
+
+template <class T>
+void GpuTransformer<T>::set_params(std::span<const float> master_host) {
+  ML_CHECK(int64_t(master_host.size()) == layout_.numel(), "set_params: wrong parameter count");
+  DeviceBuffer<float> staged(std::vector<float>(master_host.begin(), master_host.end()));
+  set_params_device(staged.data());
+  CUDA_CHECK(cudaStreamSynchronize(stream_));  // `staged` is freed on return
+}
+
+template <class T>
+void GpuTransformer<T>::set_params_device(const float* master) {
+  convert<float, T>(master, layout_.numel(), params_.data(), stream_);
+}
+
+template <class T>
+std::vector<float> GpuTransformer<T>::download_grads() const {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return grads_.download();
+}
+
+template <class T>
+void GpuTransformer<T>::zero_grads() {
+  grads_.zero(stream_);
+}
+
+template <class T>
+FlashDims GpuTransformer<T>::dims() const {
+  const model::Shape& s = layout_.shape();
+  return FlashDims{int(s.n_heads), int(s.n_kv_heads), int(s.head_dim)};
+}
+
+template <class T>
+void GpuTransformer<T>::mm(Op oa, Op ob, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
+                           int64_t lda, const T* b, int64_t ldb, float beta, T* c, int64_t ldc) {
+  blas_.gemm(oa, ob, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, dtype<T>(), dtype<T>());
+}
+
+template <class T>
+void GpuTransformer<T>::mm_grad(Op oa, Op ob, int64_t m, int64_t n, int64_t k, float alpha,
+                                const T* a, int64_t lda, const T* b, int64_t ldb, float* c,
+                                int64_t ldc) {
+  blas_.gemm(oa, ob, m, n, k, alpha, a, lda, b, ldb, 1.0f, c, ldc, dtype<T>(), Dtype::f32);
+}
+
+template <class T>
+void GpuTransformer<T>::ensure_buffers(int64_t n) {
+  if (n <= capacity_) return;
+  const model::Shape& s = layout_.shape();
+  const size_t N = size_t(n), d = size_t(s.d_model), f = size_t(s.ffn_dim);
+  const size_t qd = size_t(s.q_dim()), qkvd = size_t(s.qkv_dim()), H = size_t(s.n_heads);
+  for (LayerActs& a : acts_) {
+    a.x.resize(N * d);
+    a.xn1.resize(N * d);
+    a.qkv.resize(N * qkvd);
+    a.o.resize(N * qd);
+    a.h.resize(N * d);
+    a.xn2.resize(N * d);
+    a.ab.resize(N * 2 * f);
+    a.rstd1.resize(N);
+    a.lse.resize(N * H);
+    a.rstd2.resize(N);
+  }
+  x_final_.resize(N * d);
+  xf_.resize(N * d);
+  logits_.resize(N * size_t(s.vocab));
+  rstdf_.resize(N);
+  row_loss_.resize(N);
+  loss_sum_.resize(1);
+  count_.resize(1);
+  u_.resize(N * f);
+  du_.resize(N * f);
+  dx_.resize(N * d);
+  dh_.resize(N * d);
+  dxn_.resize(N * d);
+  dab_.resize(N * 2 * f);
+  do_.resize(N * qd);
+  dqkv_.resize(N * qkvd);
+  if constexpr (!std::is_same_v<T, float>) dqkv_t_.resize(N * qkvd);
+  capacity_ = n;
+}
+
+template <class T>
+model::LossSum GpuTransformer<T>::forward(const model::Batch& batch,
+                                          DeviceAttention<T>* attention) {
+  const model::Shape& s = layout_.shape();
+  batch.validate(s.vocab);
+  const int64_t n = batch.size(), d = s.d_model, V = s.vocab;
+  ML_CHECK(n > 0, "forward: empty micro-batch");
+  n_ = n;
+  attention_ = attention ? attention : &local_attention_;
+  have_forward_ = true;
+  ensure_buffers(n);
+  upload_async(tokens_, batch.tokens, stream_);
+  upload_async(targets_, batch.targets, stream_);
+  upload_async(positions_, batch.positions, stream_);
+  upload_async(samples_, batch.samples, stream_);
+  const EmbeddingGroups groups = group_tokens(batch.tokens);
+  upload_async(embed_ids_, groups.ids, stream_);
+  upload_async(embed_offsets_, groups.offsets, stream_);
+  upload_async(embed_order_, groups.order, stream_);
+  embed_groups_ = int64_t(groups.ids.size());
+
+  const T* P = params_.data();
+  T* x0 = s.n_layers > 0 ? acts_[0].x.data() : x_final_.data();
+  embedding_forward<T>(P + layout_.embed(), tokens_.data(), n, d, x0, stream_);
+  for (int64_t l = 0; l < s.n_layers; ++l) layer_forward(l, n);
+
+  rmsnorm_forward<T>(x_final_.data(), P + layout_.final_norm(), n, d, xf_.data(), rstdf_.data(),
+                     stream_);
+  mm(Op::N, Op::T, n, V, d, 1.0f, xf_.data(), d, P + layout_.head(), d, 0.0f, logits_.data(), V);
+  // Each row becomes softmax − onehot in place (0 without a target), as on
+  // the CPU; backward passes the scale to the two head products.
+  cross_entropy<T>(logits_.data(), V, targets_.data(), n, V, 1.0f, logits_.data(), V,
+                   row_loss_.data(), loss_sum_.data(), count_.data(), stream_);
+  model::LossSum out;
+  CUDA_CHECK(
+      cudaMemcpyAsync(&out.sum, loss_sum_.data(), sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(
+      cudaMemcpyAsync(&out.count, count_.data(), sizeof(int64_t), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return out;
+}
+
+template <class T>
+void GpuTransformer<T>::layer_forward(int64_t l, int64_t n) {
+  const model::Shape& s = layout_.shape();
+  const int64_t d = s.d_model, f = s.ffn_dim, qd = s.q_dim(), kvd = s.kv_dim(), qkvd = s.qkv_dim();
+  const model::LayerOffsets& o = layout_.layer(l);
+  const T* P = params_.data();
+  LayerActs& A = acts_[size_t(l)];
+  const T* x = A.x.data();
+  T* x_next = l + 1 < s.n_layers ? acts_[size_t(l + 1)].x.data() : x_final_.data();
+
+  rmsnorm_forward<T>(x, P + o.attn_norm, n, d, A.xn1.data(), A.rstd1.data(), stream_);
+  mm(Op::N, Op::T, n, qkvd, d, 1.0f, A.xn1.data(), d, P + o.wq, d, 0.0f, A.qkv.data(), qkvd);
+  rope_forward<T>(A.qkv.data(), qkvd, positions_.data(), n, s.n_heads + s.n_kv_heads, s.head_dim,
+                  s.rope_theta, stream_);
+  const FlashQuery<T> q{A.qkv.data(), qkvd, samples_.data(), positions_.data(), n};
+  const FlashKv<T> kv{A.qkv.data() + qd, A.qkv.data() + qd + kvd, qkvd, qkvd,
+                      samples_.data(),   positions_.data(),       n};
+  attention_->forward(int(l), dims(), q, kv, FlashOut<T>{A.o.data(), qd, A.lse.data()}, stream_);
+  copy_async(A.h.data(), x, n * d, stream_);
+  mm(Op::N, Op::T, n, d, qd, 1.0f, A.o.data(), qd, P + o.wo, qd, 1.0f, A.h.data(), d);
+  rmsnorm_forward<T>(A.h.data(), P + o.mlp_norm, n, d, A.xn2.data(), A.rstd2.data(), stream_);
+  mm(Op::N, Op::T, n, 2 * f, d, 1.0f, A.xn2.data(), d, P + o.w1, d, 0.0f, A.ab.data(), 2 * f);
+  swiglu_forward<T>(A.ab.data(), n, f, u_.data(), stream_);
+  copy_async(x_next, A.h.data(), n * d, stream_);
+  mm(Op::N, Op::T, n, d, f, 1.0f, u_.data(), f, P + o.w2, f, 1.0f, x_next, d);
+}
+
+template <class T>
+void GpuTransformer<T>::backward(double scale) {
+  ML_CHECK(have_forward_, "backward() needs a forward() first");
+  const model::Shape& s = layout_.shape();
+  const int64_t n = n_, d = s.d_model, V = s.vocab;
+  const T* P = params_.data();
+  float* G = grads_.data();
+  const float a = float(scale);
+  // dxf = scale·dlogits·W;  dW += scale·dlogitsᵀ·xf.
+  mm(Op::N, Op::N, n, d, V, a, logits_.data(), V, P + layout_.head(), d, 0.0f, dxn_.data(), d);
+  mm_grad(Op::T, Op::N, V, d, n, a, logits_.data(), V, xf_.data(), d, G + layout_.head(), d);
+  rmsnorm_backward<T>(dxn_.data(), x_final_.data(), P + layout_.final_norm(), rstdf_.data(),
+                      nullptr, n, d, dx_.data(), G + layout_.final_norm(), stream_);
+  for (int64_t l = s.n_layers - 1; l >= 0; --l) layer_backward(l, n);
+  embedding_backward<T>(dx_.data(), embed_ids_.data(), embed_offsets_.data(), embed_order_.data(),
+                        embed_groups_, d, G + layout_.embed(), stream_);
+}
+
+template <class T>
+void GpuTransformer<T>::layer_backward(int64_t l, int64_t n) {
+  const model::Shape& s = layout_.shape();
+  const int64_t d = s.d_model, f = s.ffn_dim, qd = s.q_dim(), kvd = s.kv_dim(), qkvd = s.qkv_dim();
+  const model::LayerOffsets& o = layout_.layer(l);
+  const T* P = params_.data();
+  float* G = grads_.data();
+  LayerActs& A = acts_[size_t(l)];
+  const T* x = A.x.data();
+  // dx_ holds ∂/∂(layer output). MLP branch: out = h + (silu(a)⊙b)·w2ᵀ.
+  swiglu_forward<T>(A.ab.data(), n, f, u_.data(), stream_);
+  mm(Op::N, Op::N, n, f, d, 1.0f, dx_.data(), d, P + o.w2, f, 0.0f, du_.data(), f);
+  mm_grad(Op::T, Op::N, d, f, n, 1.0f, dx_.data(), d, u_.data(), f, G + o.w2, f);
+  swiglu_backward<T>(A.ab.data(), du_.data(), n, f, dab_.data(), stream_);
+  mm(Op::N, Op::N, n, d, 2 * f, 1.0f, dab_.data(), 2 * f, P + o.w1, d, 0.0f, dxn_.data(), d);
+  mm_grad(Op::T, Op::N, 2 * f, d, n, 1.0f, dab_.data(), 2 * f, A.xn2.data(), d, G + o.w1, d);
+  rmsnorm_backward<T>(dxn_.data(), A.h.data(), P + o.mlp_norm, A.rstd2.data(), dx_.data(), n, d,
+                      dh_.data(), G + o.mlp_norm, stream_);
+  // Attention branch: h = x + o·woᵀ.
+  mm(Op::N, Op::N, n, qd, d, 1.0f, dh_.data(), d, P + o.wo, qd, 0.0f, do_.data(), qd);
+  mm_grad(Op::T, Op::N, d, qd, n, 1.0f, dh_.data(), d, A.o.data(), qd, G + o.wo, qd);
+  CUDA_CHECK(cudaMemsetAsync(dqkv_.data(), 0, size_t(n * qkvd) * sizeof(float), stream_));
+  const FlashQuery<T> q{A.qkv.data(), qkvd, samples_.data(), positions_.data(), n};
+  const FlashKv<T> kv{A.qkv.data() + qd, A.qkv.data() + qd + kvd, qkvd, qkvd,
+                      samples_.data(),   positions_.data(),       n};
+  const FlashKvGrad kvg{dqkv_.data() + qd, dqkv_.data() + qd + kvd, qkvd, qkvd};
+  attention_->backward(int(l), dims(), q, kv, A.o.data(), qd, A.lse.data(), do_.data(), qd,
+                       dqkv_.data(), qkvd, kvg, stream_);
+  // The attention gradients are fp32 accumulators: undo RoPE there, then
+  // bring them to T for the products.
+  rope_backward<float>(dqkv_.data(), qkvd, positions_.data(), n, s.n_heads + s.n_kv_heads,
+                       s.head_dim, s.rope_theta, stream_);
+  const T* dqkv;
+  if constexpr (std::is_same_v<T, float>) {
+    dqkv = dqkv_.data();
+  } else {
+    convert<float, T>(dqkv_.data(), n * qkvd, dqkv_t_.data(), stream_);
+    dqkv = dqkv_t_.data();
+  }
+  mm(Op::N, Op::N, n, d, qkvd, 1.0f, dqkv, qkvd, P + o.wq, d, 0.0f, dxn_.data(), d);
+  mm_grad(Op::T, Op::N, qkvd, d, n, 1.0f, dqkv, qkvd, A.xn1.data(), d, G + o.wq, d);
+  rmsnorm_backward<T>(dxn_.data(), x, P + o.attn_norm, A.rstd1.data(), dh_.data(), n, d, dx_.data(),
+                      G + o.attn_norm, stream_);
+}
+
+template <class T>
+std::vector<double> GpuTransformer<T>::token_losses() const {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<double> all = row_loss_.download();
+  all.resize(size_t(n_));
+  return all;
+}
+
+template class GpuTransformer<float>;
+template class GpuTransformer<__nv_bfloat16>;
+
+}  // namespace meshloom::kernels

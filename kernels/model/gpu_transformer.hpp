@@ -1,0 +1,101 @@
+// The GPU model: forward and backward of DESIGN.md's transformer over one
+// packed micro-batch, the twin of model::Transformer (lib/model/transformer.hpp),
+// step for step: the same products (cuBLAS, kernels/blas), the same fused
+// layouts (q|k|v and w1|w3 as one matrix each), the same saved activations.
+//
+//   kernels::GpuTransformer<__nv_bfloat16> m(shape, stream);
+//   m.set_params(master);                 // fp32 master weights (host or device)
+//   m.zero_grads();
+//   for (const Batch& mb : my_micro_batches) {
+//     LossSum ls = m.forward(mb);         // Σ −log p over mb's targets, and their count
+//     m.backward(1.0 / global_count);     // grads += scale·∂Σ/∂params (fp32, on the device)
+//   }
+//
+// T is the type of the working weights and activations: __nv_bfloat16 for
+// training (fp32 accumulation in every product and kernel, fp32 gradients),
+// float for the checks against the CPU backend. Gradients are one flat fp32
+// device buffer in ParamLayout order, so the trainer all-reduces one buffer
+// and the optimizer walks it, exactly as on the CPU.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/blas/gemm.hpp"
+#include "kernels/common/device_buffer.hpp"
+#include "kernels/model/device_attention.hpp"
+#include "model/batch.hpp"
+#include "model/params.hpp"
+#include "model/transformer.hpp"
+
+namespace meshloom::kernels {
+
+template <class T>
+class GpuTransformer {
+ public:
+  GpuTransformer(const model::Shape& shape, cudaStream_t stream);
+
+  const model::ParamLayout& layout() const { return layout_; }
+  cudaStream_t stream() const { return stream_; }
+
+  // The working copy (type T) from fp32 master weights of layout().numel()
+  // elements: a host span, or a device pointer.
+  void set_params(std::span<const float> master_host);
+  void set_params_device(const float* master);
+  // fp32 gradients, ParamLayout order, on the device.
+  float* grads() { return grads_.data(); }
+  std::vector<float> download_grads() const;
+  void zero_grads();
+
+  // Runs the micro-batch and keeps what backward() needs; synchronizes the
+  // stream once to return the loss. `attention` (not owned) must outlive the
+  // following backward(); null means LocalDeviceAttention.
+  model::LossSum forward(const model::Batch& batch, DeviceAttention<T>* attention = nullptr);
+  // grads += scale · ∂(forward's loss sum)/∂params; asynchronous on stream().
+  void backward(double scale);
+  // −log p per token of the last forward() (0 where the target is −1).
+  std::vector<double> token_losses() const;
+
+ private:
+  struct LayerActs {
+    DeviceBuffer<T> x, xn1, qkv, o, h, xn2, ab;
+    DeviceBuffer<float> rstd1, lse, rstd2;
+  };
+  void ensure_buffers(int64_t n);
+  void layer_forward(int64_t l, int64_t n);
+  void layer_backward(int64_t l, int64_t n);
+  FlashDims dims() const;
+  // C = alpha·op(A)·op(B) + beta·C with A, B of type T; C of type T or fp32.
+  void mm(model::Op oa, model::Op ob, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
+          int64_t lda, const T* b, int64_t ldb, float beta, T* c, int64_t ldc);
+  void mm_grad(model::Op oa, model::Op ob, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
+               int64_t lda, const T* b, int64_t ldb, float* c, int64_t ldc);
+
+  model::ParamLayout layout_;
+  cudaStream_t stream_;
+  Blas blas_;
+  DeviceBuffer<T> params_;
+  DeviceBuffer<float> grads_;
+  LocalDeviceAttention<T> local_attention_;
+  DeviceAttention<T>* attention_ = nullptr;
+
+  int64_t n_ = 0, capacity_ = 0;
+  bool have_forward_ = false;
+  DeviceBuffer<int32_t> tokens_, targets_, positions_, samples_;
+  DeviceBuffer<int32_t> embed_ids_, embed_offsets_, embed_order_;
+  int64_t embed_groups_ = 0;
+  std::vector<LayerActs> acts_;
+  DeviceBuffer<T> x_final_, xf_, logits_;
+  DeviceBuffer<float> rstdf_;
+  DeviceBuffer<double> row_loss_, loss_sum_;
+  DeviceBuffer<int64_t> count_;
+  // Backward scratch.
+  DeviceBuffer<T> u_, du_, dx_, dh_, dxn_, dab_, do_, dqkv_t_;
+  DeviceBuffer<float> dqkv_;
+};
+
+}  // namespace meshloom::kernels
