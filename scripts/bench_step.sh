@@ -22,8 +22,10 @@
 #   NPS="4 8" scripts/bench_step.sh          other rank counts for part 3 (4 is needed
 #                                            for the one-trainer-per-core and sharing rows)
 #   KEEP=1 scripts/bench_step.sh             keep the run folders (metrics.jsonl, logs)
+#   scripts/bench_step.sh --gpu              the CUDA backend instead (scripts/bench_step_gpu.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[[ ${1:-} != --gpu ]] || exec scripts/bench_step_gpu.sh
 start=$(date +%s)
 BUILD=${BUILD_DIR:-build}
 MESHLOOM=$BUILD/app/meshloom

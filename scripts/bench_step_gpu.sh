@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# bench_step_gpu.sh (also `scripts/bench_step.sh --gpu`): the CUDA backend on
+# one GPU, the CUDA issue's acceptance figures:
+#   1. the attention kernels (kernels/attention): forward and backward TFLOP/s
+#      on a packed 32K-token micro-batch of long-tail documents, H 16, D 128
+#      (target: forward >= 350 TFLOP/s, FlashAttention-2's level on H100);
+#   2. the whole step (kernels/model): forward + backward of a ~1B-parameter
+#      model (d 2048, 16 layers, ffn 5504, V 50257) at 32K tokens, model
+#      FLOPs over wall time against the bf16 dense peak (target: MFU >= 45%).
+# Prints a markdown table; writes bench/results/step_gpu.csv, step_gpu.png and
+# the raw outputs (step_gpu_*.txt). Exits 0 with a message where there is no GPU.
+#
+#   scripts/bench_step_gpu.sh
+#   TOKENS=16384 LAYERS=8 scripts/bench_step_gpu.sh     a smaller model
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD_DIR:-build}
+TOKENS=${TOKENS:-32768}
+LAYERS=${LAYERS:-16}
+out=bench/results
+
+[[ -f $BUILD/build.ninja ]] || scripts/setup.sh
+cmake --build "$BUILD" --target attention_bench gpu_step_bench >/dev/null ||
+  { echo "bench_step_gpu: attention_bench / gpu_step_bench do not build (a CPU-only build?)" >&2; exit 1; }
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "bench_step_gpu: no GPU here (nvidia-smi lists none): nothing to measure"
+  exit 0
+fi
+mkdir -p "$out"
+date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+echo "# bench_step_gpu.sh on $gpu, $date"
+
+"$BUILD/kernels/attention/attention_bench" --heads 16 --kv-heads 16 --dim 128 --iters 20 |
+  tee "$out/step_gpu_attention.txt"
+"$BUILD/bench/gpu_step_bench" tokens="$TOKENS" layers="$LAYERS" iters=5 |
+  tee "$out/step_gpu_model.txt"
+
+fwd=$(sed -n 's/^forward *: *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
+bwd=$(sed -n 's/^backward *: *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
+kv() { tr ' ' '\n' <"$out/step_gpu_model.txt" | sed -n "s/^$1=//p" | head -1; }
+mfu=$(kv mfu)
+[[ -n $mfu ]] || mfu=$(kv mfu_measured_peak)
+{
+  echo "metric,value,target,device,date"
+  echo "attention_forward_tflops,$fwd,350,$gpu,$date"
+  echo "attention_backward_tflops,$bwd,,$gpu,$date"
+  echo "step_tflops,$(kv tflops),,$gpu,$date"
+  echo "step_mfu,$mfu,0.45,$gpu,$date"
+  echo "step_seconds,$(kv step_seconds),,$gpu,$date"
+  echo "params_billion,$(kv params | tr -d B),,$gpu,$date"
+  echo "measured_bf16_peak_tflops,$(kv measured_peak_tflops),,$gpu,$date"
+} >"$out/step_gpu.csv"
+/usr/bin/python3 scripts/plot_step_gpu.py "$out/step_gpu.csv" "$out/step_gpu.png"
+
+echo
+echo "| $gpu, $date | measured | target |"
+echo "| --- | ---: | ---: |"
+echo "| attention forward, 32K tokens, H 16, D 128 | $fwd TFLOP/s | 350 TFLOP/s |"
+echo "| attention backward | $bwd TFLOP/s | |"
+echo "| step, $(kv params) parameters, $TOKENS tokens | $(kv tflops) TFLOP/s, MFU $(awk -v m="$mfu" 'BEGIN{printf "%.1f%%", 100*m}') | 45% |"
+echo
+echo "CSV: $out/step_gpu.csv; plot: $out/step_gpu.png"
