@@ -1,5 +1,6 @@
-// make_cuda_model() for a build without the CUDA backend: run.backend: cuda
-// is refused with the reason and the fix.
+// make_cuda_model() for a build without the CUDA backend. Not reached in a
+// normal run: make_layout() refuses run.backend: cuda on rank 0 first, with the
+// reason and the fix.
 #include "base/check.hpp"
 #include "model/device_model.hpp"
 
@@ -7,10 +8,7 @@
 namespace meshloom::model {
 
 std::unique_ptr<DeviceModel> make_cuda_model(const Shape&, const std::string&, int) {
-  throw Error(
-      "run.backend: cuda, but this meshloom was built without the CUDA backend (nvcc and NCCL "
-      "were not found when it was configured): rebuild on a machine with the CUDA toolkit, or "
-      "set run.backend: cpu");
+  throw Error("run.backend: cuda, but this meshloom was built without the CUDA backend");
 }
 
 }  // namespace meshloom::model

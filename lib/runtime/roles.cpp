@@ -69,6 +69,13 @@ std::string RoleLayout::describe(const std::vector<std::string>& hosts) const {
 }
 
 RoleLayout make_layout(int world, const config::Config& config) {
+#ifndef MESHLOOM_HAVE_CUDA
+  if (config.run.backend == "cuda")
+    throw config::ConfigError(
+        "run.backend: cuda, but this meshloom was built without the CUDA backend (nvcc and NCCL "
+        "were not found when it was configured): rebuild on a machine with the CUDA toolkit, or "
+        "set run.backend: cpu");
+#endif
   // Context-parallel rings on the GPU are not written yet: every sequence
   // must fit one trainer there.
   if (config.run.backend == "cuda" && config.data.seq_len > config.plan.capacity)
