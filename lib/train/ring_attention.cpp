@@ -1,12 +1,9 @@
 #include "train/ring_attention.hpp"
 
-#include <chrono>
 #include <cstring>
-#include <limits>
 
-#include "base/strings.hpp"
-#include "comm/mpi_check.hpp"
-#include "comm/p2p.hpp"
+#include "base/check.hpp"
+#include "comm/ring_shift.hpp"
 
 namespace meshloom::train {
 namespace {
@@ -77,34 +74,10 @@ template <class F>
 void RingAttention::shift(const Block& out, Block* in, int tag, size_t cap, F&& compute) {
   const int k = int(group_.size());
   const int next = group_[size_t((me_ + 1) % k)], prev = group_[size_t((me_ + k - 1) % k)];
-  // Sized for the largest block any member can hold: blocks differ in size.
-  std::vector<char> buffer(std::max(cap, out.bytes.size()));
-  MPI_Request reqs[2];
-  MPI_CHECK(MPI_Irecv(buffer.data(), int(buffer.size()), MPI_BYTE, prev, tag, comm_, &reqs[0]));
-  MPI_CHECK(
-      MPI_Isend(out.bytes.data(), int(out.bytes.size()), MPI_BYTE, next, tag, comm_, &reqs[1]));
+  RingShift transfer(comm_, next, prev, tag, out.bytes, cap);
   bytes_sent_ += double(out.bytes.size());
   compute();
-  // Wait with a deadline: a dead or stuck partner is named, never a silent hang.
-  const auto start = std::chrono::steady_clock::now();
-  int idle = 0;
-  MPI_Status statuses[2];
-  while (true) {
-    int done = 0;
-    MPI_CHECK(MPI_Testall(2, reqs, &done, statuses));
-    if (done) break;
-    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > timeout_s_)
-      ML_FAIL(
-          strf("ring attention: waited %.0f s for trainer %d (previous in the ring) or %d "
-               "(next)",
-               waited, prev, next));
-    backoff(&idle);
-  }
-  int count = 0;
-  MPI_CHECK(MPI_Get_count(&statuses[0], MPI_BYTE, &count));
-  buffer.resize(size_t(count));
-  in->bytes = std::move(buffer);
+  transfer.wait(&in->bytes, timeout_s_);
   std::memcpy(&in->n, in->bytes.data(), sizeof(int64_t));
 }
 
