@@ -169,8 +169,9 @@ int run_lead(const World& w, const TrainArgs& args) {
     // step's compute time (the slowest trainer sets it).
     const double mfu = peak > 0 ? flops / (std::max(max_step, 1e-9) * peak) : 0;
     if (s == first && peak > 0)
-      LOG_INFO("MFU is against %.1f GFLOP/s, the trainers' %s sgemm peak%s", peak / 1e9,
+      LOG_INFO("MFU is against %.1f GFLOP/s, the trainers' %s %s peak%s", peak / 1e9,
                w.config.run.peak_gflops > 0 ? "configured" : "measured",
+               w.config.run.backend == "cuda" ? "GPU product" : "sgemm",
                w.config.run.peak_gflops > 0 ? "" : " (run.peak_gflops sets a known one)");
     if (mfu > 1 && !warned_mfu) {
       warned_mfu = true;
@@ -284,7 +285,10 @@ int run_trainer(const World& w, const TrainArgs& args) {
         if (r < w.rank) ++before_me;
       }
     MPI_Barrier(w.role_comm);
-    if (before_me == 0 && w.config.run.peak_gflops > 0) {
+    if (w.config.run.backend == "cuda") {  // every trainer has its own GPU
+      peak = w.config.run.peak_gflops > 0 ? w.config.run.peak_gflops * 1e9
+                                          : trainer.device_peak_flops();
+    } else if (before_me == 0 && w.config.run.peak_gflops > 0) {
       peak = w.config.run.peak_gflops * 1e9;
     } else if (before_me == 0) {
       const int cores = int(std::max(1u, std::thread::hardware_concurrency()));

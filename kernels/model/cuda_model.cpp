@@ -4,21 +4,30 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
+#include <type_traits>
+
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "kernels/blas/gemm.hpp"
 #include "kernels/common/check.cuh"
+#include "kernels/common/device_buffer.hpp"
 #include "kernels/device_info.hpp"
+#include "kernels/model/device_ring_attention.hpp"
 #include "kernels/model/gpu_transformer.hpp"
-#include "model/device_model.hpp"
+#include "runtime/device_model.hpp"
 
-namespace meshloom::model {
+namespace meshloom {
 
 namespace {
+
+using model::Op;
 
 template <class T>
 class CudaModel final : public DeviceModel {
  public:
-  CudaModel(const Shape& shape, int device, std::string name) : name_(std::move(name)) {
+  CudaModel(const model::Shape& shape, int device, std::string name) : name_(std::move(name)) {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     model_ = std::make_unique<kernels::GpuTransformer<T>>(shape, stream_);
@@ -30,10 +39,37 @@ class CudaModel final : public DeviceModel {
   std::string describe() const override { return name_; }
   void set_params(std::span<const float> params) override { model_->set_params(params); }
   void zero_grads() override { model_->zero_grads(); }
-  LossSum forward_backward(const Batch& batch, double scale) override {
-    const LossSum ls = model_->forward(batch);
+  model::LossSum forward_backward(const model::Batch& batch, double scale,
+                                  const RingGroup* ring) override {
+    if (!ring) {
+      const model::LossSum ls = model_->forward(batch);
+      model_->backward(scale);
+      return ls;
+    }
+    kernels::DeviceRingAttention<T> attention(ring->comm, ring->members, ring->me, ring->max_tokens,
+                                              ring->timeout_s);
+    const model::LossSum ls = model_->forward(batch, &attention);
     model_->backward(scale);
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // `attention` ends here
     return ls;
+  }
+  double peak_flops() override {
+    if (peak_ > 0) return peak_;
+    const int64_t n = 8192;
+    const kernels::Dtype t = std::is_same_v<T, float> ? kernels::Dtype::f32 : kernels::Dtype::bf16;
+    kernels::DeviceBuffer<T> a(size_t(n * n)), b(size_t(n * n)), c(size_t(n * n));
+    a.zero(stream_);
+    b.zero(stream_);
+    kernels::Blas blas(stream_);
+    for (int rep = 0; rep < 4; ++rep) {  // the first warms up
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      const auto t0 = std::chrono::steady_clock::now();
+      blas.gemm(Op::N, Op::N, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n, t, t);
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (rep > 0) peak_ = std::max(peak_, 2.0 * double(n) * double(n) * double(n) / s);
+    }
+    return peak_;
   }
   void download_grads(std::span<float> grads) override {
     ML_CHECK(int64_t(grads.size()) == model_->layout().numel(), "download_grads: wrong size");
@@ -46,12 +82,13 @@ class CudaModel final : public DeviceModel {
   std::string name_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<kernels::GpuTransformer<T>> model_;
+  double peak_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<DeviceModel> make_cuda_model(const Shape& shape, const std::string& precision,
-                                             int local_index) {
+std::unique_ptr<DeviceModel> make_cuda_model(const model::Shape& shape,
+                                             const std::string& precision, int local_index) {
   std::string why;
   const int n = cuda_device_count(&why);
   if (n == 0) throw Error("run.backend: cuda, but no GPU is visible: " + why);
@@ -65,4 +102,4 @@ std::unique_ptr<DeviceModel> make_cuda_model(const Shape& shape, const std::stri
   return std::make_unique<CudaModel<__nv_bfloat16>>(shape, device, name);
 }
 
-}  // namespace meshloom::model
+}  // namespace meshloom

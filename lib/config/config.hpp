@@ -41,7 +41,7 @@ struct RunConfig {
             in_range(0, 1024));
     v.field("peak_gflops", peak_gflops,
             "Compute peak of one node's trainers in GFLOP/s that MFU is measured against "
-            "(0: measure the sgemm peak at start)",
+            "(run.backend: cuda: of one trainer's GPU; 0: measured at start)",
             in_range(0.0, 1e9));
     v.field("timeout", timeout,
             "Watchdog: seconds any rank waits for another before the job is aborted",

@@ -2,14 +2,14 @@
 // normal run: make_layout() refuses run.backend: cuda on rank 0 first, with the
 // reason and the fix.
 #include "base/check.hpp"
-#include "model/device_model.hpp"
+#include "runtime/device_model.hpp"
 
 #ifndef MESHLOOM_HAVE_CUDA
-namespace meshloom::model {
+namespace meshloom {
 
-std::unique_ptr<DeviceModel> make_cuda_model(const Shape&, const std::string&, int) {
+std::unique_ptr<DeviceModel> make_cuda_model(const model::Shape&, const std::string&, int) {
   throw Error("run.backend: cuda, but this meshloom was built without the CUDA backend");
 }
 
-}  // namespace meshloom::model
+}  // namespace meshloom
 #endif

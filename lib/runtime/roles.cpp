@@ -69,6 +69,14 @@ std::string RoleLayout::describe(const std::vector<std::string>& hosts) const {
 }
 
 RoleLayout make_layout(int world, const config::Config& config) {
+  if (config.run.backend == "cuda" && config.model.n_heads > 0 &&
+      config.model.d_model / config.model.n_heads != 64 &&
+      config.model.d_model / config.model.n_heads != 128)
+    throw config::ConfigError(strf(
+        "run.backend: cuda: the GPU attention kernels take head_dim 64 or 128, but model.d_model "
+        "%lld / model.n_heads %lld is %lld",
+        (long long)config.model.d_model, (long long)config.model.n_heads,
+        (long long)(config.model.d_model / config.model.n_heads)));
 #ifndef MESHLOOM_HAVE_CUDA
   if (config.run.backend == "cuda")
     throw config::ConfigError(
@@ -76,14 +84,6 @@ RoleLayout make_layout(int world, const config::Config& config) {
         "were not found when it was configured): rebuild on a machine with the CUDA toolkit, or "
         "set run.backend: cpu");
 #endif
-  // Context-parallel rings on the GPU are not written yet: every sequence
-  // must fit one trainer there.
-  if (config.run.backend == "cuda" && config.data.seq_len > config.plan.capacity)
-    throw config::ConfigError(
-        strf("run.backend: cuda runs every sequence on one GPU for now (context-parallel rings "
-             "on the GPU are not written yet), but data.seq_len %lld is more than plan.capacity "
-             "%lld: raise plan.capacity to data.seq_len, or use run.backend: cpu",
-             (long long)config.data.seq_len, (long long)config.plan.capacity));
   const auto& roles = config.cluster.roles;
   RoleLayout l;
   l.world = world;

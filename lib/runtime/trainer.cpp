@@ -72,7 +72,7 @@ Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
     int local = 0;
     for (int r = w.layout.first_rank(Role::trainer); r < w.rank; ++r)
       local += w.hosts[size_t(r)] == w.hosts[size_t(w.rank)];
-    device_ = model::make_cuda_model(model_->shape(), w.config.run.precision, local);
+    device_ = make_cuda_model(model_->shape(), w.config.run.precision, local);
   }
 }
 
@@ -198,8 +198,11 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
     ack.tokens += b.size();
     model::LossSum ls;
     if (device_) {
-      ML_CHECK(mb.group.size() <= 1, "run.backend: cuda has no context-parallel rings yet");
-      ls = device_->forward_backward(b, scale);
+      RingGroup ring;
+      if (mb.group.size() > 1)
+        ring = RingGroup{comm_, std::vector<int>(mb.group.begin(), mb.group.end()), mb.member,
+                         w_.config.plan.capacity, w_.config.run.timeout};
+      ls = device_->forward_backward(b, scale, mb.group.size() > 1 ? &ring : nullptr);
     } else if (mb.group.size() > 1) {
       std::vector<int> group(mb.group.begin(), mb.group.end());
       train::RingAttention ring(comm_, group, mb.member, w_.config.plan.capacity, attn,

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "ckpt/checkpoint.hpp"
-#include "model/device_model.hpp"
 #include "model/transformer.hpp"
+#include "runtime/device_model.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/world.hpp"
 #include "train/optimizer.hpp"
@@ -33,6 +33,8 @@ class Trainer {
   proto::Ack step(const proto::Batch& batch, double delay = 0);
 
   model::Transformer<float>& model() { return *model_; }
+  // With run.backend: cuda, the GPU's measured dense product rate; else 0.
+  double device_peak_flops() { return device_ ? device_->peak_flops() : 0; }
   // The last step's reduced gradient, before clipping, whole on every trainer
   // (with ZeRO-1 the shards are gathered: collective over the trainers).
   std::vector<float> full_grads();
@@ -54,8 +56,8 @@ class Trainer {
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   std::unique_ptr<model::Transformer<float>>
-      model_;                                   // with run.backend: cuda, the fp32 master copy
-  std::unique_ptr<model::DeviceModel> device_;  // run.backend: cuda
+      model_;                            // with run.backend: cuda, the fp32 master copy
+  std::unique_ptr<DeviceModel> device_;  // run.backend: cuda
   std::unique_ptr<train::AdamW> adam_;
   std::vector<float> reduced_;  // the reduced gradient of the last step
   int64_t shard_begin_ = 0, shard_end_ = 0, shard_size_ = 0;

@@ -5,19 +5,32 @@
 // once per step and gradients come back once per step.
 //
 // make_cuda_model() is defined by the CUDA build (kernels/model/cuda_model.cpp);
-// a CPU-only build defines it to fail with a clear message
-// (lib/runtime/device_model_unavailable.cpp).
+// a CPU-only build defines it to fail (lib/runtime/device_model_unavailable.cpp).
 #pragma once
+
+#include <mpi.h>
 
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "model/batch.hpp"
 #include "model/params.hpp"
 #include "model/transformer.hpp"
 
-namespace meshloom::model {
+namespace meshloom {
+
+// The CP group of a micro-batch that runs as a ring (as for train::RingAttention):
+// members' ranks in `comm` in ring order, this rank's index, the largest block
+// any member holds (the capacity), and the deadline of every transfer.
+struct RingGroup {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::vector<int> members;
+  int me = 0;
+  int64_t max_tokens = 0;
+  double timeout_s = 300;
+};
 
 class DeviceModel {
  public:
@@ -28,17 +41,22 @@ class DeviceModel {
   virtual void set_params(std::span<const float> params) = 0;
   virtual void zero_grads() = 0;
   // Forward, then backward with `scale` (the CPU model's forward() and
-  // backward(scale) together); gradients accumulate on the device.
-  virtual LossSum forward_backward(const Batch& batch, double scale) = 0;
+  // backward(scale) together); gradients accumulate on the device. With a
+  // ring, attention runs over the CP group (kernels/model/device_ring_attention).
+  virtual model::LossSum forward_backward(const model::Batch& batch, double scale,
+                                          const RingGroup* ring = nullptr) = 0;
   // Copies the accumulated fp32 gradients into `grads` (ParamLayout order).
   virtual void download_grads(std::span<float> grads) = 0;
+  // The device's dense product rate in the model's precision (FLOP/s),
+  // measured once with a large cuBLAS product: the roofline of MFU.
+  virtual double peak_flops() = 0;
 };
 
 // precision: "bf16" (bf16 weights and activations, fp32 accumulation) or
 // "fp32". local_index: the trainer's index among its node's trainers; it runs
 // on device local_index mod the visible devices. Fails (Error) with the
 // reason when no GPU is visible or the build has no CUDA.
-std::unique_ptr<DeviceModel> make_cuda_model(const Shape& shape, const std::string& precision,
-                                             int local_index);
+std::unique_ptr<DeviceModel> make_cuda_model(const model::Shape& shape,
+                                             const std::string& precision, int local_index);
 
-}  // namespace meshloom::model
+}  // namespace meshloom

@@ -1,0 +1,55 @@
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "kernels/common/check.cuh"
+#include "kernels/model/rows.hpp"
+
+namespace meshloom::kernels {
+
+namespace {
+
+__device__ inline void store(float* p, float x) { *p = x; }
+__device__ inline void store(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
+
+// One block per row, threads over the columns.
+template <class From, class To>
+__global__ void convert_rows_kernel(const From* src, int64_t lds, int64_t width, To* dst,
+                                    int64_t ldd) {
+  const int64_t i = blockIdx.x;
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x)
+    store(dst + i * ldd + c, float(src[i * lds + c]));
+}
+
+__global__ void add_rows_kernel(const float* src, int64_t lds, int64_t width, float* dst,
+                                int64_t ldd) {
+  const int64_t i = blockIdx.x;
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) dst[i * ldd + c] += src[i * lds + c];
+}
+
+int threads_for(int64_t width) { return int(std::min<int64_t>(256, (width + 31) / 32 * 32)); }
+
+}  // namespace
+
+template <class From, class To>
+void convert_rows(const From* src, int64_t lds, int64_t n, int64_t width, To* dst, int64_t ldd,
+                  cudaStream_t stream) {
+  if (n <= 0 || width <= 0) return;
+  convert_rows_kernel<From, To>
+      <<<unsigned(n), threads_for(width), 0, stream>>>(src, lds, width, dst, ldd);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void add_rows(const float* src, int64_t lds, int64_t n, int64_t width, float* dst, int64_t ldd,
+              cudaStream_t stream) {
+  if (n <= 0 || width <= 0) return;
+  add_rows_kernel<<<unsigned(n), threads_for(width), 0, stream>>>(src, lds, width, dst, ldd);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+template void convert_rows<float, float>(const float*, int64_t, int64_t, int64_t, float*, int64_t,
+                                         cudaStream_t);
+template void convert_rows<float, __nv_bfloat16>(const float*, int64_t, int64_t, int64_t,
+                                                 __nv_bfloat16*, int64_t, cudaStream_t);
+
+}  // namespace meshloom::kernels
