@@ -1,31 +1,38 @@
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "kernels/common/check.cuh"
+#include "kernels/common/elem.cuh"
 #include "kernels/model/cast.hpp"
 
 namespace meshloom::kernels {
 
 namespace {
 
-__device__ inline float as_float(float x) { return x; }
-__device__ inline float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <class To>
-__device__ inline To from_float(float x);
-template <>
-__device__ inline float from_float<float>(float x) {
-  return x;
-}
-template <>
-__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-
 template <class From, class To>
 __global__ void convert_kernel(const From* in, int64_t n, To* out) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = from_float<To>(as_float(in[i]));
+    out[i] = from_f32<To>(to_f32(in[i]));
 }
+
+// One block per row, threads over the columns.
+template <class From, class To>
+__global__ void convert_rows_kernel(const From* src, int64_t lds, int64_t width, To* dst,
+                                    int64_t ldd) {
+  const int64_t i = blockIdx.x;
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x)
+    dst[i * ldd + c] = from_f32<To>(to_f32(src[i * lds + c]));
+}
+
+__global__ void add_rows_kernel(const float* src, int64_t lds, int64_t width, float* dst,
+                                int64_t ldd) {
+  const int64_t i = blockIdx.x;
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) dst[i * ldd + c] += src[i * lds + c];
+}
+
+int threads_for(int64_t width) { return int(std::min<int64_t>(256, (width + 31) / 32 * 32)); }
 
 }  // namespace
 
@@ -41,5 +48,26 @@ void convert(const From* in, int64_t n, To* out, cudaStream_t stream) {
 template void convert<float, float>(const float*, int64_t, float*, cudaStream_t);
 template void convert<float, __nv_bfloat16>(const float*, int64_t, __nv_bfloat16*, cudaStream_t);
 template void convert<__nv_bfloat16, float>(const __nv_bfloat16*, int64_t, float*, cudaStream_t);
+
+template <class From, class To>
+void convert_rows(const From* src, int64_t lds, int64_t n, int64_t width, To* dst, int64_t ldd,
+                  cudaStream_t stream) {
+  if (n <= 0 || width <= 0) return;
+  convert_rows_kernel<From, To>
+      <<<unsigned(n), threads_for(width), 0, stream>>>(src, lds, width, dst, ldd);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void add_rows(const float* src, int64_t lds, int64_t n, int64_t width, float* dst, int64_t ldd,
+              cudaStream_t stream) {
+  if (n <= 0 || width <= 0) return;
+  add_rows_kernel<<<unsigned(n), threads_for(width), 0, stream>>>(src, lds, width, dst, ldd);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+template void convert_rows<float, float>(const float*, int64_t, int64_t, int64_t, float*, int64_t,
+                                         cudaStream_t);
+template void convert_rows<float, __nv_bfloat16>(const float*, int64_t, int64_t, int64_t,
+                                                 __nv_bfloat16*, int64_t, cudaStream_t);
 
 }  // namespace meshloom::kernels

@@ -8,7 +8,7 @@
 #include "base/check.hpp"
 #include "comm/ring_shift.hpp"
 #include "kernels/common/check.cuh"
-#include "kernels/model/rows.hpp"
+#include "kernels/model/cast.hpp"
 
 namespace meshloom::kernels {
 

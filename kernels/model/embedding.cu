@@ -4,14 +4,12 @@
 #include <numeric>
 
 #include "kernels/common/check.cuh"
+#include "kernels/common/elem.cuh"
 #include "kernels/model/embedding.hpp"
 
 namespace meshloom::kernels {
 
 namespace {
-
-__device__ inline float to_f32(float x) { return x; }
-__device__ inline float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 // One block per token row, threads over the columns.
 template <class T>

@@ -1,6 +1,6 @@
 // Device helpers shared by the kernels of kernels/ops/: element conversions
-// (fp32 math inside, float or bf16 storage), deterministic block reductions
-// and launch sizes. Private to this folder (.cu files only).
+// (from kernels/common/elem.cuh), deterministic block reductions and launch
+// sizes. Private to this folder (.cu files only).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,21 +8,12 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/common/elem.cuh"
+
 namespace meshloom::kernels::ops_detail {
 
-__device__ inline float to_f32(float x) { return x; }
-__device__ inline float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <class T>
-__device__ inline T from_f32(float x);
-template <>
-__device__ inline float from_f32<float>(float x) {
-  return x;
-}
-template <>
-__device__ inline __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
+using kernels::from_f32;  // kernels/common/elem.cuh
+using kernels::to_f32;
 
 // Sum over a warp; a butterfly, so every lane ends with the same value.
 template <class A>
