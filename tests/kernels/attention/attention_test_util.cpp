@@ -21,21 +21,6 @@ model::AttnOptions model_options() { return {16, 32, 1}; }
 
 }  // namespace
 
-Elem<bf16>::Bits Elem<bf16>::encode(double x) {
-  const float f = static_cast<float>(x);
-  uint32_t u = 0;
-  std::memcpy(&u, &f, sizeof u);
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even (inputs are finite)
-  return static_cast<uint16_t>(u >> 16);
-}
-
-double Elem<bf16>::decode(Bits x) {
-  const uint32_t u = static_cast<uint32_t>(x) << 16;
-  float f = 0.0f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 Block make_packed(const FlashDims& dims, const std::vector<int>& docs, uint32_t seed,
                   bool round_bf16) {
   Block b;

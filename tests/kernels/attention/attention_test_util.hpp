@@ -10,26 +10,9 @@
 #include <vector>
 
 #include "kernels/attention/flash_attention.hpp"
+#include "tests/kernels/elem_host.hpp"
 
 namespace meshloom::kernels::test {
-
-using bf16 = __nv_bfloat16;
-
-// Host <-> element type: values travel as raw bits of the same size.
-template <class T>
-struct Elem;
-template <>
-struct Elem<float> {
-  using Bits = float;
-  static Bits encode(double x) { return static_cast<float>(x); }
-  static double decode(Bits x) { return x; }
-};
-template <>
-struct Elem<bf16> {
-  using Bits = uint16_t;
-  static Bits encode(double x);  // round to nearest even
-  static double decode(Bits x);
-};
 
 // Rows of one block: (sample, position) tags and dense values already
 // rounded to the element type: q, dout [n, H·D]; k, v [n, Hk·D].

@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
 #include "kernels/blas/gemm.hpp"
 #include "kernels/common/device_buffer.hpp"
 #include "model/blas.hpp"
+#include "tests/kernels/elem_host.hpp"
 #include "tests/kernels/gpu_test.hpp"
 
 namespace {
@@ -23,16 +23,9 @@ using meshloom::kernels::DeviceBuffer;
 using meshloom::kernels::Dtype;
 using meshloom::model::Op;
 
-uint16_t to_bf16(float f) {  // round to nearest even
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
+uint16_t to_bf16(float f) { return meshloom::kernels::test::Elem<__nv_bfloat16>::encode(f); }
 float from_bf16(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  return float(meshloom::kernels::test::Elem<__nv_bfloat16>::decode(h));
 }
 
 struct Case {
