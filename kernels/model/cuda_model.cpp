@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <type_traits>
 
 #include "base/check.hpp"
@@ -39,18 +40,20 @@ class CudaModel final : public DeviceModel {
   std::string describe() const override { return name_; }
   void set_params(std::span<const float> params) override { model_->set_params(params); }
   void zero_grads() override { model_->zero_grads(); }
-  model::LossSum forward_backward(const model::Batch& batch, double scale,
-                                  const RingGroup* ring) override {
-    if (!ring) {
-      const model::LossSum ls = model_->forward(batch);
-      model_->backward(scale);
-      return ls;
-    }
-    kernels::DeviceRingAttention<T> attention(ring->comm, ring->members, ring->me, ring->max_tokens,
-                                              ring->timeout_s);
-    const model::LossSum ls = model_->forward(batch, &attention);
+  model::LossSum forward_backward(const model::Batch& batch, double scale, const RingGroup* ring,
+                                  float offload) override {
+    // The planner's count (plan/plan.hpp): 2 + (1 − r)·(layers − 2) layers
+    // stay resident; the store keeps the last two offloaded ones on the device.
+    const int layers = int(model_->layout().shape().n_layers);
+    const int offloaded =
+        offload > 0 ? std::min(layers, 2 + int(std::lround(offload * double(layers - 2)))) : 0;
+    std::unique_ptr<kernels::DeviceRingAttention<T>> attention;
+    if (ring)
+      attention = std::make_unique<kernels::DeviceRingAttention<T>>(
+          ring->comm, ring->members, ring->me, ring->max_tokens, ring->timeout_s);
+    const model::LossSum ls = model_->forward(batch, attention.get(), offloaded);
     model_->backward(scale);
-    CUDA_CHECK(cudaStreamSynchronize(stream_));  // `attention` ends here
+    if (attention) CUDA_CHECK(cudaStreamSynchronize(stream_));  // `attention` ends here
     return ls;
   }
   double peak_flops() override {

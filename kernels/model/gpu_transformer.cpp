@@ -43,7 +43,7 @@ void upload_async(DeviceBuffer<T>& dst, const std::vector<T>& src, cudaStream_t 
 
 template <class T>
 GpuTransformer<T>::GpuTransformer(const model::Shape& shape, cudaStream_t stream)
-    : layout_(shape), stream_(stream), blas_(stream) {
+    : layout_(shape), stream_(stream), blas_(stream), store_(shape, stream) {
   shape.validate();
   ML_CHECK(flash_attention_supports_head_dim(int(shape.head_dim)),
            "the CUDA backend's attention supports head_dim 64 and 128, not " +
@@ -51,7 +51,6 @@ GpuTransformer<T>::GpuTransformer(const model::Shape& shape, cudaStream_t stream
   params_.resize(size_t(layout_.numel()));
   grads_.resize(size_t(layout_.numel()));
   zero_grads();
-  acts_.resize(size_t(shape.n_layers));
 }
 
 template <class T>
@@ -102,19 +101,7 @@ void GpuTransformer<T>::ensure_buffers(int64_t n) {
   if (n <= capacity_) return;
   const model::Shape& s = layout_.shape();
   const size_t N = size_t(n), d = size_t(s.d_model), f = size_t(s.ffn_dim);
-  const size_t qd = size_t(s.q_dim()), qkvd = size_t(s.qkv_dim()), H = size_t(s.n_heads);
-  for (LayerActs& a : acts_) {
-    a.x.resize(N * d);
-    a.xn1.resize(N * d);
-    a.qkv.resize(N * qkvd);
-    a.o.resize(N * qd);
-    a.h.resize(N * d);
-    a.xn2.resize(N * d);
-    a.ab.resize(N * 2 * f);
-    a.rstd1.resize(N);
-    a.lse.resize(N * H);
-    a.rstd2.resize(N);
-  }
+  const size_t qd = size_t(s.q_dim()), qkvd = size_t(s.qkv_dim());
   x_final_.resize(N * d);
   xf_.resize(N * d);
   logits_.resize(N * size_t(s.vocab));
@@ -135,8 +122,8 @@ void GpuTransformer<T>::ensure_buffers(int64_t n) {
 }
 
 template <class T>
-model::LossSum GpuTransformer<T>::forward(const model::Batch& batch,
-                                          DeviceAttention<T>* attention) {
+model::LossSum GpuTransformer<T>::forward(const model::Batch& batch, DeviceAttention<T>* attention,
+                                          int offloaded) {
   const model::Shape& s = layout_.shape();
   batch.validate(s.vocab);
   const int64_t n = batch.size(), d = s.d_model, V = s.vocab;
@@ -145,6 +132,7 @@ model::LossSum GpuTransformer<T>::forward(const model::Batch& batch,
   attention_ = attention ? attention : &local_attention_;
   have_forward_ = true;
   ensure_buffers(n);
+  store_.begin(n, offloaded);
   upload_async(tokens_, batch.tokens, stream_);
   upload_async(targets_, batch.targets, stream_);
   upload_async(positions_, batch.positions, stream_);
@@ -156,9 +144,14 @@ model::LossSum GpuTransformer<T>::forward(const model::Batch& batch,
   embed_groups_ = int64_t(groups.ids.size());
 
   const T* P = params_.data();
-  T* x0 = s.n_layers > 0 ? acts_[0].x.data() : x_final_.data();
+  store_.claim(0);
+  T* x0 = s.n_layers > 0 ? store_[0].x.data() : x_final_.data();
   embedding_forward<T>(P + layout_.embed(), tokens_.data(), n, d, x0, stream_);
-  for (int64_t l = 0; l < s.n_layers; ++l) layer_forward(l, n);
+  for (int64_t l = 0; l < s.n_layers; ++l) {
+    store_.claim(l + 1);  // layer l writes the next layer's input
+    layer_forward(l, n);
+    store_.saved(l);
+  }
 
   rmsnorm_forward<T>(x_final_.data(), P + layout_.final_norm(), n, d, xf_.data(), rstdf_.data(),
                      stream_);
@@ -182,9 +175,9 @@ void GpuTransformer<T>::layer_forward(int64_t l, int64_t n) {
   const int64_t d = s.d_model, f = s.ffn_dim, qd = s.q_dim(), kvd = s.kv_dim(), qkvd = s.qkv_dim();
   const model::LayerOffsets& o = layout_.layer(l);
   const T* P = params_.data();
-  LayerActs& A = acts_[size_t(l)];
+  LayerActs<T>& A = store_[l];
   const T* x = A.x.data();
-  T* x_next = l + 1 < s.n_layers ? acts_[size_t(l + 1)].x.data() : x_final_.data();
+  T* x_next = l + 1 < s.n_layers ? store_[l + 1].x.data() : x_final_.data();
 
   rmsnorm_forward<T>(x, P + o.attn_norm, n, d, A.xn1.data(), A.rstd1.data(), stream_);
   mm(Op::N, Op::T, n, qkvd, d, 1.0f, A.xn1.data(), d, P + o.wq, d, 0.0f, A.qkv.data(), qkvd);
@@ -216,7 +209,11 @@ void GpuTransformer<T>::backward(double scale) {
   mm_grad(Op::T, Op::N, V, d, n, a, logits_.data(), V, xf_.data(), d, G + layout_.head(), d);
   rmsnorm_backward<T>(dxn_.data(), x_final_.data(), P + layout_.final_norm(), rstdf_.data(),
                       nullptr, n, d, dx_.data(), G + layout_.final_norm(), stream_);
-  for (int64_t l = s.n_layers - 1; l >= 0; --l) layer_backward(l, n);
+  for (int64_t l = s.n_layers - 1; l >= 0; --l) {
+    store_.need(l);
+    layer_backward(l, n);
+    store_.done(l);
+  }
   embedding_backward<T>(dx_.data(), embed_ids_.data(), embed_offsets_.data(), embed_order_.data(),
                         embed_groups_, d, G + layout_.embed(), stream_);
 }
@@ -228,7 +225,7 @@ void GpuTransformer<T>::layer_backward(int64_t l, int64_t n) {
   const model::LayerOffsets& o = layout_.layer(l);
   const T* P = params_.data();
   float* G = grads_.data();
-  LayerActs& A = acts_[size_t(l)];
+  LayerActs<T>& A = store_[l];
   const T* x = A.x.data();
   // dx_ holds ∂/∂(layer output). MLP branch: out = h + (silu(a)⊙b)·w2ᵀ.
   swiglu_forward<T>(A.ab.data(), n, f, u_.data(), stream_);

@@ -27,6 +27,7 @@
 
 #include "kernels/blas/gemm.hpp"
 #include "kernels/common/device_buffer.hpp"
+#include "kernels/model/activation_store.hpp"
 #include "kernels/model/device_attention.hpp"
 #include "model/batch.hpp"
 #include "model/params.hpp"
@@ -53,18 +54,17 @@ class GpuTransformer {
 
   // Runs the micro-batch and keeps what backward() needs; synchronizes the
   // stream once to return the loss. `attention` (not owned) must outlive the
-  // following backward(); null means LocalDeviceAttention.
-  model::LossSum forward(const model::Batch& batch, DeviceAttention<T>* attention = nullptr);
+  // following backward(); null means LocalDeviceAttention. The first
+  // `offloaded` layers keep their activations in host memory between forward
+  // and backward (selective offloading, activation_store.hpp).
+  model::LossSum forward(const model::Batch& batch, DeviceAttention<T>* attention = nullptr,
+                         int offloaded = 0);
   // grads += scale · ∂(forward's loss sum)/∂params; asynchronous on stream().
   void backward(double scale);
   // −log p per token of the last forward() (0 where the target is −1).
   std::vector<double> token_losses() const;
 
  private:
-  struct LayerActs {
-    DeviceBuffer<T> x, xn1, qkv, o, h, xn2, ab;
-    DeviceBuffer<float> rstd1, lse, rstd2;
-  };
   void ensure_buffers(int64_t n);
   void layer_forward(int64_t l, int64_t n);
   void layer_backward(int64_t l, int64_t n);
@@ -88,7 +88,7 @@ class GpuTransformer {
   DeviceBuffer<int32_t> tokens_, targets_, positions_, samples_;
   DeviceBuffer<int32_t> embed_ids_, embed_offsets_, embed_order_;
   int64_t embed_groups_ = 0;
-  std::vector<LayerActs> acts_;
+  ActivationStore<T> store_;
   DeviceBuffer<T> x_final_, xf_, logits_;
   DeviceBuffer<float> rstdf_;
   DeviceBuffer<double> row_loss_, loss_sum_;

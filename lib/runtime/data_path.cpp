@@ -224,6 +224,7 @@ static proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& 
     }
     mb.group = mbw.group;
     mb.member = mbw.member;
+    mb.offload = mbw.offload;
     b.micro.push_back(std::move(mb));
   }
   return b;

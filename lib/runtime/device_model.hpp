@@ -43,8 +43,10 @@ class DeviceModel {
   // Forward, then backward with `scale` (the CPU model's forward() and
   // backward(scale) together); gradients accumulate on the device. With a
   // ring, attention runs over the CP group (kernels/model/device_ring_attention).
+  // `offload` is the plan's ratio r for the micro-batch: r·(layers − 2) layers'
+  // activations wait in host memory between forward and backward.
   virtual model::LossSum forward_backward(const model::Batch& batch, double scale,
-                                          const RingGroup* ring = nullptr) = 0;
+                                          const RingGroup* ring = nullptr, float offload = 0) = 0;
   // Copies the accumulated fp32 gradients into `grads` (ParamLayout order).
   virtual void download_grads(std::span<float> grads) = 0;
   // The device's dense product rate in the model's precision (FLOP/s),

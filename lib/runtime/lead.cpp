@@ -210,6 +210,7 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
       for (const plan::PieceLayout& pl : last_plan_.layout(t, i)) {
         for (const plan::Span& span : {pl.chunks.front, pl.chunks.back})
           if (span.size() > 0) mbw.segments.push_back({pl.seq, span.begin, span.size()});
+        mbw.offload = std::max(mbw.offload, last_plan_.offload_ratio(pl.seq));
         if (pl.k > 1) {
           auto g = last_plan_.group(pl.seq);
           mbw.group.assign(g.begin(), g.end());

@@ -79,6 +79,7 @@ static void put_micro(ByteWriter* w, const std::vector<MicroBatchWork>& micro) {
     w->put_vector(mb.segments);
     w->put_vector(mb.group);
     w->put(mb.member);
+    w->put(mb.offload);
   }
 }
 
@@ -112,6 +113,7 @@ StepWork decode_step_work(const std::string& b) {
       mb.segments = r.get_vector<Segment>();
       mb.group = r.get_vector<int32_t>();
       mb.member = r.get<int32_t>();
+      mb.offload = r.get<float>();
     }
   }
   m.checkpoint = r.get<uint8_t>() != 0;
@@ -133,6 +135,7 @@ std::string encode(const Batch& m) {
     w.put_vector(mb.segments);
     w.put_vector(mb.group);
     w.put(mb.member);
+    w.put(mb.offload);
   }
   w.put(uint8_t(m.checkpoint));
   w.put_string(m.ckpt_data);
@@ -153,6 +156,7 @@ Batch decode_batch(const std::string& b) {
     mb.segments = r.get_vector<Segment>();
     mb.group = r.get_vector<int32_t>();
     mb.member = r.get<int32_t>();
+    mb.offload = r.get<float>();
   }
   m.checkpoint = r.get<uint8_t>() != 0;
   m.ckpt_data = r.get_string();

@@ -78,6 +78,7 @@ struct MicroBatchWork {
   std::vector<Segment> segments;
   std::vector<int32_t> group;
   int32_t member = 0;
+  float offload = 0;  // the plan's offload ratio (largest of its sequences)
 };
 
 struct TrainerWork {
@@ -105,6 +106,7 @@ struct MicroBatch {
   std::vector<Segment> segments;   // where each run of tokens comes from
   std::vector<int32_t> group;      // CP ring (trainer indices); empty or one: none
   int32_t member = 0;
+  float offload = 0;  // share of the layers' activations kept in host memory (CUDA)
 };
 
 struct Batch {

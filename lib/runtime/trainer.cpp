@@ -202,7 +202,7 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
       if (mb.group.size() > 1)
         ring = RingGroup{comm_, std::vector<int>(mb.group.begin(), mb.group.end()), mb.member,
                          w_.config.plan.capacity, w_.config.run.timeout};
-      ls = device_->forward_backward(b, scale, mb.group.size() > 1 ? &ring : nullptr);
+      ls = device_->forward_backward(b, scale, mb.group.size() > 1 ? &ring : nullptr, mb.offload);
     } else if (mb.group.size() > 1) {
       std::vector<int> group(mb.group.begin(), mb.group.end());
       train::RingAttention ring(comm_, group, mb.member, w_.config.plan.capacity, attn,

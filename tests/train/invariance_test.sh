@@ -6,7 +6,8 @@
 #   invariance_test.sh MESHLOOM MPIEXEC
 # With a third argument `cuda`, the cases train on the GPU (run.backend: cuda;
 # trainers share the node's GPUs; rings on the GPU) and must give the CPU
-# reference's dump: fp32 to 1e-4 (other summation orders), bf16 to 5e-2.
+# reference's dump: fp32 to 1e-4 (other summation orders), bf16 to 5e-2;
+# also with selective offloading (plan.offload).
 # Skipped (exit 77) where no GPU is visible.
 set -u
 meshloom=$1 mpiexec=$2 backend=${3:-cpu}
@@ -58,5 +59,9 @@ else
     grep -q "computes on GPU" "$dir/$name.txt" || { cat "$dir/$name.txt"; fail "$name: not on the GPU"; }
     compare "$name" "$tol" "GPU, trainers=$t planner=$planner capacity=$cap $precision"
   done
+  # Selective offloading: long pieces keep activations in host memory.
+  run offload2 2 --set run.backend=cuda --set run.precision=fp32 --set plan.capacity=400 \
+    --set plan.offload=true
+  compare offload2 1e-4 "GPU with plan.offload"
 fi
 echo "invariance test passed ($backend)"

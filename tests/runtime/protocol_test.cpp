@@ -1,0 +1,93 @@
+// The messages between roles survive encoding: every field of a step's work
+// and of a trainer's batch comes back equal, and a truncated message is
+// refused with the message's name rather than read past its end.
+#include "runtime/protocol.hpp"
+
+#include <gtest/gtest.h>
+
+#include "base/check.hpp"
+
+using namespace meshloom;
+using namespace meshloom::proto;
+
+namespace {
+
+Sample sample(int32_t source, int64_t length) {
+  Sample s;
+  s.source = source;
+  s.owner = 3;
+  s.epoch = 1;
+  s.doc = 42 + source;
+  s.offset = 7;
+  s.length = length;
+  return s;
+}
+
+}  // namespace
+
+TEST(Protocol, StepWorkRoundTrips) {
+  StepWork w;
+  w.step = 12;
+  w.last = true;
+  w.global_predictions = 998;
+  w.samples = {sample(0, 600), sample(1, 400)};
+  TrainerWork t;
+  t.trainer = 2;
+  MicroBatchWork mb;
+  mb.segments = {{0, 0, 150}, {0, 450, 150}};
+  mb.group = {2, 3};
+  mb.member = 0;
+  mb.offload = 0.5f;
+  t.micro = {mb, MicroBatchWork{{{1, 0, 400}}, {}, 0, 0.f}};
+  w.trainers = {t};
+  w.checkpoint = true;
+  w.ckpt_data = std::string("lead\0state", 10);
+  const StepWork back = decode_step_work(encode(w));
+  EXPECT_EQ(back.step, 12);
+  EXPECT_TRUE(back.last);
+  EXPECT_EQ(back.global_predictions, 998);
+  ASSERT_EQ(back.samples.size(), 2u);
+  EXPECT_EQ(back.samples[1].length, 400);
+  EXPECT_EQ(back.samples[1].doc, 43);
+  ASSERT_EQ(back.trainers.size(), 1u);
+  ASSERT_EQ(back.trainers[0].micro.size(), 2u);
+  const MicroBatchWork& m = back.trainers[0].micro[0];
+  ASSERT_EQ(m.segments.size(), 2u);
+  EXPECT_EQ(m.segments[1].begin, 450);
+  EXPECT_EQ(m.group, (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(m.offload, 0.5f);
+  EXPECT_EQ(back.trainers[0].micro[1].offload, 0.f);
+  EXPECT_TRUE(back.checkpoint);
+  EXPECT_EQ(back.ckpt_data, w.ckpt_data);
+}
+
+TEST(Protocol, BatchRoundTripsAndTruncationIsRefused) {
+  Batch b;
+  b.step = 5;
+  b.global_predictions = 3;
+  b.samples = {sample(0, 4)};
+  MicroBatch mb;
+  mb.tokens = {10, 11, 12, 13};
+  mb.targets = {11, 12, 13, -1};
+  mb.positions = {0, 1, 2, 3};
+  mb.segments = {{0, 0, 4}};
+  mb.group = {0, 1, 2};
+  mb.member = 2;
+  mb.offload = 0.25f;
+  b.micro = {mb};
+  const std::string bytes = encode(b);
+  const Batch back = decode_batch(bytes);
+  ASSERT_EQ(back.micro.size(), 1u);
+  EXPECT_EQ(back.micro[0].tokens, mb.tokens);
+  EXPECT_EQ(back.micro[0].targets, mb.targets);
+  EXPECT_EQ(back.micro[0].positions, mb.positions);
+  EXPECT_EQ(back.micro[0].group, mb.group);
+  EXPECT_EQ(back.micro[0].member, 2);
+  EXPECT_EQ(back.micro[0].offload, 0.25f);
+  try {
+    decode_batch(bytes.substr(0, bytes.size() / 2));
+    FAIL() << "a truncated batch was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("trainer batch"), std::string::npos) << e.what();
+  }
+}
