@@ -10,7 +10,9 @@
 //
 // The model calls, on its compute stream:
 //   forward:  begin(n, offloaded); claim(0); embedding → [0].x;
-//             for each layer l: claim(l + 1); layer l writes [l] and [l+1].x; saved(l)
+//             for each layer l: layer l writes [l]; claim(l + 1); layer l writes
+//             [l+1].x; saved(l)   (claiming late lets layer l − 1's copy to the
+//             host overlap layer l's compute)
 //   backward: for l from the last: need(l); layer l's backward reads [l]; done(l)
 #pragma once
 

@@ -56,7 +56,12 @@ GpuTransformer<T>::GpuTransformer(const model::Shape& shape, cudaStream_t stream
 template <class T>
 void GpuTransformer<T>::set_params(std::span<const float> master_host) {
   ML_CHECK(int64_t(master_host.size()) == layout_.numel(), "set_params: wrong parameter count");
-  DeviceBuffer<float> staged(std::vector<float>(master_host.begin(), master_host.end()));
+  // Staged on stream_ itself: a plain cudaMemcpy runs on the legacy default
+  // stream, which does not order with a non-blocking stream_ (and may return
+  // before its DMA from pageable memory is done).
+  DeviceBuffer<float> staged(master_host.size());
+  CUDA_CHECK(cudaMemcpyAsync(staged.data(), master_host.data(), master_host.size() * sizeof(float),
+                             cudaMemcpyHostToDevice, stream_));
   set_params_device(staged.data());
   CUDA_CHECK(cudaStreamSynchronize(stream_));  // `staged` is freed on return
 }
@@ -148,8 +153,7 @@ model::LossSum GpuTransformer<T>::forward(const model::Batch& batch, DeviceAtten
   T* x0 = s.n_layers > 0 ? store_[0].x.data() : x_final_.data();
   embedding_forward<T>(P + layout_.embed(), tokens_.data(), n, d, x0, stream_);
   for (int64_t l = 0; l < s.n_layers; ++l) {
-    store_.claim(l + 1);  // layer l writes the next layer's input
-    layer_forward(l, n);
+    layer_forward(l, n);  // claims l + 1 just before writing its input
     store_.saved(l);
   }
 
@@ -192,6 +196,9 @@ void GpuTransformer<T>::layer_forward(int64_t l, int64_t n) {
   rmsnorm_forward<T>(A.h.data(), P + o.mlp_norm, n, d, A.xn2.data(), A.rstd2.data(), stream_);
   mm(Op::N, Op::T, n, 2 * f, d, 1.0f, A.xn2.data(), d, P + o.w1, d, 0.0f, A.ab.data(), 2 * f);
   swiglu_forward<T>(A.ab.data(), n, f, u_.data(), stream_);
+  // Only now wait for the slot of layer l + 1 (layer l − 1's, on its way to
+  // the host): the copy overlaps all of layer l's compute above.
+  store_.claim(l + 1);
   copy_async(x_next, A.h.data(), n * d, stream_);
   mm(Op::N, Op::T, n, d, f, 1.0f, u_.data(), f, P + o.w2, f, 1.0f, x_next, d);
 }
