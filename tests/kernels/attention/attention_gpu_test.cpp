@@ -292,6 +292,15 @@ TEST(FlashAttentionHarness, Bf16RoundingAndReference) {
   for (double x : lse) EXPECT_TRUE(std::isfinite(x));  // every query sees itself
   EXPECT_EQ(rel_error({1.0, 2.0}, {1.0, 2.0}), 0.0);
   EXPECT_NEAR(rel_error({1.0, 2.02}, {1.0, 2.0}), 0.01, 1e-12);
+  // A NaN anywhere (exp(-inf - -inf) in a kernel) must fail, not be skipped.
+  EXPECT_TRUE(std::isinf(rel_error({std::nan(""), 2.0}, {1.0, 2.0})));
+  EXPECT_TRUE(std::isinf(rel_error({1.0, std::nan("")}, {1.0, 2.0})));
+  int64_t mismatches = 0;
+  EXPECT_TRUE(std::isinf(lse_error({std::nan(""), 2.0}, {1.0, 2.0}, &mismatches)));
+  EXPECT_EQ(lse_error({-INFINITY, 2.0}, {-INFINITY, 2.0}, &mismatches), 0.0);
+  EXPECT_EQ(mismatches, 0);
+  lse_error({std::nan(""), 2.0}, {-INFINITY, 2.0}, &mismatches);
+  EXPECT_EQ(mismatches, 1);
 }
 
 }  // namespace

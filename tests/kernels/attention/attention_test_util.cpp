@@ -110,10 +110,12 @@ double rel_error(const std::vector<double>& a, const std::vector<double>& ref) {
   if (a.size() != ref.size()) return std::numeric_limits<double>::infinity();
   double diff = 0.0, scale = 0.0;
   for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::abs(a[i] - ref[i]));
+    const double d = std::abs(a[i] - ref[i]);
+    // std::max(diff, NaN) keeps diff, so a NaN must be caught here, per entry.
+    if (std::isnan(d)) return std::numeric_limits<double>::infinity();
+    diff = std::max(diff, d);
     scale = std::max(scale, std::abs(ref[i]));
   }
-  if (std::isnan(diff)) return std::numeric_limits<double>::infinity();
   if (scale == 0.0) return diff == 0.0 ? 0.0 : 1.0;
   return diff / scale;
 }

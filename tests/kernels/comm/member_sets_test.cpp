@@ -1,0 +1,138 @@
+// The pure bookkeeping of the group communicator cache (no GPU): member-set
+// keys, split rounds and colours, ring neighbours and the LRU plan.
+#include "kernels/comm/member_sets.hpp"
+
+#include <gtest/gtest.h>
+
+#include "base/check.hpp"
+
+namespace meshloom::kernels {
+namespace {
+
+struct ThrowOnFail : ::testing::Environment {
+  void SetUp() override { set_fatal_handler(throwing_fatal_handler); }
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new ThrowOnFail);
+
+using Sets = std::vector<MemberSet>;
+
+TEST(MemberSets, KeyIsSortedAndIgnoresRingOrder) {
+  const std::vector<int> ring = {5, 2, 7};
+  EXPECT_EQ(member_set(ring), (MemberSet{2, 5, 7}));
+  const std::vector<int> other = {7, 5, 2};
+  EXPECT_EQ(member_set(ring), member_set(other));
+  const std::vector<int> twice = {1, 3, 1};
+  EXPECT_THROW(member_set(twice), Error);
+  const std::vector<int> negative = {-1, 3};
+  EXPECT_THROW(member_set(negative), Error);
+}
+
+TEST(MemberSets, DistinctSetsKeepFirstAppearance) {
+  const Sets got = distinct_member_sets({{3, 1}, {0}, {1, 3}, {2, 0}, {0}});
+  EXPECT_EQ(got, (Sets{{1, 3}, {0}, {0, 2}}));
+  EXPECT_THROW(distinct_member_sets({{}}), Error);
+}
+
+TEST(MemberSets, SplitRoundsHoldDisjointSetsFirstFit) {
+  const Sets sets = {{0, 1}, {2, 3}, {1, 2}, {4}, {0, 3}, {1}};
+  const auto rounds = split_rounds(sets);
+  // {0,1},{2,3},{4} | {1,2},{0,3} | {1}
+  ASSERT_EQ(rounds.size(), 3u);
+  EXPECT_EQ(rounds[0], (std::vector<size_t>{0, 1, 3}));
+  EXPECT_EQ(rounds[1], (std::vector<size_t>{2, 4}));
+  EXPECT_EQ(rounds[2], (std::vector<size_t>{5}));
+  // Every set in exactly one round; sets of a round pairwise disjoint.
+  std::vector<int> seen(sets.size(), 0);
+  for (const auto& round : rounds)
+    for (size_t i : round) {
+      ++seen[i];
+      for (size_t j : round) {
+        if (i == j) continue;
+        for (int t : sets[i]) {
+          EXPECT_EQ(split_colour(sets, {j}, t), -1);
+        }
+      }
+    }
+  for (int n : seen) EXPECT_EQ(n, 1);
+  EXPECT_TRUE(split_rounds({}).empty());
+}
+
+TEST(MemberSets, SplitColourIsTheIndexInTheRoundOrNoColour) {
+  const Sets sets = {{0, 1}, {2, 3}, {4}};
+  const std::vector<size_t> round = {0, 1, 2};
+  EXPECT_EQ(split_colour(sets, round, 0), 0);
+  EXPECT_EQ(split_colour(sets, round, 1), 0);
+  EXPECT_EQ(split_colour(sets, round, 3), 1);
+  EXPECT_EQ(split_colour(sets, round, 4), 2);
+  EXPECT_EQ(split_colour(sets, round, 5), -1);
+  EXPECT_EQ(split_colour(sets, {1}, 0), -1);
+}
+
+TEST(MemberSets, RingPeersWrapAround) {
+  const std::vector<int> ring = {4, 1, 6};
+  EXPECT_EQ(ring_peers(ring, 0).next, 1);
+  EXPECT_EQ(ring_peers(ring, 0).prev, 6);
+  EXPECT_EQ(ring_peers(ring, 2).next, 4);
+  EXPECT_EQ(ring_peers(ring, 2).prev, 1);
+  const std::vector<int> one = {3};
+  EXPECT_EQ(ring_peers(one, 0).next, 3);
+  EXPECT_EQ(ring_peers(one, 0).prev, 3);
+  EXPECT_THROW(ring_peers(ring, 3), Error);
+  EXPECT_THROW(ring_peers(ring, -1), Error);
+}
+
+TEST(MemberSetLru, RecurringSetsAreCreatedOnce) {
+  MemberSetLru lru(4);
+  auto plan = lru.prepare({{0, 1}, {2}});
+  EXPECT_EQ(plan.create, (Sets{{0, 1}, {2}}));
+  EXPECT_TRUE(plan.evict.empty());
+  plan = lru.prepare({{2}, {0, 1}, {2}});
+  EXPECT_TRUE(plan.create.empty());
+  EXPECT_TRUE(plan.evict.empty());
+  EXPECT_EQ(lru.size(), 2u);
+  EXPECT_TRUE(lru.contains({0, 1}));
+  EXPECT_FALSE(lru.contains({1}));
+}
+
+TEST(MemberSetLru, EvictsLeastRecentlyUsedBeyondCapacity) {
+  MemberSetLru lru(2);
+  lru.prepare({{0}});
+  lru.prepare({{1}});
+  lru.prepare({{0}});  // {1} is now the least recent
+  auto plan = lru.prepare({{2}});
+  EXPECT_EQ(plan.create, (Sets{{2}}));
+  EXPECT_EQ(plan.evict, (Sets{{1}}));
+  EXPECT_EQ(lru.sets(), (Sets{{0}, {2}}));  // least recent first
+  plan = lru.prepare({{1}});
+  EXPECT_EQ(plan.create, (Sets{{1}}));
+  EXPECT_EQ(plan.evict, (Sets{{0}}));
+}
+
+TEST(MemberSetLru, NeverEvictsTheCurrentStep) {
+  MemberSetLru lru(2);
+  lru.prepare({{9}});
+  auto plan = lru.prepare({{0}, {1}, {2}});  // three sets, capacity two
+  EXPECT_EQ(plan.create, (Sets{{0}, {1}, {2}}));
+  EXPECT_EQ(plan.evict, (Sets{{9}}));
+  EXPECT_EQ(lru.size(), 3u);
+  plan = lru.prepare({{1}});  // back to the capacity, least recent out
+  EXPECT_TRUE(plan.create.empty());
+  EXPECT_EQ(plan.evict, (Sets{{0}}));
+  EXPECT_EQ(lru.size(), 2u);
+  EXPECT_THROW(MemberSetLru(0), Error);
+}
+
+TEST(MemberSetLru, SameInputsGiveSamePlansOnEveryTrainer) {
+  // Determinism: two caches fed the same steps agree on every plan.
+  const std::vector<Sets> steps = {{{0, 1}, {2, 3}}, {{1, 2}}, {{0, 1}, {3}}, {{4}, {2, 3}}};
+  MemberSetLru a(3), b(3);
+  for (const Sets& step : steps) {
+    const auto pa = a.prepare(step), pb = b.prepare(step);
+    EXPECT_EQ(pa.create, pb.create);
+    EXPECT_EQ(pa.evict, pb.evict);
+  }
+  EXPECT_EQ(a.sets(), b.sets());
+}
+
+}  // namespace
+}  // namespace meshloom::kernels
