@@ -1,6 +1,9 @@
 #include "runtime/world.hpp"
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "base/check.hpp"
 #include "base/log.hpp"
@@ -31,6 +34,20 @@ void mpi_start(int* argc, char*** argv) {
 }
 
 int mpi_finish(int code) {
+  // OpenMPI 4.1's MPI_Finalize fences every process of the job. After a loader
+  // died (mpirun --enable-recovery) that fence now and then never completes,
+  // though the survivors' work is done and written; leave without it then.
+  const int rank = process_rank();
+  std::thread([code, rank] {
+    std::this_thread::sleep_for(std::chrono::seconds(kFinalizeGraceSeconds));
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "meshloom: MPI_Finalize did not return within %d s (a rank of this job died?); "
+                   "exiting without it\n",
+                   kFinalizeGraceSeconds);
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }).detach();
   MPI_Finalize();
   return code;
 }

@@ -34,7 +34,10 @@ struct World {
 // MPI_Init, MPI_ERRORS_RETURN on the world, and a fatal handler that aborts the
 // job (a lone exiting rank would hang the rest).
 void mpi_start(int* argc, char*** argv);
-// MPI_Finalize; returns `code` for main to return.
+// MPI_Finalize, bounded: a process still in it after kFinalizeGraceSeconds
+// (a dead rank can stall its fence) exits with `code` without it. Returns
+// `code` for main to return.
+constexpr int kFinalizeGraceSeconds = 10;
 int mpi_finish(int code);
 
 // Rank 0 loads `file` with `overrides`, checks the layout for the world size;
