@@ -237,6 +237,7 @@ void add_data(CLI::App& app, Runner* run, int* argc, char*** argv) {
       World w;
       if (!world_from_config(args.file, args.sets, &w)) return mpi_finish(kExitBadInput);
       if (!preflight_on_root(w, [&] { check_sources(w.config); })) return mpi_finish(kExitBadInput);
+      start_finished();
       const int code = run_role(
           w, [&] { return run_lead(w, args); }, [&] { return run_trainer(w); });
       return mpi_finish(code);

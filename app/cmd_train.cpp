@@ -387,6 +387,7 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
         if (w.rank == 0) std::fprintf(stderr, "meshloom: error: %s\n", args.resume_from.c_str());
         return mpi_finish(kExitBadInput);
       }
+      start_finished();
       if (w.rank == 0) save_effective_config(w);
       start_watchdog(w.config.run.timeout);
       const int code = run_role(

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/check.hpp"
+#include "runtime/world.hpp"
 
 namespace meshloom {
 namespace {
@@ -32,6 +33,7 @@ void watch(double timeout_s) {
                  process_rank(), process_role().c_str(), host_name().c_str(), waited,
                  g_what.c_str());
     std::fflush(stderr);
+    record_exit(3);
     MPI_Abort(MPI_COMM_WORLD, 3);
   }
 }

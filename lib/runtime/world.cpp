@@ -1,9 +1,13 @@
 #include "runtime/world.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "base/check.hpp"
 #include "base/log.hpp"
@@ -13,7 +17,41 @@
 namespace meshloom {
 namespace {
 
-void abort_job(const std::string&) { MPI_Abort(MPI_COMM_WORLD, 1); }
+void abort_job(const std::string&) {
+  record_exit(1);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+// Start-up (MPI_Init, the config broadcast, the role split) involves every
+// rank. Under mpirun --enable-recovery a rank that dies then leaves the others
+// waiting in those collectives for ever, so a guard thread ends the process
+// if start-up has not finished in time.
+std::atomic<bool> g_starting{false};
+
+double start_timeout_seconds() {
+  const char* text = std::getenv("MESHLOOM_START_TIMEOUT");
+  const double value = text ? std::atof(text) : 0.0;
+  return value > 0 ? value : kStartTimeoutSeconds;
+}
+
+void arm_start_guard() {
+  g_starting = true;
+  const double limit = start_timeout_seconds();
+  std::thread([limit] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
+    while (g_starting && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!g_starting) return;
+    std::fprintf(stderr,
+                 "meshloom: rank %d: start-up (MPI_Init, config broadcast, role split) did not "
+                 "finish within %.0f s: did a rank die while starting? Exiting (code 3); "
+                 "MESHLOOM_START_TIMEOUT sets the limit\n",
+                 process_rank(), limit);
+    std::fflush(nullptr);
+    record_exit(3);
+    std::_Exit(3);
+  }).detach();
+}
 
 void report_on_root(int rank, const std::string& text) {
   if (rank != 0) return;
@@ -24,6 +62,7 @@ void report_on_root(int rank, const std::string& text) {
 }  // namespace
 
 void mpi_start(int* argc, char*** argv) {
+  arm_start_guard();
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -33,7 +72,23 @@ void mpi_start(int* argc, char*** argv) {
   set_fatal_handler(abort_job);
 }
 
+void start_finished() { g_starting = false; }
+
+void record_exit(int code) {
+  const char* path = std::getenv("MESHLOOM_EXIT_FILE");
+  if (!path || !*path) return;
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) return;
+  char line[64];
+  const int n = std::snprintf(line, sizeof(line), "rank %d exit %d\n", process_rank(), code);
+  // One short O_APPEND write: lines of different ranks never interleave.
+  [[maybe_unused]] const ssize_t written = ::write(fd, line, size_t(n));
+  ::close(fd);
+}
+
 int mpi_finish(int code) {
+  start_finished();
+  record_exit(code);
   // OpenMPI 4.1's MPI_Finalize fences every process of the job. After a loader
   // died (mpirun --enable-recovery) that fence now and then never completes,
   // though the survivors' work is done and written; leave without it then.

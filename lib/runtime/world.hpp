@@ -32,8 +32,20 @@ struct World {
 };
 
 // MPI_Init, MPI_ERRORS_RETURN on the world, and a fatal handler that aborts the
-// job (a lone exiting rank would hang the rest).
+// job (a lone exiting rank would hang the rest). Arms a start-up guard: a
+// process that has not called start_finished() (or mpi_finish) within
+// kStartTimeoutSeconds (environment: MESHLOOM_START_TIMEOUT) exits with code
+// 3, as a rank lost during the world-wide start-up collectives would
+// otherwise leave the rest waiting for ever.
+constexpr double kStartTimeoutSeconds = 60;
 void mpi_start(int* argc, char*** argv);
+// Start-up's world-wide collectives are over (after preflight_on_root).
+void start_finished();
+// mpirun --enable-recovery (OpenMPI 4.1) exits 0 whatever its ranks return,
+// so each rank appends "rank R exit CODE" to $MESHLOOM_EXIT_FILE (when set)
+// on its way out: mpi_finish, the fatal handler, the watchdog, the start-up
+// guard. A rank killed by a signal writes nothing.
+void record_exit(int code);
 // MPI_Finalize, bounded: a process still in it after kFinalizeGraceSeconds
 // (a dead rank can stall its fence) exits with `code` without it. Returns
 // `code` for main to return.

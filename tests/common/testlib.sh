@@ -7,6 +7,14 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 fail() { echo "FAIL: $*"; exit 1; }
 
+# job_exit FILE: the exit code of a job run under `mpirun --enable-recovery`
+# (which exits 0 whatever its ranks return) from the lines the ranks append to
+# MESHLOOM_EXIT_FILE: the largest code written, or 1 when rank 0 wrote none.
+job_exit() {
+  awk '$1 == "rank" && $2 == 0 { lead = 1 } $4 > worst { worst = $4 }
+       END { print (worst > 0 ? worst : (lead ? 0 : 1)) }' "$1" 2>/dev/null || echo 1
+}
+
 # prepare_docs NAME GLOB: the Python library docs matching GLOB (installed by
 # scripts/setup.sh) as $dir/NAME.bin/.idx, byte tokenizer.
 prepare_docs() {

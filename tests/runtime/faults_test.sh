@@ -6,7 +6,9 @@
 #    the machine's load: rank 1 serves docs, rank 3 fortunes, rank 2 nothing;
 #    the shadow of loader rank r is the next loader, round the ring): the global batches equal
 #    a fault-free run's (HDF5 dumps), no step is missing, the failover's stall
-#    is reported, the job exits 0 (mpirun --enable-recovery);
+#    is reported, the job exits 0 (mpirun --enable-recovery; the ranks'
+#    codes come from MESHLOOM_EXIT_FILE, as mpirun's own is always 0);
+#  - a loader killed during start-up ends the job with code 3, no hang;
 #  - an injected slow trainer is named as a straggler in the log and metrics;
 #  - a hung trainer makes the watchdog end the job with a message, not a hang.
 #   faults_test.sh MESHLOOM MPIEXEC
@@ -30,10 +32,12 @@ YAML
 STEPS=240
 data() {  # name args...
   local name=$1; shift
-  timeout 300 "$mpiexec" --enable-recovery --oversubscribe --bind-to none -np 6 "$meshloom" data \
-    -c "$dir/c.yaml" --steps $STEPS --dump "$dir/$name.h5" "$@" >"$dir/$name.txt" 2>&1
+  MESHLOOM_EXIT_FILE=$dir/$name.exit timeout 300 "$mpiexec" --enable-recovery --oversubscribe \
+    --bind-to none -np 6 "$meshloom" data -c "$dir/c.yaml" --steps $STEPS --dump "$dir/$name.h5" \
+    "$@" >"$dir/$name.txt" 2>&1
   local rc=$?
-  ((rc == 0)) || echo "[faults_test] mpirun exited $rc" >>"$dir/$name.txt"
+  ((rc == 0)) && rc=$(job_exit "$dir/$name.exit")
+  ((rc == 0)) || echo "[faults_test] the job exited $rc" >>"$dir/$name.txt"
   return $rc
 }
 same_as_clean() {  # name
@@ -82,6 +86,31 @@ grep -q "loader rank 1 did not answer" "$dir/kill.txt" || { cat "$dir/kill.txt";
 same_as_clean kill
 echo "ok: kill -9 of loader rank 1 (pid $victim): batches identical"
 
+# A loader killed during start-up (inside MPI_Init, whose fence would wait for
+# it for ever under --enable-recovery): the start-up guard ends the others.
+start=$SECONDS
+MESHLOOM_START_TIMEOUT=5 MESHLOOM_EXIT_FILE=$dir/start.exit timeout 120 "$mpiexec" --enable-recovery \
+  --oversubscribe --bind-to none -np 6 "$meshloom" data -c "$dir/c.yaml" --steps 10 >"$dir/start.txt" 2>&1 &
+job=$!
+victim=""
+for _ in $(seq 1000); do
+  for p in $(pgrep -f "meshloom data -c $dir/c.yaml --steps 10"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
+  done
+  [[ -n $victim ]] && break
+  sleep 0.02
+done
+[[ -n $victim ]] || fail "start-up: could not find loader rank 1"
+kill -9 "$victim"
+wait $job
+rc=$?
+((rc != 124)) || { cat "$dir/start.txt"; fail "a loader lost in start-up hung the job"; }
+grep -q "start-up (MPI_Init, config broadcast, role split) did not finish within 5 s" "$dir/start.txt" ||
+  { cat "$dir/start.txt"; fail "no start-up guard message"; }
+rc=$(job_exit "$dir/start.exit")
+((rc == 3)) || { cat "$dir/start.txt" "$dir/start.exit"; fail "start-up: exit code $rc, not 3"; }
+echo "ok: a loader killed in start-up: the job ended in $((SECONDS - start)) s with code 3"
+
 # Stragglers: trainer rank 5 sleeps 0.3 s per step from step 2.
 cat >"$dir/t.yaml" <<YAML
 run: {timeout: 60, steps: 8, dir: $dir/run}
@@ -100,12 +129,17 @@ grep -q '"stragglers": \[5\]' "$dir/run/metrics.jsonl" || fail "straggler not in
 grep -c '"stragglers": \[5\]' "$dir/run/metrics.jsonl" | grep -qx 4 || fail "straggler steps counted wrong"
 echo "ok: $(grep -o 'straggler: trainer 3.*' "$dir/s.txt" | head -1)"
 
-# A hung trainer: the watchdog ends the job (run.timeout 4 s) with a message.
+# A hung trainer: the watchdog ends the job (run.timeout 4 s) with a message
+# and exit code 3, under mpirun --enable-recovery too (where mpirun itself
+# exits 0, and the ranks' MESHLOOM_EXIT_FILE tells).
 start=$SECONDS
-timeout 60 "$mpiexec" --oversubscribe --bind-to none -np 6 "$meshloom" train -c "$dir/t.yaml" \
+MESHLOOM_EXIT_FILE=$dir/w.exit timeout 60 "$mpiexec" --enable-recovery --oversubscribe \
+  --bind-to none -np 6 "$meshloom" train -c "$dir/t.yaml" \
   --set run.timeout=4 --set 'faults.inject=[{kind: hang, rank: 4, step: 3}]' >"$dir/w.txt" 2>&1
 rc=$?
-((rc != 0 && rc != 124)) || { cat "$dir/w.txt"; fail "hung trainer: rc=$rc"; }
+((rc != 124)) || { cat "$dir/w.txt"; fail "hung trainer: the job did not end"; }
+rc=$(job_exit "$dir/w.exit")
+((rc == 3)) || { cat "$dir/w.txt" "$dir/w.exit"; fail "hung trainer: exit code $rc, not 3"; }
 grep -q "watchdog: rank .* has waited .* for the gradient all-reduce" "$dir/w.txt" ||
   grep -q "waited .* s for .*" "$dir/w.txt" || { cat "$dir/w.txt"; fail "no watchdog message"; }
 echo "ok: hung trainer: job ended in $((SECONDS - start)) s: $(grep -o 'meshloom: .*' "$dir/w.txt" | head -1 | cut -c1-140)"

@@ -3,7 +3,9 @@
 # through slurm/submit.sh and the one-node template, wait for it, check its
 # output; the first attempt stops at step 7 as a preempted job would; then
 # requeue it and check that the second attempt resumed from its checkpoint
-# and finished the run. Stops the cluster if it started it.
+# and finished the run. Then the fault-tolerant template: a hung trainer,
+# the watchdog's exit code 3 seen through mpirun --enable-recovery, requeue and
+# resume. Stops the cluster if it started it.
 #   slurm_test.sh MESHLOOM
 set -u
 meshloom=$(realpath "$1")
@@ -66,6 +68,40 @@ grep -q "attempt 1 on" "$out" || fail "no second attempt in the output"
 grep -q "resuming from .*step_00000005.h5" "$out" || fail "the second attempt did not resume from step 5"
 grep -q "trained steps 6-11" "$out" || fail "the second attempt did not finish steps 6-11"
 echo "ok: requeued, attempt 1: $(grep -o 'resuming from .*' "$out" | head -1 | sed "s|$dir/||")"
+
+# The fault-tolerant template (mpirun --enable-recovery, whose own exit code is
+# always 0): a trainer hangs at step 4 in the first attempt, the watchdog ends
+# it with code 3, the template reads the ranks' codes, requeues, and the second
+# attempt resumes from the step-2 checkpoint and finishes.
+rm -rf "$dir/run"
+out=$dir/ft.out
+job=$(cd "$dir" && MESHLOOM="$meshloom" \
+      EXTRA_FIRST="--set run.timeout=4 --set faults.inject=[{\"kind\":\"hang\",\"rank\":3,\"step\":4}]" \
+      "$root/slurm/submit.sh" "$dir/c.yaml" 2 "$root/slurm/meshloom-fault-tolerant.sbatch" \
+      --parsable --output="$out") || fail "sbatch of the fault-tolerant template"
+job=${job%%;*}
+state=""
+pending=0
+for _ in $(seq 360); do
+  info=$(scontrol show job "$job" 2>/dev/null)
+  state=$(grep -o 'JobState=[A-Z_]*' <<<"$info" | cut -d= -f2)
+  restarts=$(grep -o 'Restarts=[0-9]*' <<<"$info" | cut -d= -f2)
+  [[ $state == COMPLETED && ${restarts:-0} -ge 1 ]] && break
+  [[ $state == FAILED || $state == CANCELLED ]] && fail "fault-tolerant job: $state"
+  # A requeued job is held for about two minutes (BeginTime); release it, but
+  # not at once: slurmd refuses to launch a batch job it killed for the
+  # requeue a moment ago ("already killed") and the job fails.
+  if [[ $state == PENDING && ${restarts:-0} -ge 1 ]]; then
+    ((++pending == 10)) && scontrol update jobid="$job" starttime=now 2>/dev/null
+  fi
+  sleep 0.5
+done
+[[ $state == COMPLETED ]] || fail "the fault-tolerant job did not complete (state $state)"
+grep -q "watchdog: rank .* has waited" "$out" || fail "attempt 0: no watchdog message"
+grep -q "attempt 0 ended with 3" "$out" || fail "attempt 0 did not end with code 3"
+grep -q "resuming from .*step_00000002.h5" "$out" || fail "attempt 1 did not resume from step 2"
+grep -q "attempt 1 ended with 0" "$out" || fail "attempt 1 did not end with 0"
+echo "ok: fault-tolerant template: watchdog exit 3, requeued, resumed from step 2, finished"
 job=""
 cleanup
 echo "slurm test passed"
