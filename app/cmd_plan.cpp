@@ -35,6 +35,7 @@ struct PlanArgs {
   uint64_t seed = 1;
   double slack = 0.02;
   bool offload = false;
+  bool static_fallback = false;
   int tp = 1;
   double tflops = 312, mfu = 0.45, bandwidth = 25, nvlink = 150;
   std::string json, out, png, calibrate;
@@ -89,6 +90,7 @@ void print_summary(const plan::Plan& p, double ideal) {
               p.sequences(), plan::format_tokens(tokens).c_str(), p.trainers,
               plan::format_tokens(p.capacity).c_str());
   if (p.static_cp > 0) std::printf(" (grid CP %d x DP %d)", p.static_cp, p.trainers / p.static_cp);
+  if (p.static_fallback()) std::printf(" [static fallback: the grid's plan is faster]");
   std::printf("\n  predicted step %s, imbalance %.3f (max/mean), step / ideal %.3f, idle %.1f%%\n",
               human_seconds(st.makespan).c_str(), st.imbalance,
               ideal > 0 ? st.makespan / ideal : 1.0, 100 * st.idle_fraction);
@@ -127,6 +129,7 @@ int run_plan_config(const PlanArgs& a) {
   std::printf("%5s %8s %6s %6s %9s %10s %10s %10s %11s %9s %10s\n", "step", "samples", "split",
               "max k", "micro", "predicted", "imbalance", "ring/step", "plan ms", other.c_str(),
               "speedup");
+  int64_t fallbacks = 0;
   for (int64_t step = 0; step < a.steps; ++step) {
     dataplane::StepManifest m = plane.next();
     std::vector<int64_t> lengths;
@@ -136,17 +139,22 @@ int run_plan_config(const PlanArgs& a) {
     if (!err.empty()) throw Error(strf("step %lld: %s", (long long)step, err.c_str()));
     const plan::Plan q = plan::make_plan(other, lengths, o, cost);
     const plan::PlanStats st = plan::plan_stats(p), sq = plan::plan_stats(q);
-    std::printf("%5lld %8zu %6lld %6d %4d-%-4d %10s %10.3f %10s %11.2f %9s %9.2fx\n",
+    std::printf("%5lld %8zu %6lld %6d %4d-%-4d %10s %10.3f %10s %11.2f %9s %9.2fx%s\n",
                 (long long)step, lengths.size(), (long long)st.split_sequences, st.max_group,
                 st.min_micro_batches, st.max_micro_batches, human_seconds(st.makespan).c_str(),
                 st.imbalance, human_bytes(st.comm_bytes).c_str(), p.planning_seconds * 1e3,
-                human_seconds(sq.makespan).c_str(), sq.makespan / std::max(st.makespan, 1e-12));
+                human_seconds(sq.makespan).c_str(), sq.makespan / std::max(st.makespan, 1e-12),
+                p.static_fallback() ? "  static fallback" : "");
+    fallbacks += p.static_fallback();
     if (step == 0 && !a.png.empty()) {
       const plan::Plan& hdp = c.plan.planner == "static" ? q : p;
       const plan::Plan& stat = c.plan.planner == "static" ? p : q;
       draw(hdp, stat, a.png);
     }
   }
+  if (o.static_fallback && c.plan.planner == "hdp")
+    std::printf("static fallback (plan.static_fallback): %lld of %lld steps\n",
+                (long long)fallbacks, (long long)a.steps);
   return kExitOk;
 }
 
@@ -188,6 +196,7 @@ int run_plan(const PlanArgs& a) {
   o.capacity = plan::parse_tokens(a.capacity);
   o.slack = a.slack;
   o.offload = a.offload;
+  o.static_fallback = a.static_fallback;
   o.seq_len_max = !a.seq_len_max.empty() ? plan::parse_tokens(a.seq_len_max) : context;
   const double ideal = plan::ideal_step_time(lengths, o, cost);
 
@@ -249,6 +258,9 @@ void add_plan(CLI::App& app, Runner* run) {
   cmd->add_option("--seed", a.seed, "Seed for --batch")->capture_default_str();
   cmd->add_option("--slack", a.slack, "Balance scheduler slack delta")->capture_default_str();
   cmd->add_flag("--offload", a.offload, "Selective activation offloading");
+  cmd->add_flag("--static-fallback", a.static_fallback,
+                "hdp: use the static grid's plan where it is predicted faster "
+                "(plan.static_fallback)");
   cmd->add_option("--tp", a.tp, "Tensor-parallel GPUs per trainer")->capture_default_str();
   cmd->add_option("--gpu-tflops", a.tflops, "Peak TFLOP/s per GPU")->capture_default_str();
   cmd->add_option("--mfu", a.mfu, "Share of the peak reached")->capture_default_str();

@@ -215,6 +215,7 @@ struct PlanConfig {
   int64_t capacity = 4096;
   double slack = 0.02;
   bool offload = false;
+  bool static_fallback = false;
   double flops = 2.0e10;
   double bandwidth = 5.0e9;
   std::string calibration;
@@ -229,6 +230,10 @@ struct PlanConfig {
     v.field("slack", slack, "Balance scheduler slack: relative gap it tolerates",
             in_range(0.0, 1.0));
     v.field("offload", offload, "Selective activation offloading for long sequences");
+    v.field("static_fallback", static_fallback,
+            "hdp only: also plan the static DP x CP grid and use its plan for a step when the "
+            "cost model predicts it faster (never slower than static, but a sequence that fits "
+            "in C may then be split and communicate; off: ByteScale's data-aware sharding)");
     v.field("flops", flops, "Cost model: effective FLOP/s of one trainer", above(0.0));
     v.field("bandwidth", bandwidth, "Cost model: bytes/s one trainer sends to another", above(0.0));
     v.field("calibration", calibration,

@@ -12,6 +12,7 @@
 #include "base/check.hpp"
 #include "base/strings.hpp"
 #include "plan/lengths.hpp"
+#include "plan/static_planner.hpp"
 
 namespace meshloom::plan {
 
@@ -544,7 +545,21 @@ Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o, cons
     Plan alt = plan_bytescale(lengths, o, cost);
     if (alt.makespan() < plan.makespan() * (1 - 1e-3)) {
       alt.planner = "hdp";
-      return alt;
+      plan = std::move(alt);
+    }
+  }
+  // Static fallback (options.static_fallback): the grid's plan where it is
+  // strictly faster (coarse batches, where splitting what fits in C pays), so
+  // hdp is never slower than static. A grid that cannot hold the batch keeps
+  // HDP's plan. Plan::static_fallback() tells the result apart.
+  if (o.static_fallback) {
+    try {
+      Plan grid = plan_static(lengths, o, cost);
+      if (grid.makespan() < plan.makespan()) {
+        grid.planner = "hdp";
+        return grid;
+      }
+    } catch (const Error&) {  // CP > T, or longer than seq_len_max
     }
   }
   return plan;

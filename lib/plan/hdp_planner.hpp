@@ -50,6 +50,15 @@
 //     (coarse batches: few sequences per trainer, lengths near multiples of
 //     C), ByteScale's Alg. 2 schedule is computed too and kept if faster, so
 //     hdp is never slower than it.
+//  5. Static fallback (options.static_fallback, off by default). Rule 1
+//     costs on coarse batches: with T = 4 and lengths 4C, C, C the grid
+//     (CP 4) splits all three, step ~ cost(4C)/4 + 2 cost(C)/4, while HDP
+//     runs each C whole after the 4C ring, step >= cost(4C)/4 + cost(C).
+//     With the option the grid's plan (plan_static, same options) is
+//     computed too and returned when its makespan is strictly smaller (still
+//     named "hdp"; Plan::static_fallback() is true), so hdp is never slower
+//     than static under the cost model, at the price of rule 1 for that
+//     step. A batch the grid cannot hold keeps HDP's plan.
 //
 // plan_bytescale is ByteScale's Alg. 2 with DP-Balance as we read it: sort by
 // length (longest first), cut into B buckets of about equal work (B = total

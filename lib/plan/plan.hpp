@@ -125,6 +125,10 @@ struct Plan {
 
   bool operator==(const Plan&) const = default;
 
+  // HDP's static fallback (PlannerOptions::static_fallback): the hdp planner
+  // returned the static grid's plan, as it was faster. Carried by the wire
+  // format as planner "hdp" with static_cp > 0.
+  bool static_fallback() const { return planner == "hdp" && static_cp > 0; }
   int32_t sequences() const { return int32_t(lengths.size()); }
   int group_size(int32_t seq) const { return group_begin[seq + 1] - group_begin[seq]; }
   std::span<const int32_t> group(int32_t seq) const {

@@ -236,6 +236,7 @@ std::string to_json(const Plan& p, int indent) {
     j["static_cp"] = p.static_cp;
     j["static_dp"] = p.trainers / p.static_cp;
   }
+  if (p.static_fallback()) j["fallback"] = "static";
   j["layers"] = p.layers;
   j["kv_bytes_per_token_layer"] = p.kv_bytes;
   j["makespan_s"] = st.makespan;

@@ -14,6 +14,8 @@
 //   u64 FNV-1a hash of every byte before it
 // Groups are mostly runs of consecutive ranks, and lengths and ranks mostly
 // small, so a step of 16K trainers and 30K sequences takes a few hundred KB.
+// HDP's static fallback needs no field of its own: it is planner "hdp" with
+// static_cp > 0 (Plan::static_fallback()), and both travel.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +35,9 @@ inline Plan deserialize(const std::vector<uint8_t>& bytes) {
   return deserialize(bytes.data(), bytes.size());
 }
 
-// Readable JSON: summary, sequences (length, group, and chunks of split
-// ones), trainers (predicted time, micro-batches with times and pieces).
+// Readable JSON: summary (with "fallback": "static" when hdp returned the
+// grid's plan), sequences (length, group, and chunks of split ones),
+// trainers (predicted time, micro-batches with times and pieces).
 std::string to_json(const Plan& plan, int indent = 1);
 void write_json(const Plan& plan, const std::string& path);
 

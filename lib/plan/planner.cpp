@@ -123,6 +123,7 @@ PlannerOptions options_from_config(const config::PlanConfig& plan, int32_t train
   o.slack = plan.slack;
   o.offload = plan.offload;
   o.seq_len_max = seq_len_max;
+  o.static_fallback = plan.static_fallback;
   return o;
 }
 

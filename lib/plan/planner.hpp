@@ -4,7 +4,8 @@
 // vector, in manifest order; Plan sequence i is lengths[i]) and broadcasts
 // serialize(plan). Planners:
 //   hdp        meshloom's HDP planner: ByteScale's dynamic mesh, balanced by
-//              LPT, gap filling and local search (hdp_planner.hpp)
+//              LPT, gap filling and local search (hdp_planner.hpp); with
+//              static_fallback, the static grid's plan where that is faster
 //   bytescale  ByteScale's balance scheduler, Alg. 2 DP-Balance, as published
 //   naive      ByteScale's Alg. 1: HDP without balancing (equal tokens)
 //   static     the fixed DP x CP grid baseline (static_planner.hpp)
@@ -34,13 +35,20 @@ struct PlannerOptions {
   bool widen = true;
   // hdp only: local search moves after LPT (-1: 4 x trainers, 0: none).
   int64_t search_moves = -1;
+  // hdp only: also plan the static grid for the same lengths and options and
+  // return it (still named "hdp", Plan::static_fallback() true) when its
+  // predicted step is shorter; ties and batches the grid cannot hold keep
+  // HDP's own plan. Then hdp is never slower than static, but a sequence
+  // that fits in C may be split (off: ByteScale's data-aware sharding).
+  bool static_fallback = false;
 };
 
 std::vector<std::string> planner_names();  // hdp, bytescale, naive, static
 
 // Plans one step. Throws meshloom::Error when the batch cannot be planned (a
 // sequence needs more trainers than exist, or exceeds seq_len_max for
-// static). Sets plan.planning_seconds.
+// static). Sets plan.planning_seconds (for hdp with static_fallback, the
+// static grid's planning included).
 Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
                const PlannerOptions& options, const CostModel& cost);
 

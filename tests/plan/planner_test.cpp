@@ -1,6 +1,8 @@
 // Planner behaviour on hand-made batches: the rules each planner promises.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "plan/hdp_planner.hpp"
 #include "plan/plan_io.hpp"
 #include "plan/static_planner.hpp"
@@ -132,6 +134,84 @@ TEST(Hdp, TrainersRunDifferentNumbersOfMicroBatches) {
   const PlanStats st = plan_stats(p);
   EXPECT_GT(st.max_micro_batches, st.min_micro_batches + 2);
   EXPECT_LT(st.imbalance, 1.05);
+}
+
+TEST(Hdp, StaticFallbackTakesTheGridWhereItIsFaster) {
+  // T = 4, lengths 4C, C, C: the grid (CP 4) splits all three, so its step is
+  // about cost(4C)/4 + 2 cost(C)/4; HDP never splits what fits in C, so each
+  // C runs whole after the 4C ring: at least cost(4C)/4 + cost(C).
+  const CostModel cost = plantest::llama7b_cost();
+  const int64_t C = 8 * K;
+  const std::vector<int64_t> lengths = {4 * C, C, C};
+  PlannerOptions o = opts(4, C);
+  const Plan hdp = make_plan("hdp", lengths, o, cost);
+  const Plan grid = make_plan("static", lengths, o, cost);
+  ASSERT_EQ(hdp.validate(), "");
+  ASSERT_EQ(grid.static_cp, 4);
+  EXPECT_FALSE(hdp.static_fallback());
+  EXPECT_EQ(hdp.group_size(1), 1);
+  EXPECT_EQ(hdp.group_size(2), 1);
+  EXPECT_GT(hdp.makespan(), 1.1 * grid.makespan());
+
+  o.static_fallback = true;
+  const Plan fb = make_plan("hdp", lengths, o, cost);
+  ASSERT_EQ(fb.validate(), "");
+  EXPECT_EQ(fb.planner, "hdp");
+  EXPECT_TRUE(fb.static_fallback());
+  EXPECT_EQ(fb.static_cp, 4);
+  EXPECT_EQ(fb.makespan(), std::min(hdp.makespan(), grid.makespan()));
+  EXPECT_EQ(fb.group_size(1), 4) << "the fallback splits a sequence that fits in C";
+  EXPECT_GT(fb.planning_seconds, 0);
+  // The mark travels: wire format and JSON dump.
+  const Plan round = deserialize(serialize(fb));
+  EXPECT_TRUE(round == fb);
+  EXPECT_TRUE(round.static_fallback());
+  const auto j = nlohmann::json::parse(to_json(fb));
+  EXPECT_EQ(j["planner"], "hdp");
+  EXPECT_EQ(j["fallback"], "static");
+  EXPECT_FALSE(nlohmann::json::parse(to_json(hdp)).contains("fallback"));
+  EXPECT_FALSE(grid.static_fallback()) << "the static planner's own plan is no fallback";
+
+  // A grid that cannot hold the batch (longer than seq_len_max): HDP's plan stands.
+  o.seq_len_max = 2 * C;
+  EXPECT_THROW(make_plan("static", lengths, o, cost), Error);
+  const Plan kept = make_plan("hdp", lengths, o, cost);
+  EXPECT_FALSE(kept.static_fallback());
+  EXPECT_EQ(kept.makespan(), hdp.makespan());
+
+  // plan.static_fallback in the config, off by default.
+  config::PlanConfig pc;
+  EXPECT_FALSE(options_from_config(pc, 4, 0).static_fallback);
+  pc.static_fallback = true;
+  EXPECT_TRUE(options_from_config(pc, 4, 0).static_fallback);
+}
+
+TEST(Hdp, StaticFallbackKeepsHdpOnRealisticBatches) {
+  // Long-tailed steps of T x C tokens: HDP beats the grid, so the option
+  // changes nothing (the same plan, not marked), and sequences that fit in
+  // C still never communicate.
+  const CostModel cost = plantest::llama7b_cost();
+  for (int32_t T : {64, 256}) {
+    PlannerOptions o = opts(T, 16 * K);
+    o.seq_len_max = 256 * K;
+    const auto lengths =
+        draw_batch(LengthSampler::named("byted"), int64_t(T) * 16 * K, 256 * K, uint64_t(T));
+    const Plan hdp = make_plan("hdp", lengths, o, cost);
+    const Plan grid = make_plan("static", lengths, o, cost);
+    ASSERT_LT(hdp.makespan(), grid.makespan()) << "T=" << T;
+    o.static_fallback = true;
+    Plan fb = make_plan("hdp", lengths, o, cost);
+    ASSERT_EQ(fb.validate(), "");
+    EXPECT_FALSE(fb.static_fallback()) << "T=" << T;
+    EXPECT_EQ(fb.static_cp, 0);
+    fb.planning_seconds = hdp.planning_seconds;
+    EXPECT_TRUE(fb == hdp) << "T=" << T;
+    for (int32_t s = 0; s < fb.sequences(); ++s) {
+      if (lengths[s] <= 16 * K) {
+        ASSERT_EQ(fb.group_size(s), 1);
+      }
+    }
+  }
 }
 
 TEST(Offload, NeedsFewerTrainersAndStaysWithinCapacity) {

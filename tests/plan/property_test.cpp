@@ -4,9 +4,24 @@
 // anything but their inputs; HDP must keep short sequences free of
 // communication, never be slower than ByteScale's Alg. 2, and not be slower
 // than the static grid on realistic batches (long-tailed lengths, T >= 16,
-// at least 2 sequences per trainer; within 2%). On coarse batches (a few
-// sequences, lengths at multiples of C) the grid can win: it splits every
-// sequence, and HDP never splits one that fits in C.
+// at least 2 sequences per trainer; within 2%).
+//
+// Issue #4 asks for two properties that cannot both hold on coarse batches
+// (a few sequences per trainer, lengths at multiples of C): "HDP never worse
+// than static" and "no CP communication for sequences that fit in C". With
+// T = 4 and lengths 4C, C, C the grid (CP 4) splits all three, step about
+// cost(4C)/4 + 2 cost(C)/4; HDP may not split a C, so one runs whole after
+// the 4C ring, step at least cost(4C)/4 + cost(C). So by default (ByteScale's
+// data-aware sharding) the zero-communication rule is asserted on every
+// batch and "not slower" only on realistic ones; the grid wins some coarse
+// ones (the tally is printed). With PlannerOptions::static_fallback
+// (plan.static_fallback) hdp also plans the grid and returns it when it is
+// faster: then hdp's step <= static's on every batch the grid can hold,
+// exactly, at the price of splitting short sequences on the batches where
+// it falls back. Both are checked on the same batches: the fallback on every
+// batch where the grid beats HDP's own plan, and on every second one besides
+// (it plans hdp and static again; checking all would add about 60% to the
+// run time).
 //
 // Why step time and not max/mean: a static grid with CP = T splits every
 // sequence over every trainer, so its max/mean is 1.000 while its step is
@@ -36,6 +51,7 @@ struct Tally {
   double log_vs_static = 0, log_vs_bytescale = 0;
   int compared = 0;
   double worst_vs_bytescale = 0;
+  int fallback_checked = 0, fallback_taken = 0;
 };
 
 }  // namespace
@@ -95,10 +111,33 @@ TEST(Property, RandomBatchesAllPlannersAllInvariants) {
       t.log_vs_bytescale += std::log(vs_bs);
       t.worst_vs_bytescale = std::max(t.worst_vs_bytescale, vs_bs);
     }
-    if (plans.back().planner != "static" || hdp.makespan() <= 0) continue;
-    const Plan& grid = plans.back();
+    // With the static fallback: never slower than the grid, exactly; where the
+    // grid cannot hold the batch, HDP's own plan. Checked on every batch where
+    // the grid beats HDP's own plan (the fallback must be taken) and on every
+    // second batch besides (half of them with offloading), to keep the run
+    // short: planning with the fallback plans hdp and static again.
+    const Plan* grid = plans.back().planner == "static" ? &plans.back() : nullptr;
+    if (b_i % 2 == 1 || (grid && grid->makespan() < hdp.makespan())) {
+      PlannerOptions fo = o;
+      fo.static_fallback = true;
+      const Plan fb = make_plan("hdp", b.lengths, fo, cost);
+      ASSERT_EQ(fb.validate(), "") << "batch " << b_i;
+      if (grid) {
+        ASSERT_LE(fb.makespan(), grid->makespan())
+            << "batch " << b_i << " T=" << b.trainers << " C=" << b.capacity;
+        ASSERT_EQ(fb.makespan(), std::min(hdp.makespan(), grid->makespan())) << "batch " << b_i;
+        ASSERT_EQ(fb.static_fallback(), grid->makespan() < hdp.makespan()) << "batch " << b_i;
+        ++t.fallback_checked;
+        t.fallback_taken += fb.static_fallback();
+      } else {
+        ASSERT_FALSE(fb.static_fallback()) << "batch " << b_i;
+        ASSERT_EQ(fb.makespan(), hdp.makespan()) << "batch " << b_i;
+      }
+    }
+    if (!grid) continue;
+    if (hdp.makespan() <= 0) continue;
     const double ideal = ideal_step_time(b.lengths, o, cost);
-    const double ratio = (hdp.makespan() / ideal) / (grid.makespan() / ideal);
+    const double ratio = (hdp.makespan() / ideal) / (grid->makespan() / ideal);
     ++t.compared;
     t.log_vs_static += std::log(ratio);
     t.worst_any = std::max(t.worst_any, ratio);
@@ -119,14 +158,17 @@ TEST(Property, RandomBatchesAllPlannersAllInvariants) {
   std::printf(
       "%d batches (%d the static grid cannot hold); HDP step / static step: geometric mean "
       "%.3f, faster in %d, slower in %d (worst %.3f; on %d realistic batches worst %.3f); "
-      "HDP / ByteScale Alg. 2: geometric mean %.3f, worst %.3f\n",
+      "HDP / ByteScale Alg. 2: geometric mean %.3f, worst %.3f; with static_fallback: the "
+      "grid's plan taken in %d of %d batches checked, never slower than static\n",
       t.batches, t.static_refused, gm_static, t.hdp_faster, t.hdp_slower, t.worst_any, t.realistic,
-      t.worst_realistic, gm_bytescale, t.worst_vs_bytescale);
+      t.worst_realistic, gm_bytescale, t.worst_vs_bytescale, t.fallback_taken, t.fallback_checked);
   EXPECT_GT(t.realistic, 200);
   EXPECT_LT(gm_static, 0.7);
   EXPECT_GT(t.hdp_faster, 10 * t.hdp_slower);
   EXPECT_LT(gm_bytescale, 0.97);
   EXPECT_LT(t.worst_vs_bytescale, 1.006);  // the portfolio step: never slower than Alg. 2
+  EXPECT_GT(t.fallback_checked, (t.batches - t.static_refused) / 2);
+  EXPECT_GE(t.fallback_taken, t.hdp_slower);  // every batch where the grid won falls back
 }
 
 TEST(Property, HdpIsBalancedWhereTheBatchAllowsIt) {
