@@ -12,6 +12,9 @@
 #
 #   scripts/bench_step_gpu.sh
 #   TOKENS=16384 LAYERS=8 scripts/bench_step_gpu.sh     a smaller model
+#   RAW=DIR scripts/bench_step_gpu.sh    table, CSV and plot from outputs measured
+#                                        elsewhere (build-bundle/run.sh bench, see
+#                                        scripts/gpu_bundle.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD_DIR:-build}
@@ -19,22 +22,32 @@ TOKENS=${TOKENS:-32768}
 LAYERS=${LAYERS:-16}
 out=bench/results
 
-[[ -f $BUILD/build.ninja ]] || scripts/setup.sh
-cmake --build "$BUILD" --target attention_bench gpu_step_bench >/dev/null ||
-  { echo "bench_step_gpu: attention_bench / gpu_step_bench do not build (a CPU-only build?)" >&2; exit 1; }
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "bench_step_gpu: no GPU here (nvidia-smi lists none): nothing to measure"
-  exit 0
-fi
 mkdir -p "$out"
-date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-echo "# bench_step_gpu.sh on $gpu, $date"
-
-"$BUILD/kernels/attention/attention_bench" --heads 16 --kv-heads 16 --dim 128 --iters 20 |
-  tee "$out/step_gpu_attention.txt"
-"$BUILD/bench/gpu_step_bench" tokens="$TOKENS" layers="$LAYERS" iters=5 |
-  tee "$out/step_gpu_model.txt"
+if [[ -n ${RAW:-} ]]; then
+  # Outputs measured elsewhere (build-bundle/run.sh bench on a GPU machine).
+  for f in step_gpu_attention.txt step_gpu_model.txt gpu.txt; do
+    [[ -s $RAW/$f ]] || { echo "bench_step_gpu: $RAW/$f is missing or empty" >&2; exit 1; }
+  done
+  cp "$RAW/step_gpu_attention.txt" "$RAW/step_gpu_model.txt" "$out/"
+  gpu=$(head -1 "$RAW/gpu.txt")
+  date=$(date -u -r "$RAW/step_gpu_model.txt" +%Y-%m-%dT%H:%M:%SZ)
+  echo "# bench_step_gpu.sh: outputs of $RAW, measured on $gpu, $date"
+else
+  [[ -f $BUILD/build.ninja ]] || scripts/setup.sh
+  cmake --build "$BUILD" --target attention_bench gpu_step_bench >/dev/null ||
+    { echo "bench_step_gpu: attention_bench / gpu_step_bench do not build (a CPU-only build?)" >&2; exit 1; }
+  if ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "bench_step_gpu: no GPU here (nvidia-smi lists none): nothing to measure"
+    exit 0
+  fi
+  date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  echo "# bench_step_gpu.sh on $gpu, $date"
+  "$BUILD/kernels/attention/attention_bench" --heads 16 --kv-heads 16 --dim 128 --iters 20 |
+    tee "$out/step_gpu_attention.txt"
+  "$BUILD/bench/gpu_step_bench" tokens="$TOKENS" layers="$LAYERS" iters=5 |
+    tee "$out/step_gpu_model.txt"
+fi
 
 fwd=$(sed -n 's/^forward *: *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
 bwd=$(sed -n 's/^backward *: *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
