@@ -45,7 +45,13 @@ void assemble(int64_t step, const std::vector<proto::Ack>& acks, Assembled* out)
   std::vector<proto::Batch> echoes;
   for (const auto& a : acks) echoes.push_back(proto::decode_batch(a.echo));
   ML_CHECK(!echoes.empty(), "no echo for a step");
-  const auto& samples = echoes[0].samples;
+  // Trainer 0's echo names every sample; the others only those they hold.
+  std::vector<proto::Sample> samples = echoes[0].samples;
+  for (const auto& b : echoes) {
+    ML_CHECK(b.samples.size() == samples.size(), "echoes disagree on the step's sample count");
+    for (size_t i = 0; i < samples.size(); ++i)
+      if (samples[i].length == 0) samples[i] = b.samples[i];
+  }
   std::vector<std::vector<int32_t>> got(samples.size());
   std::vector<std::vector<char>> seen(samples.size());
   for (size_t i = 0; i < samples.size(); ++i) {

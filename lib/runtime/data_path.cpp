@@ -208,7 +208,7 @@ static proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& 
   b.step = work.step;
   b.last = work.last;
   b.global_predictions = work.global_predictions;
-  b.samples = work.samples;
+  b.samples = proto::samples_for(work.samples, t);
   b.checkpoint = work.checkpoint;
   if (t.trainer == 0) b.ckpt_data = work.ckpt_data;
   for (const auto& mbw : t.micro) {

@@ -309,6 +309,7 @@ void Lead::dispatch_step(bool last) {
     // Colocated: every trainer gets its own work and loads it itself.
     for (const auto& t : work.trainers) {
       proto::StepWork mine = work;
+      mine.samples = proto::samples_for(work.samples, t);
       mine.trainers = {t};
       in_flight_.emplace_back(proto::encode(mine), w_.layout.first_rank(Role::trainer) + t.trainer,
                               proto::kStepWork, MPI_COMM_WORLD);

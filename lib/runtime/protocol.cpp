@@ -1,6 +1,9 @@
 #include "runtime/protocol.hpp"
 
+#include <cstdint>
+
 #include "base/bytes.hpp"
+#include "base/check.hpp"
 
 namespace meshloom::proto {
 
@@ -73,6 +76,42 @@ TokenRequest decode_token_request(const std::string& b) {
   return m;
 }
 
+std::vector<Sample> samples_for(const std::vector<Sample>& all, const TrainerWork& work) {
+  if (work.trainer == 0) return all;
+  std::vector<Sample> mine(all.size());
+  for (const auto& mb : work.micro)
+    for (const auto& seg : mb.segments) mine.at(size_t(seg.sample)) = all.at(size_t(seg.sample));
+  return mine;
+}
+
+// Sample lists travel sparse: their size, then the index and value of each
+// sample present (length > 0; a trimmed list's others are default).
+static void put_samples(ByteWriter* w, const std::vector<Sample>& samples) {
+  std::vector<int32_t> index;
+  std::vector<Sample> present;
+  for (size_t i = 0; i < samples.size(); ++i)
+    if (samples[i].length > 0) {
+      index.push_back(int32_t(i));
+      present.push_back(samples[i]);
+    }
+  w->put(uint64_t(samples.size()));
+  w->put_vector(index);
+  w->put_vector(present);
+}
+static std::vector<Sample> get_samples(ByteReader* r) {
+  const uint64_t n = r->get<uint64_t>();
+  const std::vector<int32_t> index = r->get_vector<int32_t>();
+  const std::vector<Sample> present = r->get_vector<Sample>();
+  ML_CHECK(index.size() == present.size() && index.size() <= n && n <= uint64_t(INT32_MAX),
+           "corrupt sample list in a message");
+  std::vector<Sample> samples(n);
+  for (size_t k = 0; k < index.size(); ++k) {
+    ML_CHECK(index[k] >= 0 && uint64_t(index[k]) < n, "corrupt sample list in a message");
+    samples[size_t(index[k])] = present[k];
+  }
+  return samples;
+}
+
 static void put_micro(ByteWriter* w, const std::vector<MicroBatchWork>& micro) {
   w->put(uint64_t(micro.size()));
   for (const auto& mb : micro) {
@@ -88,7 +127,7 @@ std::string encode(const StepWork& m) {
   w.put(m.step);
   w.put(uint8_t(m.last));
   w.put(m.global_predictions);
-  w.put_vector(m.samples);
+  put_samples(&w, m.samples);
   w.put(uint64_t(m.trainers.size()));
   for (const auto& t : m.trainers) {
     w.put(t.trainer);
@@ -104,7 +143,7 @@ StepWork decode_step_work(const std::string& b) {
   m.step = r.get<int64_t>();
   m.last = r.get<uint8_t>() != 0;
   m.global_predictions = r.get<int64_t>();
-  m.samples = r.get_vector<Sample>();
+  m.samples = get_samples(&r);
   m.trainers.resize(r.get<uint64_t>());
   for (auto& t : m.trainers) {
     t.trainer = r.get<int32_t>();
@@ -126,7 +165,7 @@ std::string encode(const Batch& m) {
   w.put(m.step);
   w.put(uint8_t(m.last));
   w.put(m.global_predictions);
-  w.put_vector(m.samples);
+  put_samples(&w, m.samples);
   w.put(uint64_t(m.micro.size()));
   for (const auto& mb : m.micro) {
     w.put_vector(mb.tokens);
@@ -147,7 +186,7 @@ Batch decode_batch(const std::string& b) {
   m.step = r.get<int64_t>();
   m.last = r.get<uint8_t>() != 0;
   m.global_predictions = r.get<int64_t>();
-  m.samples = r.get_vector<Sample>();
+  m.samples = get_samples(&r);
   m.micro.resize(r.get<uint64_t>());
   for (auto& mb : m.micro) {
     mb.tokens = r.get_vector<int32_t>();

@@ -87,7 +87,8 @@ struct TrainerWork {
 };
 
 // What a constructor packs for one step: the step's samples and the work of
-// the trainers it serves.
+// the trainers it serves. In colocated mode each trainer gets its own, with
+// the samples trimmed as in Batch.
 struct StepWork {
   int64_t step = 0;
   bool last = false;
@@ -113,7 +114,11 @@ struct Batch {
   int64_t step = 0;
   bool last = false;
   int64_t global_predictions = 0;
-  std::vector<Sample> samples;  // the whole step's manifest (sources and documents)
+  // The step's manifest, indexed by Segment::sample: whole for trainer 0
+  // (it writes step dumps), only the samples its segments touch for the others
+  // (the rest are default, length 0), so that a step's batches cost
+  // O(samples) on the wire and not O(trainers x samples).
+  std::vector<Sample> samples;
   std::vector<MicroBatch> micro;
   bool checkpoint = false;
   std::string ckpt_data;  // trainer 0 only
@@ -149,6 +154,10 @@ struct Report {
   double busy_seconds = 0;
   int64_t tokens = 0;
 };
+
+// `all` with only the samples `work`'s segments touch kept (the others
+// default, length 0); trainer 0 keeps all of them.
+std::vector<Sample> samples_for(const std::vector<Sample>& all, const TrainerWork& work);
 
 std::string encode(const Assign& m);
 std::string encode(const LengthRequest& m);

@@ -91,3 +91,33 @@ TEST(Protocol, BatchRoundTripsAndTruncationIsRefused) {
     EXPECT_NE(std::string(e.what()).find("trainer batch"), std::string::npos) << e.what();
   }
 }
+
+TEST(Protocol, TrainersOtherThanTheFirstGetOnlyTheirSamplesAndTheListStaysSparse) {
+  std::vector<Sample> all;
+  for (int i = 0; i < 1000; ++i) all.push_back(sample(i % 3, 100 + i));
+  TrainerWork t;
+  t.trainer = 5;
+  t.micro = {MicroBatchWork{{{7, 0, 50}, {912, 10, 40}}, {}, 0, 0.f}};
+  const std::vector<Sample> mine = samples_for(all, t);
+  ASSERT_EQ(mine.size(), all.size()) << "indices are the manifest's";
+  int present = 0;
+  for (size_t i = 0; i < mine.size(); ++i) present += mine[i].length > 0;
+  EXPECT_EQ(present, 2);
+  EXPECT_EQ(mine[912].length, all[912].length);
+  EXPECT_EQ(mine[912].doc, all[912].doc);
+  EXPECT_EQ(mine[8].length, 0);
+
+  Batch b;
+  b.samples = mine;
+  const std::string sparse = encode(b);
+  const Batch back = decode_batch(sparse);
+  ASSERT_EQ(back.samples.size(), all.size());
+  EXPECT_EQ(back.samples[7].length, all[7].length);
+  EXPECT_EQ(back.samples[7].owner, all[7].owner);
+  EXPECT_EQ(back.samples[500].length, 0);
+  t.trainer = 0;  // trainer 0 writes step dumps: it gets every sample
+  b.samples = samples_for(all, t);
+  const std::string whole = encode(b);
+  EXPECT_EQ(decode_batch(whole).samples[500].length, all[500].length);
+  EXPECT_LT(sparse.size() * 100, whole.size()) << "two samples cost a hundredth of a thousand";
+}
