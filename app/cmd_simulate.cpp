@@ -65,6 +65,9 @@ void add_simulate(CLI::App& app, Runner* run) {
   cmd->add_option("--seed", a.spec.seed, "Seed of the batches")->capture_default_str();
   cmd->add_option("--slack", a.spec.slack, "Balance scheduler slack delta")->capture_default_str();
   cmd->add_flag("--offload", a.spec.offload, "Selective activation offloading (ByteScale eq. 3)");
+  cmd->add_flag("--static-fallback", a.spec.static_fallback,
+                "hdp takes the static grid's plan on steps where it is predicted faster "
+                "(plan.static_fallback)");
   cmd->add_option("--planners", a.planners, "Planners to compare (comma-separated)")
       ->capture_default_str();
   cmd->add_option("--csv", a.csv, "Append one CSV line per planner to this file");

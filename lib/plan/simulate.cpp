@@ -50,6 +50,7 @@ SimResult simulate(const SimulateSpec& s) {
   o.capacity = s.capacity;
   o.slack = s.slack;
   o.offload = s.offload;
+  o.static_fallback = s.static_fallback;
   o.seq_len_max = s.context;
   for (const std::string& name : s.planners) {
     SimRow row;
@@ -141,7 +142,9 @@ std::string simulate_report(const SimResult& r) {
     const bool has_base = base && base->error.empty() && row.step_s > 0;
     std::string name = row.planner;
     if (row.static_cp > 0)
-      name += strf(" (CP %d x DP %d)", row.static_cp, r.trainers / row.static_cp);
+      name += strf(" (%sCP %d x DP %d)",
+                   row.planner == "static" ? "" : "static fallback: ", row.static_cp,
+                   r.trainers / row.static_cp);
     out += strf("| %s | %s | %s | %.3f | %.3f | %.1f%% | %s | %d-%d | %lld (%d) | %.1f ms |\n",
                 name.c_str(), human_seconds(row.step_s).c_str(),
                 has_base ? strf("%.2fx", base->step_s / row.step_s).c_str() : "-", row.imbalance,

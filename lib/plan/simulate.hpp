@@ -41,7 +41,8 @@ struct SimulateSpec {
   uint64_t seed = 1;
   double slack = 0.02;
   bool offload = false;
-  bool validate = true;  // check every plan (slow at 16K trainers with static)
+  bool static_fallback = false;  // hdp takes the static grid's plan where it is faster
+  bool validate = true;          // check every plan (slow at 16K trainers with static)
   std::vector<std::string> planners = {"static", "naive", "bytescale", "hdp"};
 };
 

@@ -1,13 +1,13 @@
 #include "runtime/world.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
-
-#include <fcntl.h>
-#include <unistd.h>
 
 #include "base/check.hpp"
 #include "base/log.hpp"

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
 using namespace meshloom;
 using namespace meshloom::plan;
 
@@ -59,4 +63,30 @@ TEST(Simulate, ReportsWhatAPlannerCannotPlan) {
         simulate(bad);
       },
       Error);
+}
+
+TEST(Simulate, StaticFallbackTakesTheGridOnACoarseBatch) {
+  // One 4C sequence and two of C on 4 trainers: the grid splits all three
+  // over the 4 trainers; HDP keeps each C sequence whole after the 4C ring.
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "meshloom_simulate_coarse.txt").string();
+  std::ofstream(path) << "32768\n8192\n8192\n";
+  SimulateSpec s;
+  s.gpus = 4;
+  s.capacity = 8192;
+  s.context = 32768;
+  s.batch = 49152;
+  s.lengths = path;
+  s.planners = {"static", "hdp"};
+  const SimResult plain = simulate(s);
+  s.static_fallback = true;
+  const SimResult fallback = simulate(s);
+  std::remove(path.c_str());
+  const double grid = plain.row("static")->step_s;
+  EXPECT_GT(plain.row("hdp")->step_s, 1.1 * grid);
+  EXPECT_EQ(plain.row("hdp")->static_cp, 0);
+  EXPECT_DOUBLE_EQ(fallback.row("hdp")->step_s, fallback.row("static")->step_s);
+  EXPECT_EQ(fallback.row("hdp")->static_cp, 4);
+  EXPECT_NE(simulate_report(fallback).find("hdp (static fallback: CP 4 x DP 1)"),
+            std::string::npos);
 }

@@ -1,7 +1,8 @@
 // The device query never fails: it names the devices, or says why there are none.
+#include "kernels/device_info.hpp"
+
 #include <gtest/gtest.h>
 
-#include "kernels/device_info.hpp"
 #include "tests/kernels/gpu_test.hpp"
 
 TEST(DeviceInfo, SummaryNamesTheRuntimeAndDevicesOrWhyNone) {
