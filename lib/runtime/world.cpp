@@ -7,10 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "base/check.hpp"
 #include "base/log.hpp"
+#include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
 #include "comm/mpi_util.hpp"
 
@@ -22,35 +24,42 @@ void abort_job(const std::string&) {
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+// A detached thread that ends the process with `code` (after printing
+// `message`, if any) unless `*busy` turns false within `seconds`: for
+// world-wide waits that a dead rank can make endless.
+void exit_if_stuck(double seconds, const std::atomic<bool>* busy, int code, std::string message) {
+  std::thread([=] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (*busy && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!*busy) return;
+    if (!message.empty()) std::fprintf(stderr, "meshloom: %s\n", message.c_str());
+    std::fflush(nullptr);
+    record_exit(code);
+    std::_Exit(code);
+  }).detach();
+}
+
 // Start-up (MPI_Init, the config broadcast, the role split) involves every
 // rank. Under mpirun --enable-recovery a rank that dies then leaves the others
-// waiting in those collectives for ever, so a guard thread ends the process
-// if start-up has not finished in time.
+// waiting in those collectives for ever.
 std::atomic<bool> g_starting{false};
+// OpenMPI 4.1's MPI_Finalize fences every process of the job. After a loader
+// died (mpirun --enable-recovery) that fence now and then never completes,
+// though the survivors' work is done and written.
+std::atomic<bool> g_finalizing{false};
+
+// This process's rank as the launcher tells it (MPI_Init may not have returned).
+std::string launcher_rank() {
+  for (const char* name : {"PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
+    if (const char* value = std::getenv(name)) return value;
+  return "?";
+}
 
 double start_timeout_seconds() {
   const char* text = std::getenv("MESHLOOM_START_TIMEOUT");
   const double value = text ? std::atof(text) : 0.0;
   return value > 0 ? value : kStartTimeoutSeconds;
-}
-
-void arm_start_guard() {
-  g_starting = true;
-  const double limit = start_timeout_seconds();
-  std::thread([limit] {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
-    while (g_starting && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!g_starting) return;
-    std::fprintf(stderr,
-                 "meshloom: rank %d: start-up (MPI_Init, config broadcast, role split) did not "
-                 "finish within %.0f s: did a rank die while starting? Exiting (code 3); "
-                 "MESHLOOM_START_TIMEOUT sets the limit\n",
-                 process_rank(), limit);
-    std::fflush(nullptr);
-    record_exit(3);
-    std::_Exit(3);
-  }).detach();
 }
 
 void report_on_root(int rank, const std::string& text) {
@@ -62,7 +71,13 @@ void report_on_root(int rank, const std::string& text) {
 }  // namespace
 
 void mpi_start(int* argc, char*** argv) {
-  arm_start_guard();
+  g_starting = true;
+  const double limit = start_timeout_seconds();
+  exit_if_stuck(limit, &g_starting, 3,
+                strf("rank %s: start-up (MPI_Init, config broadcast, role split) did not finish "
+                     "within %.0f s: did a rank die while starting? Exiting (code 3); "
+                     "MESHLOOM_START_TIMEOUT sets the limit",
+                     launcher_rank().c_str(), limit));
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -75,12 +90,15 @@ void mpi_start(int* argc, char*** argv) {
 void start_finished() { g_starting = false; }
 
 void record_exit(int code) {
+  static std::atomic<bool> recorded{false};  // a process leaves once: its first code stands
   const char* path = std::getenv("MESHLOOM_EXIT_FILE");
-  if (!path || !*path) return;
+  if (!path || !*path || recorded.exchange(true)) return;
   const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (fd < 0) return;
   char line[64];
-  const int n = std::snprintf(line, sizeof(line), "rank %d exit %d\n", process_rank(), code);
+  const std::string rank =
+      process_rank() >= 0 ? std::to_string(process_rank()) : launcher_rank();  // before MPI_Init
+  const int n = std::snprintf(line, sizeof(line), "rank %s exit %d\n", rank.c_str(), code);
   // One short O_APPEND write: lines of different ranks never interleave.
   [[maybe_unused]] const ssize_t written = ::write(fd, line, size_t(n));
   ::close(fd);
@@ -89,20 +107,12 @@ void record_exit(int code) {
 int mpi_finish(int code) {
   start_finished();
   record_exit(code);
-  // OpenMPI 4.1's MPI_Finalize fences every process of the job. After a loader
-  // died (mpirun --enable-recovery) that fence now and then never completes,
-  // though the survivors' work is done and written; leave without it then.
-  const int rank = process_rank();
-  std::thread([code, rank] {
-    std::this_thread::sleep_for(std::chrono::seconds(kFinalizeGraceSeconds));
-    if (rank == 0)
-      std::fprintf(stderr,
-                   "meshloom: MPI_Finalize did not return within %d s (a rank of this job died?); "
-                   "exiting without it\n",
-                   kFinalizeGraceSeconds);
-    std::fflush(nullptr);
-    std::_Exit(code);
-  }).detach();
+  g_finalizing = true;  // never reset: the process ends when MPI_Finalize returns
+  exit_if_stuck(kFinalizeGraceSeconds, &g_finalizing, code,
+                process_rank() == 0 ? strf("MPI_Finalize did not return within %d s (a rank of "
+                                           "this job died?); exiting without it",
+                                           kFinalizeGraceSeconds)
+                                    : std::string());
   MPI_Finalize();
   return code;
 }

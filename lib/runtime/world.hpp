@@ -44,7 +44,8 @@ void start_finished();
 // mpirun --enable-recovery (OpenMPI 4.1) exits 0 whatever its ranks return,
 // so each rank appends "rank R exit CODE" to $MESHLOOM_EXIT_FILE (when set)
 // on its way out: mpi_finish, the fatal handler, the watchdog, the start-up
-// guard. A rank killed by a signal writes nothing.
+// guard (once per process: the first code stands). A rank killed by a
+// signal writes nothing.
 void record_exit(int code);
 // MPI_Finalize, bounded: a process still in it after kFinalizeGraceSeconds
 // (a dead rank can stall its fence) exits with `code` without it. Returns

@@ -48,6 +48,21 @@ same_as_clean() {  # name
   n=$(/usr/bin/python3 -c 'import h5py,sys; print(len(h5py.File(sys.argv[1],"r")["steps/first_sample"]) - 1)' "$dir/$1.h5")
   ((n == STEPS)) || fail "$1: $n steps in the dump, not $STEPS"
 }
+# rank_pid PATTERN RANK TRIES INTERVAL: the pid of MPI rank RANK among the
+# processes matching PATTERN, polled TRIES times.
+rank_pid() {
+  local p
+  for _ in $(seq "$3"); do
+    for p in $(pgrep -f "$1"); do
+      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+        echo "$p"
+        return 0
+      fi
+    done
+    sleep "$4"
+  done
+  return 1
+}
 data clean || { cat "$dir/clean.txt"; fail "fault-free run"; }
 
 data crash --set 'faults.inject=[{kind: crash, rank: 3, step: 60}]' || { tail -30 "$dir/crash.txt"; fail "crash run exited non-zero"; }
@@ -65,15 +80,7 @@ echo "ok: injected loader hang at step 100: batches identical"
 # the run lasts long enough to be hit in the middle).
 data kill --set 'faults.inject=[{kind: slow, rank: 1, step: 0, seconds: 0.004}, {kind: slow, rank: 2, step: 0, seconds: 0.004}, {kind: slow, rank: 3, step: 0, seconds: 0.004}]' &
 job=$!
-victim=""
-for _ in $(seq 100); do
-  for p in $(pgrep -f "meshloom data -c $dir/c.yaml"); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
-  done
-  [[ -n $victim ]] && break
-  sleep 0.1
-done
-[[ -n $victim ]] || fail "could not find loader rank 1"
+victim=$(rank_pid "meshloom data -c $dir/c.yaml" 1 100 0.1) || fail "could not find loader rank 1"
 # Hit it once steps flow: a rank lost during start-up (MPI_Init, the config
 # broadcast) is not a loader failover.
 for _ in $(seq 1200); do
@@ -92,15 +99,8 @@ start=$SECONDS
 MESHLOOM_START_TIMEOUT=5 MESHLOOM_EXIT_FILE=$dir/start.exit timeout 120 "$mpiexec" --enable-recovery \
   --oversubscribe --bind-to none -np 6 "$meshloom" data -c "$dir/c.yaml" --steps 10 >"$dir/start.txt" 2>&1 &
 job=$!
-victim=""
-for _ in $(seq 1000); do
-  for p in $(pgrep -f "meshloom data -c $dir/c.yaml --steps 10"); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
-  done
-  [[ -n $victim ]] && break
-  sleep 0.02
-done
-[[ -n $victim ]] || fail "start-up: could not find loader rank 1"
+victim=$(rank_pid "meshloom data -c $dir/c.yaml --steps 10" 1 1000 0.02) ||
+  fail "start-up: could not find loader rank 1"
 kill -9 "$victim"
 wait $job
 rc=$?

@@ -40,6 +40,29 @@ data:
 checkpoint: {every: 3}
 YAML
 
+# await_restarted POLLS RELEASE: waits (0.5 s a poll) until $job has completed
+# after a restart; sets $state. RELEASE > 0: after that many polls pending
+# after its requeue, release the job (Slurm holds a requeued job for about
+# two minutes), but not at once: slurmd refuses to launch a batch job it
+# killed for the requeue a moment ago ("already killed") and the job fails.
+await_restarted() {
+  local info restarts pending=0
+  state=""
+  for _ in $(seq "$1"); do
+    info=$(scontrol show job "$job" 2>/dev/null)
+    state=$(grep -o 'JobState=[A-Z_]*' <<<"$info" | cut -d= -f2)
+    restarts=$(grep -o 'Restarts=[0-9]*' <<<"$info" | cut -d= -f2)
+    [[ $state == COMPLETED && ${restarts:-0} -ge 1 ]] && return 0
+    [[ $state == FAILED || $state == CANCELLED ]] && return 1
+    if (($2 > 0)) && [[ $state == PENDING && ${restarts:-0} -ge 1 ]]; then
+      ((++pending == $2)) && scontrol update jobid="$job" starttime=now 2>/dev/null
+    fi
+    sleep 0.5
+  done
+  state="$state (timed out)"
+  return 1
+}
+
 out=$dir/job.out
 job=$(cd "$dir" && MESHLOOM="$meshloom" EXTRA_FIRST="--stop-at 7" \
       "$root/slurm/submit.sh" "$dir/c.yaml" 2 --parsable --wait --output="$out") ||
@@ -56,14 +79,7 @@ for _ in $(seq 20); do
   scontrol update jobid="$job" starttime=now 2>/dev/null && break
   sleep 0.2
 done
-for _ in $(seq 240); do
-  state=$(scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-  restarts=$(scontrol show job "$job" 2>/dev/null | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
-  [[ $state == COMPLETED && ${restarts:-0} -ge 1 ]] && break
-  [[ $state == FAILED || $state == CANCELLED ]] && fail "second attempt: $state"
-  sleep 0.5
-done
-[[ $state == COMPLETED ]] || fail "the requeued job did not complete (state $state)"
+await_restarted 240 0 || fail "second attempt: $state"
 grep -q "attempt 1 on" "$out" || fail "no second attempt in the output"
 grep -q "resuming from .*step_00000005.h5" "$out" || fail "the second attempt did not resume from step 5"
 grep -q "trained steps 6-11" "$out" || fail "the second attempt did not finish steps 6-11"
@@ -80,23 +96,7 @@ job=$(cd "$dir" && MESHLOOM="$meshloom" \
       "$root/slurm/submit.sh" "$dir/c.yaml" 2 "$root/slurm/meshloom-fault-tolerant.sbatch" \
       --parsable --output="$out") || fail "sbatch of the fault-tolerant template"
 job=${job%%;*}
-state=""
-pending=0
-for _ in $(seq 360); do
-  info=$(scontrol show job "$job" 2>/dev/null)
-  state=$(grep -o 'JobState=[A-Z_]*' <<<"$info" | cut -d= -f2)
-  restarts=$(grep -o 'Restarts=[0-9]*' <<<"$info" | cut -d= -f2)
-  [[ $state == COMPLETED && ${restarts:-0} -ge 1 ]] && break
-  [[ $state == FAILED || $state == CANCELLED ]] && fail "fault-tolerant job: $state"
-  # A requeued job is held for about two minutes (BeginTime); release it, but
-  # not at once: slurmd refuses to launch a batch job it killed for the
-  # requeue a moment ago ("already killed") and the job fails.
-  if [[ $state == PENDING && ${restarts:-0} -ge 1 ]]; then
-    ((++pending == 10)) && scontrol update jobid="$job" starttime=now 2>/dev/null
-  fi
-  sleep 0.5
-done
-[[ $state == COMPLETED ]] || fail "the fault-tolerant job did not complete (state $state)"
+await_restarted 360 10 || fail "fault-tolerant job: $state"
 grep -q "watchdog: rank .* has waited" "$out" || fail "attempt 0: no watchdog message"
 grep -q "attempt 0 ended with 3" "$out" || fail "attempt 0 did not end with code 3"
 grep -q "resuming from .*step_00000002.h5" "$out" || fail "attempt 1 did not resume from step 2"
