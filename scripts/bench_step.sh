@@ -7,7 +7,7 @@
 #  2. HDP vs the static DP x CP grid: measured step time on the same real
 #     batches (data_hash equal at every step), 4 trainers, C = 2048 < seq_len
 #     8192, so long samples need CP rings;
-#  3. the planner's cost model against reality at 4, 8, 12 and 16 ranks:
+#  3. the planner's cost model against reality at 4, 8 and 16 ranks (NPS):
 #     calibrate (`meshloom plan --calibrate`) on one run's k = 1 micro-batches,
 #     train again with another seed and `plan.calibration`, compare every
 #     trainer's predicted and measured compute time per step; three layouts
@@ -30,8 +30,8 @@ start=$(date +%s)
 BUILD=${BUILD_DIR:-build}
 MESHLOOM=$BUILD/app/meshloom
 PARTS=${PARTS:-1 2 3}
-NPS=${NPS:-4 8 12 16}
-STEPS=${STEPS:-8}  # part 3: steps per run; steps 0-1 are not counted
+NPS=${NPS:-4 8 16}
+STEPS=${STEPS:-6}  # parts 2 and 3: steps per run; steps 0-1 are not counted
 PY=/usr/bin/python3
 tool() { "$PY" scripts/bench_step.py "$@"; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -116,7 +116,7 @@ if [[ " $PARTS " == *" 2 "* ]]; then
   busy=$(tool busy 1)
   for p in hdp static; do
     run "p2_$p" 6 "$work/b.yaml" --set plan.planner=$p --set data.seq_len=8192 \
-      --set data.tokens_per_step=16384 --set run.steps=8
+      --set data.tokens_per_step=16384 --set run.steps="$STEPS"
   done
   tool hdp --hdp "$work/p2_hdp/metrics.jsonl" --static "$work/p2_static/metrics.jsonl" \
     --out "$out/step_hdp_static.csv"

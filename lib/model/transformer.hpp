@@ -99,6 +99,10 @@ class Transformer {
 
   const Profile& profile() const { return profile_; }
   void reset_profile() { profile_ = Profile{}; }
+  // Allocates and touches the activation buffers for micro-batches of up to
+  // `tokens` tokens now, so that a later, larger micro-batch does not pay for
+  // fresh pages in the middle of a measured step.
+  void reserve(int64_t tokens) { ensure_buffers(tokens); }
 
  private:
   struct LayerActs {

@@ -1,7 +1,10 @@
 #include "runtime/trainer.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <thread>
@@ -14,6 +17,11 @@
 #include "train/ring_attention.hpp"
 
 namespace meshloom {
+
+void keep_freed_memory_for_reuse() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);   // never give the heap's top back
+}
 
 model::Batch to_model_batch(const proto::MicroBatch& mb) {
   model::Batch b;
@@ -56,6 +64,8 @@ Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
   // Every trainer draws the same parameters: the generator is keyed by the
   // seed and the element, not by the rank.
   model_->init_params(uint64_t(w.config.run.seed));
+  // A micro-batch holds at most C tokens, and never more than the step.
+  model_->reserve(std::min(w.config.plan.capacity, w.config.data.tokens_per_step));
   const int64_t n = model_->layout().numel();
   if (w.config.optim.zero1) {
     shard_size_ = (n + size_ - 1) / size_;
