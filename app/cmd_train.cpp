@@ -26,9 +26,6 @@
 #include "runtime/trainer.hpp"
 #include "runtime/watchdog.hpp"
 #include "runtime/world.hpp"
-#ifdef MESHLOOM_HAVE_CUDA
-#include "kernels/device_info.hpp"
-#endif
 
 namespace meshloom::app {
 namespace {
@@ -64,7 +61,7 @@ int dry_run(const World& w) {
   std::printf("# layout: %d ranks\n%s", w.size, w.layout.describe(w.hosts).c_str());
   std::printf("# backend: %s", w.config.run.backend.c_str());
 #ifdef MESHLOOM_HAVE_CUDA
-  std::printf(" (built with CUDA: %s)\n", cuda_summary().c_str());
+  std::printf(" (built with CUDA: %s)\n", cuda_backend_summary().c_str());
 #else
   std::printf(" (CPU-only build)\n");
 #endif

@@ -1,6 +1,8 @@
-// make_cuda_model(): the trainer's DeviceModel on one GPU (see
-// lib/model/device_model.hpp), a GpuTransformer in bf16 or fp32 on its own
-// stream.
+// make_gpu_device_model(): the trainer's DeviceModel on one GPU (see
+// lib/runtime/device_model.hpp), a GpuTransformer in bf16 or fp32 on its own
+// stream. meshloom reaches it through the module (cuda_module.cpp).
+#include "kernels/model/cuda_model.hpp"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -90,8 +92,8 @@ class CudaModel final : public DeviceModel {
 
 }  // namespace
 
-std::unique_ptr<DeviceModel> make_cuda_model(const model::Shape& shape,
-                                             const std::string& precision, int local_index) {
+std::unique_ptr<DeviceModel> make_gpu_device_model(const model::Shape& shape,
+                                                   const std::string& precision, int local_index) {
   std::string why;
   const int n = cuda_device_count(&why);
   if (n == 0) throw Error("run.backend: cuda, but no GPU is visible: " + why);

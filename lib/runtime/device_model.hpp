@@ -4,8 +4,9 @@
 // checkpoints, ZeRO-1 and resume work unchanged. Parameters go to the device
 // once per step and gradients come back once per step.
 //
-// make_cuda_model() is defined by the CUDA build (kernels/model/cuda_model.cpp);
-// a CPU-only build defines it to fail (lib/runtime/device_model_unavailable.cpp).
+// make_cuda_model() loads the CUDA backend, the module libmeshloom_cuda.so
+// (kernels/model/cuda_module.cpp), on first use (lib/runtime/cuda_module.cpp);
+// in a CPU-only build it fails.
 #pragma once
 
 #include <mpi.h>
@@ -60,5 +61,10 @@ class DeviceModel {
 // reason when no GPU is visible or the build has no CUDA.
 std::unique_ptr<DeviceModel> make_cuda_model(const model::Shape& shape,
                                              const std::string& precision, int local_index);
+
+// One line: NCCL and CUDA runtime versions and the visible devices, or why
+// the CUDA backend cannot be loaded ("CPU-only build" without CUDA). Loads
+// the module.
+std::string cuda_backend_summary();
 
 }  // namespace meshloom

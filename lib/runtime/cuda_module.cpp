@@ -1,0 +1,93 @@
+// make_cuda_model() and cuda_backend_summary(). The CUDA backend is a module,
+// libmeshloom_cuda.so beside the meshloom executable (or $MESHLOOM_CUDA_MODULE),
+// loaded on first use: cuBLAS touches about 85 MiB of its own memory when it
+// is loaded, and every rank that never uses a GPU (loaders, constructors, the
+// lead, CPU trainers) would pay it if meshloom linked it.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+
+#include "base/check.hpp"
+#include "runtime/device_model.hpp"
+
+namespace meshloom {
+
+#ifdef MESHLOOM_HAVE_CUDA
+namespace {
+
+// The module's entry points (kernels/model/cuda_module.cpp). They report
+// errors in *error rather than throw across the module boundary.
+using MakeFn = DeviceModel* (*)(const model::Shape*, const char*, int, std::string*);
+using SummaryFn = void (*)(std::string*);
+
+struct Module {
+  MakeFn make = nullptr;
+  SummaryFn summary = nullptr;
+  std::string error;  // why it could not be loaded
+};
+
+std::string module_path() {
+  if (const char* env = std::getenv("MESHLOOM_CUDA_MODULE"); env && *env) return env;
+  char exe[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  std::string dir = n > 0 ? std::string(exe, size_t(n)) : std::string();
+  dir = dir.substr(0, dir.find_last_of('/') + 1);
+  return dir + "libmeshloom_cuda.so";
+}
+
+const Module& module() {
+  static Module m;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::string path = module_path();
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      m.error = "cannot load the CUDA backend " + path + ": " + dlerror();
+      return;
+    }
+    m.make = reinterpret_cast<MakeFn>(dlsym(h, "meshloom_cuda_make_model"));
+    m.summary = reinterpret_cast<SummaryFn>(dlsym(h, "meshloom_cuda_summary"));
+    if (!m.make || !m.summary) {
+      m.make = nullptr;
+      m.error = path + " is not a meshloom CUDA backend (entry points missing)";
+    }
+  });
+  return m;
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceModel> make_cuda_model(const model::Shape& shape,
+                                             const std::string& precision, int local_index) {
+  const Module& m = module();
+  if (!m.make) throw Error("run.backend: cuda: " + m.error);
+  std::string error;
+  std::unique_ptr<DeviceModel> model(m.make(&shape, precision.c_str(), local_index, &error));
+  if (!model) throw Error(error);
+  return model;
+}
+
+std::string cuda_backend_summary() {
+  const Module& m = module();
+  if (!m.make) return m.error;
+  std::string out;
+  m.summary(&out);
+  return out;
+}
+
+#else
+
+std::unique_ptr<DeviceModel> make_cuda_model(const model::Shape&, const std::string&, int) {
+  // Not reached in a normal run: make_layout() refuses run.backend: cuda on
+  // rank 0 first, with the reason and the fix.
+  throw Error("run.backend: cuda, but this meshloom was built without the CUDA backend");
+}
+
+std::string cuda_backend_summary() { return "CPU-only build"; }
+
+#endif
+
+}  // namespace meshloom
