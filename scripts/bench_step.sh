@@ -14,7 +14,7 @@
 #     (trainers oversubscribing the cores with and without CP rings, and one
 #     trainer per core).
 # Prints markdown tables (also in bench/results/step_tables.md); writes
-# bench/results/step_*.csv and step.png. About 7 minutes (401 s) on the quiet
+# bench/results/step_*.csv and step.png. About 7 minutes (408 s) on the
 # 2-core machine, once built; docs/bench_step.md explains the results.
 #
 #   scripts/bench_step.sh                    everything
