@@ -64,8 +64,10 @@ Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
   // Every trainer draws the same parameters: the generator is keyed by the
   // seed and the element, not by the rank.
   model_->init_params(uint64_t(w.config.run.seed));
-  // A micro-batch holds at most C tokens, and never more than the step.
-  model_->reserve(std::min(w.config.plan.capacity, w.config.data.tokens_per_step));
+  // A micro-batch holds at most C tokens, and never more than the step. (With
+  // run.backend: cuda the host model only keeps the weights: no activations.)
+  if (w.config.run.backend != "cuda")
+    model_->reserve(std::min(w.config.plan.capacity, w.config.data.tokens_per_step));
   const int64_t n = model_->layout().numel();
   if (w.config.optim.zero1) {
     shard_size_ = (n + size_ - 1) / size_;
