@@ -250,7 +250,6 @@ int run_lead(const World& w, const TrainArgs& args) {
 }
 
 int run_trainer(const World& w, const TrainArgs& args) {
-  keep_freed_memory_for_reuse();
   Trainer trainer(w, w.role_comm);
   const InjectedFaults faults(w.config, w.rank);
   if (!args.resume_from.empty()) trainer.load(ckpt::read_checkpoint(args.resume_from));

@@ -18,10 +18,19 @@
 
 namespace meshloom {
 
+namespace {
+
+// Keeps the memory a step frees for the next step: a trainer allocates the
+// same few buffer sizes every step, and glibc would otherwise map the larger
+// ones fresh and unmap them again, so each step paid page faults and the
+// kernel's zeroing (dear on a VM). Buffers over 32 MiB, glibc's limit, are
+// still mapped each time. Process-wide: one trainer per process.
 void keep_freed_memory_for_reuse() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum
   mallopt(M_TRIM_THRESHOLD, INT_MAX);   // never give the heap's top back
 }
+
+}  // namespace
 
 model::Batch to_model_batch(const proto::MicroBatch& mb) {
   model::Batch b;
@@ -64,10 +73,6 @@ Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
   // Every trainer draws the same parameters: the generator is keyed by the
   // seed and the element, not by the rank.
   model_->init_params(uint64_t(w.config.run.seed));
-  // A micro-batch holds at most C tokens, and never more than the step. (With
-  // run.backend: cuda the host model only keeps the weights: no activations.)
-  if (w.config.run.backend != "cuda")
-    model_->reserve(std::min(w.config.plan.capacity, w.config.data.tokens_per_step));
   const int64_t n = model_->layout().numel();
   if (w.config.optim.zero1) {
     shard_size_ = (n + size_ - 1) / size_;
@@ -86,6 +91,11 @@ Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
       local += w.hosts[size_t(r)] == w.hosts[size_t(w.rank)];
     device_ = make_cuda_model(model_->shape(), w.config.run.precision, local);
   }
+  keep_freed_memory_for_reuse();
+  // The CPU model's activations, for the largest micro-batch this trainer can
+  // get (at most C tokens, never more than the step), so that none is first
+  // met mid-run. On the GPU the host model only keeps the weights.
+  if (!device_) model_->reserve(std::min(w.config.plan.capacity, w.config.data.tokens_per_step));
 }
 
 std::vector<float> Trainer::full_grads() {

@@ -22,14 +22,6 @@
 
 namespace meshloom {
 
-// Keeps memory a step frees for the next step: a trainer's activations are
-// the same few buffer sizes every step, and glibc would otherwise map the
-// larger ones fresh and unmap them again, so every step paid page faults and
-// the kernel's zeroing (a third of a small trainer's step on a VM where faults
-// are dear). Buffers over 32 MiB, glibc's limit, are still mapped each time.
-// Call once per trainer process, before the first step.
-void keep_freed_memory_for_reuse();
-
 class Trainer {
  public:
   // `trainers` is the trainers' communicator (rank = trainer index).
