@@ -13,6 +13,7 @@
 #include "ckpt/h5.hpp"
 #include "comm/p2p.hpp"
 #include "runtime/data_path.hpp"
+#include "runtime/data_workers.hpp"
 
 namespace meshloom::app {
 namespace {
@@ -169,12 +170,13 @@ int run_lead(const World& w, const DataArgs& args) {
               "PSS sum");
   std::string roles_json;
   for (Role role : {Role::constructor, Role::loader, Role::trainer}) {
-    int64_t mx = 0, sum = 0, pss = 0, n = 0;
+    int64_t mx = 0, sum = 0, pss = 0, worker_pss = 0, n = 0;
     for (const auto& r : reports)
       if (r.role == int(role)) {
         mx = std::max(mx, r.peak_rss_kib);
         sum += r.peak_rss_kib;
         pss += r.pss_kib;
+        worker_pss += r.worker_pss_kib;
         ++n;
       }
     if (!n) continue;
@@ -183,9 +185,9 @@ int run_lead(const World& w, const DataArgs& args) {
                 human_bytes(double(pss) * 1024).c_str());
     roles_json += strf(
         "%s\"%s\": {\"ranks\": %lld, \"peak_rss_max_kib\": %lld, "
-        "\"peak_rss_sum_kib\": %lld, \"pss_sum_kib\": %lld}",
+        "\"peak_rss_sum_kib\": %lld, \"pss_sum_kib\": %lld, \"worker_pss_sum_kib\": %lld}",
         roles_json.empty() ? "" : ", ", role_name(role), (long long)n, (long long)mx,
-        (long long)sum, (long long)pss);
+        (long long)sum, (long long)pss, (long long)worker_pss);
   }
   if (!args.report.empty()) {
     std::FILE* f = std::fopen(args.report.c_str(), "w");
@@ -249,6 +251,14 @@ void add_data(CLI::App& app, Runner* run, int* argc, char*** argv) {
       return mpi_finish(code);
     };
   });
+  // Hidden: a colocated trainer's DataLoader-style worker process
+  // (data.colocated_processes), started by the trainer with its socket as fd 3.
+  static int worker_rank = 0, worker_index = 0;
+  CLI::App* worker = app.add_subcommand("data-worker", "");
+  worker->group("");
+  worker->add_option("--rank", worker_rank)->required();
+  worker->add_option("--index", worker_index)->required();
+  worker->callback([run] { *run = [] { return run_data_worker(3, worker_rank, worker_index); }; });
 }
 
 }  // namespace meshloom::app

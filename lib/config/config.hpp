@@ -179,6 +179,7 @@ struct DataConfig {
   int64_t tokens_per_step = 32768;
   int64_t prefetch = 2;
   int64_t workers = 2;
+  int64_t colocated_processes = 0;
   int64_t rebalance_every = 20;
   bool shadows = true;
   int64_t cache_tokens = int64_t(1) << 20;
@@ -196,6 +197,10 @@ struct DataConfig {
     v.field("prefetch", prefetch, "Steps the data path runs ahead of the trainers",
             in_range(0, 64));
     v.field("workers", workers, "Worker threads per loader", in_range(1, 256));
+    v.field("colocated_processes", colocated_processes,
+            "Colocated mode: data worker processes per trainer, each with its own copy of every "
+            "source, as PyTorch DataLoader workers (0: the trainer reads its sources itself)",
+            in_range(0, 64));
     v.field("rebalance_every", rebalance_every,
             "Steps between loader re-partitioning by measured cost (0: never)", at_least(0));
     v.field("shadows", shadows,

@@ -71,6 +71,9 @@ void validate(const Config& c, const Origin& origin) {
     origin.error("cluster.roles.loaders",
                  "data.mode 'disaggregated' needs cluster.roles.loaders >= 1 (or data.mode: "
                  "colocated)");
+  if (d.colocated_processes > 0 && d.mode != "colocated")
+    origin.error("data.colocated_processes",
+                 "data.colocated_processes applies only with data.mode: colocated");
 }
 
 }  // namespace meshloom::config

@@ -13,6 +13,7 @@
 #include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
 #include "comm/p2p.hpp"
+#include "runtime/data_workers.hpp"
 #include "runtime/faults.hpp"
 
 namespace meshloom {
@@ -23,8 +24,10 @@ int64_t peak_rss_kib() {
   return int64_t(u.ru_maxrss);
 }
 
-int64_t pss_kib() {
-  std::FILE* f = std::fopen("/proc/self/smaps_rollup", "r");
+int64_t pss_kib(int pid) {
+  const std::string path =
+      pid > 0 ? strf("/proc/%d/smaps_rollup", pid) : std::string("/proc/self/smaps_rollup");
+  std::FILE* f = std::fopen(path.c_str(), "r");
   if (!f) return 0;
   char line[256];
   int64_t kib = 0;
@@ -34,15 +37,21 @@ int64_t pss_kib() {
   return kib;
 }
 
+// A colocated trainer's data worker processes (data.colocated_processes).
+static std::unique_ptr<DataWorkerPool> data_workers;
+
 void fill_memory(proto::Report* report) {
   report->rank = process_rank();
   report->peak_rss_kib = peak_rss_kib();
-  report->pss_kib = pss_kib();
+  report->worker_pss_kib = data_workers ? data_workers->pss_kib() : 0;
+  report->pss_kib = pss_kib() + report->worker_pss_kib;
 }
 
 static double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
+
+void return_freed_memory() { mallopt(M_MMAP_THRESHOLD, 128 << 10); }
 
 // --- loader -----------------------------------------------------------------
 
@@ -188,8 +197,8 @@ Constructor::Constructor(const World& w, LoaderRouter* router)
 
 // The whole token list of every sample that `trainers` touch.
 static std::map<int32_t, std::vector<int32_t>> fetch_samples(
-    const World& w, const proto::StepWork& work, std::vector<std::unique_ptr<DocSource>>* local,
-    LoaderRouter* router) {
+    const config::DataConfig& data, const proto::StepWork& work,
+    std::vector<std::unique_ptr<DocSource>>* local, LoaderRouter* router) {
   std::map<int32_t, std::vector<int32_t>> tokens;
   std::map<int32_t, std::vector<int32_t>> by_owner;  // owner rank -> sample indices
   for (const auto& t : work.trainers)
@@ -201,7 +210,7 @@ static std::map<int32_t, std::vector<int32_t>> fetch_samples(
     if (local) {
       auto& src = (*local)[size_t(s.source)];
       if (!src)
-        src = open_doc_source(w.config.data.sources[size_t(s.source)], w.config.data.cache_tokens);
+        src = open_doc_source(data.sources[size_t(s.source)], data.cache_tokens);
       src->read(s.doc, s.offset, s.length, &tokens[idx]);
     } else {
       by_owner[s.owner].push_back(idx);
@@ -258,8 +267,15 @@ static proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& 
   return b;
 }
 
+proto::Batch local_batch(const config::DataConfig& data, const proto::StepWork& work,
+                         std::vector<std::unique_ptr<DocSource>>* local) {
+  ML_CHECK(work.trainers.size() == 1, "colocated step work is for one trainer");
+  if (local->empty()) local->resize(data.sources.size());
+  return pack(work, work.trainers[0], fetch_samples(data, work, local, nullptr));
+}
+
 int64_t Constructor::construct(const proto::StepWork& work) {
-  auto tokens = fetch_samples(w_, work, nullptr, router_);
+  auto tokens = fetch_samples(w_.config.data, work, nullptr, router_);
   int64_t packed = 0;
   const int first_trainer = w_.layout.first_rank(Role::trainer);
   for (const auto& t : work.trainers) {
@@ -302,6 +318,7 @@ void run_constructor(const World& w) {
 int run_role(const World& w, const std::function<int()>& lead,
              const std::function<int()>& trainer) {
   int code = 0;
+  if (w.role != Role::trainer) return_freed_memory();
   try {
     switch (w.role) {
       case Role::loader:
@@ -330,14 +347,27 @@ int run_role(const World& w, const std::function<int()>& lead,
 proto::Batch receive_batch(const World& w, double* wait_seconds) {
   const auto start = std::chrono::steady_clock::now();
   proto::Batch b;
-  if (w.config.data.mode == "colocated") {
+  if (w.config.data.mode == "colocated" && w.config.data.colocated_processes > 0) {
+    // DataLoader-style: worker processes build the batches. Keep each busy
+    // with a step the lead has already sent (the lead runs data.prefetch
+    // steps ahead), as a DataLoader prefetches.
+    if (!data_workers) data_workers = std::make_unique<DataWorkerPool>(w.config, w.rank);
+    const double timeout = w.config.run.timeout;
+    int from = -1, tag = -1;
+    while (data_workers->in_flight() == 0 ||
+           (data_workers->in_flight() < data_workers->size() &&
+            poll_message(0, proto::kStepWork, MPI_COMM_WORLD, &from, &tag)))
+      data_workers->submit(
+          recv_bytes(0, proto::kStepWork, MPI_COMM_WORLD, timeout, "step work from the lead"));
+    b = proto::decode_batch(data_workers->take(timeout));
+  } else if (w.config.data.mode == "colocated") {
     // Per-rank data loading: this trainer opens every source itself.
     static std::vector<std::unique_ptr<DocSource>> local;
-    if (local.empty()) local.resize(w.config.data.sources.size());
-    proto::StepWork work = proto::decode_step_work(recv_bytes(
-        0, proto::kStepWork, MPI_COMM_WORLD, w.config.run.timeout, "step work from the lead"));
-    ML_CHECK(work.trainers.size() == 1, "colocated step work is for one trainer");
-    b = pack(work, work.trainers[0], fetch_samples(w, work, &local, nullptr));
+    b = local_batch(w.config.data,
+                    proto::decode_step_work(recv_bytes(0, proto::kStepWork, MPI_COMM_WORLD,
+                                                       w.config.run.timeout,
+                                                       "step work from the lead")),
+                    &local);
   } else {
     const int constructor = w.role_index % w.layout.constructors;
     b = proto::decode_batch(recv_bytes(constructor, proto::kBatch, MPI_COMM_WORLD,

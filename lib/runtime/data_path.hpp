@@ -23,18 +23,34 @@ namespace meshloom {
 
 // Peak resident set of this process, KiB.
 int64_t peak_rss_kib();
-// Proportional set size of this process now, KiB (/proc/self/smaps_rollup):
-// pages shared by several processes (a memory-mapped dataset) count once in
-// the sum over processes. 0 where the kernel does not provide it.
-int64_t pss_kib();
-// Fills the memory fields of a report.
+// Proportional set size of process `pid` (0: this one) now, KiB
+// (/proc/PID/smaps_rollup): pages shared by several processes (a
+// memory-mapped dataset) count once in the sum over processes. 0 where the
+// kernel does not provide it.
+int64_t pss_kib(int pid = 0);
+// Fills the memory fields of a report; a colocated trainer's PSS includes
+// its data worker processes.
 void fill_memory(proto::Report* report);
+
+// For the processes of the data path (the lead, loaders, constructors, data
+// workers): they keep source state for the whole run and allocate buffers of
+// every size per document. glibc raises its mmap threshold after the first
+// large free (up to 32 MiB), so later large buffers land in the heap and
+// stay there, fragmented: 15 of a loader's 57 MiB on bench_data. A fixed
+// threshold (glibc's default, 128 KiB) maps them, and unmaps them when freed.
+// Trainers do the opposite (keep_freed_memory_for_reuse, trainer.cpp).
+void return_freed_memory();
 
 // Serves (source, document) lengths and tokens until the lead says stop.
 void run_loader(const World& w);
 
 // Packs the lead's step work into trainer batches until the lead says stop.
 void run_constructor(const World& w);
+
+// Colocated mode: the batch of `work` (for one trainer) read from sources this
+// process opens itself (in *local, on first use).
+proto::Batch local_batch(const config::DataConfig& data, const proto::StepWork& work,
+                         std::vector<std::unique_ptr<DocSource>>* local);
 
 // Fetches the tokens of `work` from the loaders (or from local sources in
 // colocated mode) and sends each trainer its batch. Returns tokens packed.

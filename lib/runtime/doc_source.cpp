@@ -45,6 +45,31 @@ class IndexedDocSource final : public DocSource {
   double cost_ = 0;
 };
 
+// A tokenized document as the raw sources' cache keeps it: 2 bytes per id
+// when the vocabulary fits (GPT-2's 50,257 ids do; Megatron's .bin does the
+// same), else 4. The cache is most of a loader's memory beyond the text.
+class CachedTokens {
+ public:
+  CachedTokens(std::vector<int32_t> ids, bool narrow) {
+    if (narrow)
+      narrow_.assign(ids.begin(), ids.end());
+    else
+      wide_ = std::move(ids);
+  }
+  int64_t size() const { return int64_t(narrow_.empty() ? wide_.size() : narrow_.size()); }
+  void append(int64_t offset, int64_t n, std::vector<int32_t>* out) const {
+    ML_CHECK(offset >= 0 && n >= 0 && offset + n <= size(), "token range past the document");
+    if (narrow_.empty())
+      out->insert(out->end(), wide_.begin() + offset, wide_.begin() + offset + n);
+    else
+      out->insert(out->end(), narrow_.begin() + offset, narrow_.begin() + offset + n);
+  }
+
+ private:
+  std::vector<uint16_t> narrow_;
+  std::vector<int32_t> wide_;
+};
+
 // Raw text (a folder of text files, JSON Lines, tar archives) tokenized on
 // the fly. Opening reads every document's text into one arena (the source's
 // state: what a per-rank data loader holds, once per rank); tokens are made on
@@ -56,7 +81,9 @@ class IndexedDocSource final : public DocSource {
 class RawDocSource final : public DocSource {
  public:
   RawDocSource(const config::SourceConfig& source, int64_t cache_tokens)
-      : tokenizer_(make_tokenizer(source.tokenizer)), cache_limit_(cache_tokens) {
+      : tokenizer_(make_tokenizer(source.tokenizer)),
+        narrow_(tokenizer_->vocab_size() <= 65536),
+        cache_limit_(cache_tokens) {
     data::ReaderOptions opt;
     opt.format = data::parse_input_format(source.format);
     data::DocumentReader reader({source.path}, opt);
@@ -69,11 +96,9 @@ class RawDocSource final : public DocSource {
     if (docs() == 0) throw Error("'" + source.path + "' holds no document");
   }
   int64_t docs() const override { return int64_t(offsets_.size()) - 1; }
-  int64_t length(int64_t doc) override { return int64_t(tokens(doc)->size()); }
+  int64_t length(int64_t doc) override { return tokens(doc)->size(); }
   void read(int64_t doc, int64_t offset, int64_t n, std::vector<int32_t>* out) override {
-    auto t = tokens(doc);
-    ML_CHECK(offset >= 0 && offset + n <= int64_t(t->size()), "token range past the document");
-    out->insert(out->end(), t->begin() + offset, t->begin() + offset + n);
+    tokens(doc)->append(offset, n, out);
   }
   void prepare(const std::vector<int64_t>& docs, int threads) override {
     std::vector<int64_t> todo;
@@ -96,7 +121,7 @@ class RawDocSource final : public DocSource {
   }
 
  private:
-  using Tokens = std::shared_ptr<const std::vector<int32_t>>;
+  using Tokens = std::shared_ptr<const CachedTokens>;
   Tokens tokens(int64_t doc) {
     ML_CHECK(doc >= 0 && doc < docs(), "document index out of range");
     {
@@ -107,28 +132,30 @@ class RawDocSource final : public DocSource {
     const auto start = std::chrono::steady_clock::now();
     std::string_view text(arena_.data() + offsets_[size_t(doc)],
                           size_t(offsets_[size_t(doc) + 1] - offsets_[size_t(doc)]));
-    auto ids = std::make_shared<std::vector<int32_t>>(tokenizer_->encode(text));
-    if (tokenizer_->eot_id() >= 0) ids->push_back(tokenizer_->eot_id());
+    std::vector<int32_t> encoded = tokenizer_->encode(text);
+    if (tokenizer_->eot_id() >= 0) encoded.push_back(tokenizer_->eot_id());
+    auto ids = std::make_shared<const CachedTokens>(std::move(encoded), narrow_);
     const double took =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::lock_guard<std::mutex> lock(mutex_);
     seconds_ += took;
-    tokens_made_ += int64_t(ids->size());
+    tokens_made_ += ids->size();
     auto it = cache_.find(doc);
     if (it != cache_.end()) return it->second.first;  // another thread was faster
     lru_.push_front(doc);
     cache_[doc] = {ids, lru_.begin()};
-    cached_ += int64_t(ids->size());
+    cached_ += ids->size();
     while (cached_ > cache_limit_ && lru_.size() > 1) {
       int64_t old = lru_.back();
       lru_.pop_back();
-      cached_ -= int64_t(cache_[old].first->size());
+      cached_ -= cache_[old].first->size();
       cache_.erase(old);
     }
     return ids;
   }
 
   std::unique_ptr<Tokenizer> tokenizer_;
+  const bool narrow_;  // ids fit in 16 bits
   int64_t cache_limit_;
   std::string arena_;
   std::vector<int64_t> offsets_;

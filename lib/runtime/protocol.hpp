@@ -151,6 +151,7 @@ struct Report {
   int32_t role = 0;
   int64_t peak_rss_kib = 0;
   int64_t pss_kib = 0;  // proportional set size at the end (shared pages counted once overall)
+  int64_t worker_pss_kib = 0;  // of that, the data worker processes (colocated trainers)
   double busy_seconds = 0;
   int64_t tokens = 0;
 };

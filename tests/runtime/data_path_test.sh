@@ -4,7 +4,8 @@
 #    for (constructors, loaders) = (1,1), (1,2), (2,3), (2,4), with a
 #    curriculum and a raw JSONL source tokenized on the fly (more costly per
 #    token than the prepared one) that make the lead re-partition loaders
-#    while running, and in colocated mode;
+#    while running, and in colocated mode (in the trainer, and with
+#    DataLoader-style worker processes, whose memory the trainer reports);
 #  - the raw source and its prepared twin deliver the same batches;
 #  - mixing: realized shares are within 2 points of the schedule;
 #  - bad input: a missing source and a corrupt .idx give one clear message
@@ -60,13 +61,20 @@ run -np 3 "$meshloom" data -c "$dir/c.yaml" --steps 40 --set data.mode=colocated
   --set cluster.roles.loaders=0 --dump "$dir/dump-colocated.h5" >"$dir/col.txt" 2>&1 ||
   { cat "$dir/col.txt"; fail "colocated run"; }
 hashes+=("$(sed -n 's/^batch hash: //p' "$dir/col.txt")")
+run -np 3 "$meshloom" data -c "$dir/c.yaml" --steps 40 --set data.mode=colocated \
+  --set cluster.roles.loaders=0 --set data.colocated_processes=2 --dump "$dir/dump-processes.h5" \
+  --report "$dir/processes.json" >"$dir/proc.txt" 2>&1 || { cat "$dir/proc.txt"; fail "colocated worker processes"; }
+hashes+=("$(sed -n 's/^batch hash: //p' "$dir/proc.txt")")
+grep -Eq '"trainer": \{[^}]*"worker_pss_sum_kib": [1-9]' "$dir/processes.json" ||
+  { cat "$dir/processes.json"; fail "no worker process memory in the report"; }
+! pgrep -f "data-worker --rank" >/dev/null || fail "data worker processes outlived the run"
 for h in "${hashes[@]}"; do [[ $h == "${hashes[0]}" && -n $h ]] || fail "hashes differ: ${hashes[*]}"; done
-for f in dump-1-2 dump-2-3 dump-2-4 dump-colocated; do
+for f in dump-1-2 dump-2-3 dump-2-4 dump-colocated dump-processes; do
   for ds in tokens samples/source samples/doc samples/offset samples/length steps/first_sample; do
     h5diff "$dir/dump-1-1.h5" "$dir/$f.h5" "/$ds" >/dev/null || fail "$f.h5 differs from dump-1-1.h5 in /$ds"
   done
 done
-echo "ok: identical global batches across 5 layouts (hash ${hashes[0]})"
+echo "ok: identical global batches across 6 layouts (hash ${hashes[0]})"
 run -np 4 "$meshloom" data -c "$dir/c.yaml" --steps 40 --set data.sources.1.path="$dir/fortunes" \
   --set data.sources.1.format=indexed >"$dir/twin.txt" 2>&1 || { cat "$dir/twin.txt"; fail "prepared twin"; }
 [[ $(sed -n 's/^batch hash: //p' "$dir/twin.txt") == "${hashes[0]}" ]] || fail "prepared twin differs from raw JSONL"
@@ -95,5 +103,19 @@ bad "magic.idx" --set data.sources.1.path="$dir/magic" "${ix[@]}"
 cp "$dir/fortunes.idx" "$dir/short.idx"; head -c 1000 "$dir/fortunes.bin" >"$dir/short.bin"
 bad "short.bin" --set data.sources.1.path="$dir/short" "${ix[@]}"
 printf '{"text": "fine"}\n' >"$dir/nothing.jsonl"
+# A data worker process that dies: its trainer names it and the job ends.
+start=$SECONDS
+run -np 3 "$meshloom" data -c "$dir/c.yaml" --steps 100000 --set data.mode=colocated \
+  --set cluster.roles.loaders=0 --set data.colocated_processes=2 >"$dir/killed.txt" 2>&1 &
+job=$!
+for _ in $(seq 100); do victim=$(pgrep -f "data-worker --rank 2 --index 1") && break; sleep 0.1; done
+[[ -n ${victim:-} ]] || fail "no data worker process found"
+sleep 0.3
+kill -9 "$victim"
+wait $job && fail "the job went on after a data worker died"
+grep -q "data worker 1 (pid $victim) .*killed by signal 9" "$dir/killed.txt" ||
+  { cat "$dir/killed.txt"; fail "no message naming the dead data worker"; }
+((SECONDS - start < 20)) || fail "a dead data worker took $((SECONDS - start)) s to end the job"
+echo "ok: $(grep -o 'rank 2: data worker 1.*' "$dir/killed.txt")"
 bad "missing.jsonl" --set data.sources.1.path="$dir/missing.jsonl"
 echo "data path test passed"
