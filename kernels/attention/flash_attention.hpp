@@ -95,6 +95,13 @@ struct FlashKvGrad {
   int64_t lddv = 0;
 };
 
+// Which bf16 forward kernel runs (process-wide; tests and benchmarks compare
+// them): `automatic` takes the register-tiled mma.sync kernel where the rows
+// of Q, K and V are 16-byte aligned, else the WMMA one; `wmma` always takes
+// the WMMA kernel. fp32 always runs the WMMA kernel's exact FMA path.
+enum class FlashForwardKernel { automatic, wmma };
+void set_flash_forward_kernel(FlashForwardKernel kernel);
+
 // Whether the kernels are compiled for this head dimension.
 bool flash_attention_supports_head_dim(int head_dim);
 

@@ -11,35 +11,13 @@
 #include <cmath>
 
 #include "kernels/attention/flash_attention.hpp"
+#include "kernels/attention/flash_forward.cuh"
 #include "kernels/attention/flash_tiles.cuh"
 #include "kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 namespace flash {
 namespace {
-
-template <class T, class TO>
-struct FwdParams {
-  const T* q;
-  int64_t ldq;
-  const int32_t* q_sample;
-  const int32_t* q_pos;
-  int64_t nq;
-  const T* k;
-  const T* v;
-  int64_t ldk, ldv;
-  const int32_t* k_sample;
-  const int32_t* k_pos;
-  int64_t nk;
-  TO* out;
-  int64_t ldo;
-  float* lse;
-  const TileRange* q_ranges;
-  const TileRange* k_ranges;
-  int n_heads, group;
-  float scale;
-  bool vec_q, vec_k, vec_v;
-};
 
 // Shared-memory layout of the forward kernel (byte offsets).
 template <class T, int D>
@@ -186,6 +164,12 @@ void launch_forward(const FwdParams<T, TO>& p, cudaStream_t stream) {
 }  // namespace
 }  // namespace flash
 
+namespace {
+FlashForwardKernel forward_kernel = FlashForwardKernel::automatic;
+}  // namespace
+
+void set_flash_forward_kernel(FlashForwardKernel kernel) { forward_kernel = kernel; }
+
 template <class T, class TO>
 void flash_attention_forward(const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                              const FlashOut<TO>& res, cudaStream_t stream) {
@@ -216,6 +200,16 @@ void flash_attention_forward(const FlashDims& dims, const FlashQuery<T>& q, cons
   p.vec_k = rows_aligned16(kv.k, kv.ldk);
   p.vec_v = rows_aligned16(kv.v, kv.ldv);
   // With no keys the loop runs zero times and the epilogue writes zeros, -inf.
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (forward_kernel == FlashForwardKernel::automatic && p.vec_q && p.vec_k && p.vec_v) {
+      p.q_ranges = make_tile_ranges(q.sample, q.pos, q.n, kMmaBQ, stream);
+      p.k_ranges = make_tile_ranges(kv.sample, kv.pos, kv.n, kMmaBK, stream);
+      launch_forward_mma<TO>(p, D, stream);
+      CUDA_CHECK(cudaFreeAsync(const_cast<TileRange*>(p.q_ranges), stream));
+      CUDA_CHECK(cudaFreeAsync(const_cast<TileRange*>(p.k_ranges), stream));
+      return;
+    }
+  }
   TileRange* q_ranges = make_tile_ranges(q.sample, q.pos, q.n, Tiles<T>::BQ, stream);
   TileRange* k_ranges = make_tile_ranges(kv.sample, kv.pos, kv.n, Tiles<T>::BK, stream);
   p.q_ranges = q_ranges;

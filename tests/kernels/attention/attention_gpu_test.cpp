@@ -4,6 +4,8 @@
 // inputs, padded (unaligned) leading dimensions, a ring step (a query block
 // against another rank's K/V, with rows that see nothing), a block with no
 // visible key at all, and forward over split K/V + merge == forward over all.
+// bf16 forward runs both kernels: the register-tiled mma.sync one (aligned
+// rows, the default) and the WMMA one (`_wmma`, and every padded case).
 // Errors are max |gpu - ref| / max |ref|. Every test skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -25,10 +27,11 @@ struct Config {
   bool out_f32;  // bf16 inputs with an fp32 forward output
   int head_dim;
   int pad;  // extra columns in the Q and KV leading dimensions (1: unaligned rows)
+  bool wmma = false;  // force the WMMA forward kernel
   double tol() const { return bf16 ? 1e-2 : 1e-5; }
   std::string name() const {
     return std::string(bf16 ? (out_f32 ? "bf16_out_f32" : "bf16") : "fp32") + "_D" +
-           std::to_string(head_dim) + (pad ? "_padded" : "");
+           std::to_string(head_dim) + (pad ? "_padded" : "") + (wmma ? "_wmma" : "");
   }
 };
 
@@ -101,7 +104,9 @@ void expect_lse_near(const std::vector<double>& gpu, const std::vector<double>& 
 template <class T, class TO>
 void packed_documents(const Config& c) {
   const FlashDims dims = dims_of(c);
-  const Block all = make_packed(dims, {1, 37, 130, 257}, 1, c.bf16);
+  // The 600-token document spans whole 128-query tiles: the forward's unmasked
+  // path and its K/V pipeline over many tiles.
+  const Block all = make_packed(dims, {1, 37, 130, 257, 600}, 1, c.bf16);
   const int64_t n = all.n();
   const DeviceBlock<T> d(dims, all, c.pad);
   DeviceBuf<TO> out(n * q_width(dims));
@@ -231,7 +236,14 @@ void no_visible_keys(const Config& c) {
   EXPECT_EQ(download(dv), dk0);
 }
 
-class FlashAttention : public ::testing::TestWithParam<Config> {};
+class FlashAttention : public ::testing::TestWithParam<Config> {
+ protected:
+  void SetUp() override {
+    set_flash_forward_kernel(GetParam().wmma ? FlashForwardKernel::wmma
+                                             : FlashForwardKernel::automatic);
+  }
+  void TearDown() override { set_flash_forward_kernel(FlashForwardKernel::automatic); }
+};
 
 #define ML_FOR_TYPES(c, FN)        \
   do {                             \
@@ -267,6 +279,9 @@ TEST_P(FlashAttention, NoVisibleKeyGivesZerosAndNoGradient) {
 INSTANTIATE_TEST_SUITE_P(Types, FlashAttention,
                          ::testing::Values(Config{true, false, 64, 0}, Config{true, false, 128, 0},
                                            Config{true, false, 128, 1}, Config{true, true, 128, 0},
+                                           Config{true, false, 64, 0, true},
+                                           Config{true, false, 128, 0, true},
+                                           Config{true, true, 128, 0, true},
                                            Config{false, false, 64, 0},
                                            Config{false, false, 128, 0},
                                            Config{false, false, 64, 1}),

@@ -1,0 +1,45 @@
+// The forward kernels' parameters, shared by the WMMA kernel
+// (flash_forward.cu, every type and alignment) and the register-tiled
+// mma.sync kernel (flash_forward_mma.cu, bf16 with 16-byte aligned rows).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/attention/flash_tiles.cuh"
+
+namespace meshloom::kernels::flash {
+
+template <class T, class TO>
+struct FwdParams {
+  const T* q;
+  int64_t ldq;
+  const int32_t* q_sample;
+  const int32_t* q_pos;
+  int64_t nq;
+  const T* k;
+  const T* v;
+  int64_t ldk, ldv;
+  const int32_t* k_sample;
+  const int32_t* k_pos;
+  int64_t nk;
+  TO* out;
+  int64_t ldo;
+  float* lse;
+  const TileRange* q_ranges;
+  const TileRange* k_ranges;
+  int n_heads, group;
+  float scale;
+  bool vec_q, vec_k, vec_v;
+};
+
+// Launches the mma.sync forward for head dimension D (64 or 128). Needs
+// p.vec_q, p.vec_k, p.vec_v; p.q_ranges and p.k_ranges with tiles of
+// kMmaBQ query rows and kMmaBK keys.
+constexpr int kMmaBQ = 128, kMmaBK = 64;
+template <class TO>
+void launch_forward_mma(const FwdParams<__nv_bfloat16, TO>& p, int head_dim, cudaStream_t stream);
+
+}  // namespace meshloom::kernels::flash

@@ -1,0 +1,320 @@
+// The bf16 forward the way FlashAttention-2 does it: scores, probabilities
+// and the output accumulator stay in registers, in the fragment layouts of
+// the tensor cores' mma.sync.m16n8k16 instruction, so shared memory only
+// holds Q and the K/V tiles. The WMMA kernel (flash_forward.cu) goes through
+// shared memory for S, P and O after every tile; it stays for fp32, for rows
+// that are not 16-byte aligned, and as the reference this one is checked
+// against (set_flash_forward_kernel).
+//
+// One CUDA block per (128-query tile, head), 8 warps, each owning 16 query
+// rows. Per key tile (64 keys) that the mask does not hide entirely:
+//   S = Q Kᵀ      (Q fragments kept in registers; K by ldmatrix)
+//   mask, online softmax in base 2 (a row's 4 lanes share its max and sum)
+//   O += P V     (P's S-fragments reused as A-fragments; V by ldmatrix.trans)
+// K/V tiles are double-buffered with cp.async: the next visible tile loads
+// while this one is computed. A tile that every query sees (one document, all
+// keys at or before every query) skips the per-element mask.
+//
+// mma.sync.m16n8k16 fragments (g = lane / 4, t = lane % 4):
+//   A 16x16 row-major: a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..)
+//   B 16x8 (k x n):    b0 (k 2t..2t+1, n g), b1 (k 2t+8..2t+9, n g)
+//   C 16x8 fp32:       c0,c1 (g, 2t..2t+1), c2,c3 (g+8, 2t..2t+1)
+#include <cmath>
+
+#include "kernels/attention/flash_forward.cuh"
+#include "kernels/common/check.cuh"
+
+namespace meshloom::kernels::flash {
+namespace {
+
+using bf16 = __nv_bfloat16;
+constexpr int kMmaWarps = 8, kMmaThreads = kMmaWarps * 32;
+constexpr int BQ = kMmaBQ, BK = kMmaBK;
+static_assert(BQ == 16 * kMmaWarps, "each warp owns 16 query rows");
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronously; zeros when !valid.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// c += a · b on one 16x8x16 tile.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lo) in the low half
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {  // 0 for -inf
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Shared memory: Q, two stages of K and V, the keys' sample ids and positions.
+template <int D>
+struct MmaSmem {
+  static constexpr int LD = D + 8;  // 16 bytes of pad: ldmatrix rows hit distinct banks
+  static constexpr size_t q = 0;
+  static constexpr size_t k = q + size_t(BQ) * LD * sizeof(bf16);
+  static constexpr size_t v = k + 2 * size_t(BK) * LD * sizeof(bf16);
+  static constexpr size_t ks = v + 2 * size_t(BK) * LD * sizeof(bf16);
+  static constexpr size_t kp = ks + 2 * size_t(BK) * sizeof(int32_t);
+  static constexpr size_t bytes = kp + 2 * size_t(BK) * sizeof(int32_t);
+  static_assert(bytes <= kMaxSmemBytes, "mma forward tiles do not fit in shared memory");
+};
+
+// Rows [0, rows) of a tile of `tile_rows` rows of D bf16 (16-byte chunks),
+// zeros past `rows`.
+template <int D>
+__device__ __forceinline__ void load_tile_async(bf16* dst, const bf16* src, int64_t ld_src,
+                                                int rows, int tile_rows) {
+  constexpr int kChunks = D / 8;
+  for (int idx = threadIdx.x; idx < tile_rows * kChunks; idx += kMmaThreads) {
+    const int r = idx / kChunks, c = (idx % kChunks) * 8;
+    const bool valid = r < rows;
+    cp_async16(dst + r * (D + 8) + c, valid ? src + r * ld_src + c : src, valid);
+  }
+}
+
+template <class TO, int D>
+__global__ void __launch_bounds__(kMmaThreads, 1)
+    flash_forward_mma_kernel(const FwdParams<bf16, TO> p) {
+  using L = MmaSmem<D>;
+  constexpr int LD = L::LD;
+  constexpr int NT = BK / 8;  // 8-key n-tiles of S
+  constexpr int DT = D / 8;   // 8-column n-tiles of O
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* sq = reinterpret_cast<bf16*>(smem + L::q);
+  bf16* sk = reinterpret_cast<bf16*>(smem + L::k);
+  bf16* sv = reinterpret_cast<bf16*>(smem + L::v);
+  int32_t* ksam = reinterpret_cast<int32_t*>(smem + L::ks);
+  int32_t* kpos = reinterpret_cast<int32_t*>(smem + L::kp);
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t qt = gridDim.x - 1 - blockIdx.x;  // latest query tiles (most keys) first
+  const int h = blockIdx.y, kvh = h / p.group;
+  const int64_t row0 = qt * BQ;
+  const int rows = static_cast<int>(p.nq - row0 < BQ ? p.nq - row0 : BQ);
+  const int64_t n_kt = (p.nk + BK - 1) / BK;
+  const TileRange qr = p.q_ranges[qt];
+
+  auto next_visible = [&](int64_t kt) {
+    for (++kt; kt < n_kt; ++kt)
+      if (may_see(qr, p.k_ranges[kt])) break;
+    return kt;
+  };
+  auto load_kv = [&](int64_t kt, int stage) {
+    const int64_t k0 = kt * BK;
+    const int krows = static_cast<int>(p.nk - k0 < BK ? p.nk - k0 : BK);
+    load_tile_async<D>(sk + stage * BK * LD, p.k + k0 * p.ldk + kvh * D, p.ldk, krows, BK);
+    load_tile_async<D>(sv + stage * BK * LD, p.v + k0 * p.ldv + kvh * D, p.ldv, krows, BK);
+    for (int c = tid; c < BK; c += kMmaThreads) {
+      // Keys past the end get a sample id no query has (ids are >= 0).
+      ksam[stage * BK + c] = c < krows ? p.k_sample[k0 + c] : -1;
+      kpos[stage * BK + c] = c < krows ? p.k_pos[k0 + c] : 0;
+    }
+  };
+
+  // This thread's two query rows: r_lo = 16·warp + g and r_lo + 8.
+  const int r_lo = warp * 16 + g;
+  int32_t qsam[2], qpos[2];
+  for (int i = 0; i < 2; ++i) {
+    const int r = r_lo + 8 * i;
+    qsam[i] = r < rows ? p.q_sample[row0 + r] : -2;  // matches no key, not even padding
+    qpos[i] = r < rows ? p.q_pos[row0 + r] : 0;
+  }
+
+  load_tile_async<D>(sq, p.q + row0 * p.ldq + h * D, p.ldq, rows, BQ);
+  int64_t kt = next_visible(-1);
+  if (kt < n_kt) load_kv(kt, 0);
+  cp_async_commit();
+
+  float o[DT][4];
+#pragma unroll
+  for (int j = 0; j < DT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY};  // running max, base-2 scaled units
+  float l[2] = {0.0f, 0.0f};            // this thread's share of the running sum
+  uint32_t qf[D / 16][4];
+  bool q_loaded = false;
+  const float scale2 = p.scale * kLog2e;
+
+  int stage = 0;
+  while (kt < n_kt) {
+    const int64_t nxt = next_visible(kt);
+    if (nxt < n_kt) load_kv(nxt, stage ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // everything but the tile just issued has landed
+    __syncthreads();
+    if (!q_loaded) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        ldmatrix_x4(qf[kk], sq + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+      q_loaded = true;
+    }
+    const bf16* k_tile = sk + stage * BK * LD;
+    const bf16* v_tile = sv + stage * BK * LD;
+
+    // S = Q Kᵀ: 16 rows x BK keys per warp.
+    float s[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int nn = 0; nn < BK / 16; ++nn) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t b[4];  // keys nn·16 + 0..7 (b[0], b[1]) and + 8..15 (b[2], b[3])
+        ldmatrix_x4(b, k_tile + (nn * 16 + lane % 8 + (lane / 16) * 8) * LD + kk * 16 +
+                           ((lane / 8) % 2) * 8);
+        mma_bf16(s[2 * nn], qf[kk], b[0], b[1]);
+        mma_bf16(s[2 * nn + 1], qf[kk], b[2], b[3]);
+      }
+    }
+
+    // Scale to base 2 and mask. Tiles every query sees skip the mask.
+    const TileRange kr = p.k_ranges[kt];
+    const bool full = qr.x == qr.y && kr.x == kr.y && qr.x == kr.x && kr.w <= qr.z &&
+                      (kt + 1) * BK <= p.nk && rows == BQ;
+    const int32_t* ts = ksam + stage * BK;
+    const int32_t* tp = kpos + stage * BK;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[j][e] * scale2;
+        if (!full) {
+          const int i = e / 2, c = j * 8 + 2 * t + (e % 2);
+          if (ts[c] != qsam[i] || tp[c] > qpos[i]) x = -INFINITY;
+        }
+        s[j][e] = x;
+      }
+    }
+
+    // Online softmax per row; a row's values are spread over its 4 lanes.
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * i], s[j][2 * i + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[i], mx);
+      // With nothing visible yet every exponent is of -inf: use 0 as the
+      // base so they give 0 (not NaN); the accumulator is still 0 then.
+      const float base = m_new == -INFINITY ? 0.0f : m_new;
+      const float corr = fast_exp2(m[i] - base);
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        s[j][2 * i] = fast_exp2(s[j][2 * i] - base);
+        s[j][2 * i + 1] = fast_exp2(s[j][2 * i + 1] - base);
+        sum += s[j][2 * i] + s[j][2 * i + 1];
+      }
+      l[i] = l[i] * corr + sum;
+      m[i] = m_new;
+#pragma unroll
+      for (int j = 0; j < DT; ++j) {
+        o[j][2 * i] *= corr;
+        o[j][2 * i + 1] *= corr;
+      }
+    }
+
+    // O += P V: P's accumulator fragments of keys kk·16..+15 form an A fragment.
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      const uint32_t a[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
+                             pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                             pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dd = 0; dd < D / 16; ++dd) {
+        uint32_t b[4];  // columns dd·16 + 0..7 (b[0], b[1]) and + 8..15 (b[2], b[3])
+        ldmatrix_x4_trans(b, v_tile + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD +
+                                 dd * 16 + (lane / 16) * 8);
+        mma_bf16(o[2 * dd], a, b[0], b[1]);
+        mma_bf16(o[2 * dd + 1], a, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // this stage is free for the load two tiles ahead
+    stage ^= 1;
+    kt = nxt;
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: the full row sums, O / l, and lse = ln-sum-exp of the scaled scores.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float sum = l[i];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int r = r_lo + 8 * i;
+    if (r >= rows) continue;
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    TO* out = p.out + (row0 + r) * p.ldo + h * D;
+#pragma unroll
+    for (int j = 0; j < DT; ++j) {
+      out[j * 8 + 2 * t] = from_float<TO>(o[j][2 * i] * inv);
+      out[j * 8 + 2 * t + 1] = from_float<TO>(o[j][2 * i + 1] * inv);
+    }
+    if (t == 0)
+      p.lse[(row0 + r) * p.n_heads + h] = sum > 0.0f ? m[i] * kLn2 + logf(sum) : -INFINITY;
+  }
+}
+
+template <class TO, int D>
+void launch(const FwdParams<bf16, TO>& p, cudaStream_t stream) {
+  using L = MmaSmem<D>;
+  auto kernel = flash_forward_mma_kernel<TO, D>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(L::bytes)));
+  const dim3 grid(static_cast<unsigned>((p.nq + BQ - 1) / BQ), static_cast<unsigned>(p.n_heads));
+  kernel<<<grid, kMmaThreads, L::bytes, stream>>>(p);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+template <class TO>
+void launch_forward_mma(const FwdParams<bf16, TO>& p, int head_dim, cudaStream_t stream) {
+  if (head_dim == 64) {
+    launch<TO, 64>(p, stream);
+  } else {
+    launch<TO, 128>(p, stream);
+  }
+}
+
+template void launch_forward_mma<bf16>(const FwdParams<bf16, bf16>&, int, cudaStream_t);
+template void launch_forward_mma<float>(const FwdParams<bf16, float>&, int, cudaStream_t);
+
+}  // namespace meshloom::kernels::flash
