@@ -51,8 +51,6 @@ static double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-void return_freed_memory() { mallopt(M_MMAP_THRESHOLD, 128 << 10); }
-
 // --- loader -----------------------------------------------------------------
 
 // A loader tokenizes documents on worker threads and frees their tokens once
@@ -318,7 +316,6 @@ void run_constructor(const World& w) {
 int run_role(const World& w, const std::function<int()>& lead,
              const std::function<int()>& trainer) {
   int code = 0;
-  if (w.role != Role::trainer) return_freed_memory();
   try {
     switch (w.role) {
       case Role::loader:

@@ -32,15 +32,6 @@ int64_t pss_kib(int pid = 0);
 // its data worker processes.
 void fill_memory(proto::Report* report);
 
-// For the processes of the data path (the lead, loaders, constructors, data
-// workers): they keep source state for the whole run and allocate buffers of
-// every size per document. glibc raises its mmap threshold after the first
-// large free (up to 32 MiB), so later large buffers land in the heap and
-// stay there, fragmented: 15 of a loader's 57 MiB on bench_data. A fixed
-// threshold (glibc's default, 128 KiB) maps them, and unmaps them when freed.
-// Trainers do the opposite (keep_freed_memory_for_reuse, trainer.cpp).
-void return_freed_memory();
-
 // Serves (source, document) lengths and tokens until the lead says stop.
 void run_loader(const World& w);
 

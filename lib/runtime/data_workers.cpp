@@ -178,7 +178,6 @@ int64_t DataWorkerPool::pss_kib() const {
 
 int run_data_worker(int fd, int rank, int index) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the trainer
-  return_freed_memory();
   set_fatal_handler(throwing_fatal_handler);
   try {
     std::string text;

@@ -2,7 +2,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -15,6 +18,70 @@
 
 namespace meshloom {
 namespace {
+
+// Worker threads shared by the raw sources of this process and kept for its
+// lifetime. The BPE piece caches are per thread: threads that live on keep
+// them warm and allocated, where threads started per request began cold and
+// allocated (and faulted in) a fresh 3 MiB cache every time. One job at a
+// time; never destroyed (idle workers just wait at exit).
+class TokenizePool {
+ public:
+  static TokenizePool& instance() {
+    static TokenizePool* pool = new TokenizePool;
+    return *pool;
+  }
+  // Runs fn(i) for every i in [0, n) on `threads` workers and waits; the
+  // first exception a call throws is rethrown here.
+  void run(size_t n, int threads, const std::function<void(size_t)>& fn) {
+    if (n == 0) return;
+    std::lock_guard<std::mutex> one_job(job_mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    const size_t k = size_t(std::max(1, threads));
+    while (workers_ < k) std::thread([this, id = workers_++] { work(id); }).detach();
+    fn_ = &fn;
+    n_ = n;
+    next_ = 0;
+    active_ = k;
+    pending_ = k;
+    error_ = nullptr;
+    ++generation_;
+    start_.notify_all();
+    done_.wait(lock, [&] { return pending_ == 0; });
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void work(size_t id) {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      start_.wait(lock, [&] { return generation_ != seen; });
+      seen = generation_;
+      if (id >= active_) continue;  // not needed for this job
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        for (size_t i = next_++; i < n_; i = next_++) (*fn_)(i);
+      } catch (...) {
+        error = std::current_exception();
+        next_ = n_;  // the others stop too
+      }
+      lock.lock();
+      if (error && !error_) error_ = error;
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex job_mutex_, mutex_;
+  std::condition_variable start_, done_;
+  size_t workers_ = 0, active_ = 0, pending_ = 0;
+  uint64_t generation_ = 0;
+  const std::function<void(size_t)>* fn_ = nullptr;
+  size_t n_ = 0;
+  std::atomic<size_t> next_{0};
+  std::exception_ptr error_;
+};
 
 class IndexedDocSource final : public DocSource {
  public:
@@ -107,13 +174,7 @@ class RawDocSource final : public DocSource {
       for (int64_t d : docs)
         if (!cache_.count(d)) todo.push_back(d);
     }
-    std::vector<std::thread> pool;
-    std::atomic<size_t> next{0};
-    for (int t = 0; t < std::max(1, threads); ++t)
-      pool.emplace_back([&] {
-        for (size_t i = next++; i < todo.size(); i = next++) tokens(todo[i]);
-      });
-    for (auto& t : pool) t.join();
+    TokenizePool::instance().run(todo.size(), threads, [&](size_t i) { tokens(todo[i]); });
   }
   double seconds_per_token() const override {
     std::lock_guard<std::mutex> lock(mutex_);
