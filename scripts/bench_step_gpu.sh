@@ -51,6 +51,9 @@ fi
 
 fwd=$(sed -n 's/^forward *: *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
 bwd=$(sed -n 's/^backward *: *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
+# The WMMA kernels, for comparison (the mma.sync ones above are the default).
+fwd_wmma=$(sed -n 's/^forward (WMMA kernel): *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
+bwd_wmma=$(sed -n 's/^backward (WMMA kernel): *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
 kv() { tr ' ' '\n' <"$out/step_gpu_model.txt" | sed -n "s/^$1=//p" | head -1; }
 mfu=$(kv mfu)
 [[ -n $mfu ]] || mfu=$(kv mfu_measured_peak)
@@ -58,6 +61,8 @@ mfu=$(kv mfu)
   echo "metric,value,target,device,date"
   echo "attention_forward_tflops,$fwd,350,$gpu,$date"
   echo "attention_backward_tflops,$bwd,,$gpu,$date"
+  echo "attention_forward_wmma_tflops,$fwd_wmma,,$gpu,$date"
+  echo "attention_backward_wmma_tflops,$bwd_wmma,,$gpu,$date"
   echo "step_tflops,$(kv tflops),,$gpu,$date"
   echo "step_mfu,$mfu,0.45,$gpu,$date"
   echo "step_seconds,$(kv step_seconds),,$gpu,$date"
@@ -71,6 +76,7 @@ echo "| $gpu, $date | measured | target |"
 echo "| --- | ---: | ---: |"
 echo "| attention forward, 32K tokens, H 16, D 128 | $fwd TFLOP/s | 350 TFLOP/s |"
 echo "| attention backward | $bwd TFLOP/s | |"
+echo "| (WMMA kernels: forward, backward) | $fwd_wmma, $bwd_wmma TFLOP/s | |"
 echo "| step, $(kv params) parameters, $TOKENS tokens | $(kv tflops) TFLOP/s, MFU $(awk -v m="$mfu" 'BEGIN{printf "%.1f%%", 100*m}') | 45% |"
 echo
 echo "CSV: $out/step_gpu.csv; plot: $out/step_gpu.png"

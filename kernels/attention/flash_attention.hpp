@@ -95,12 +95,13 @@ struct FlashKvGrad {
   int64_t lddv = 0;
 };
 
-// Which bf16 forward kernel runs (process-wide; tests and benchmarks compare
-// them): `automatic` takes the register-tiled mma.sync kernel where the rows
-// of Q, K and V are 16-byte aligned, else the WMMA one; `wmma` always takes
-// the WMMA kernel. fp32 always runs the WMMA kernel's exact FMA path.
-enum class FlashForwardKernel { automatic, wmma };
-void set_flash_forward_kernel(FlashForwardKernel kernel);
+// Which bf16 kernels run, forward and backward (process-wide; tests and
+// benchmarks compare them): `automatic` takes the register-tiled mma.sync
+// kernels where the rows of every operand are 16-byte aligned, else the WMMA
+// ones; `wmma` always takes the WMMA kernels. fp32 always runs the WMMA
+// kernels' exact FMA path.
+enum class FlashKernel { automatic, wmma };
+void set_flash_kernel(FlashKernel kernel);
 
 // Whether the kernels are compiled for this head dimension.
 bool flash_attention_supports_head_dim(int head_dim);

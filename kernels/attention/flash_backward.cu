@@ -9,41 +9,13 @@
 #include <cmath>
 
 #include "kernels/attention/flash_attention.hpp"
+#include "kernels/attention/flash_backward.cuh"
 #include "kernels/attention/flash_tiles.cuh"
 #include "kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 namespace flash {
 namespace {
-
-template <class T>
-struct BwdParams {
-  const T* q;
-  int64_t ldq;
-  const int32_t* q_sample;
-  const int32_t* q_pos;
-  int64_t nq;
-  const T* k;
-  const T* v;
-  int64_t ldk, ldv;
-  const int32_t* k_sample;
-  const int32_t* k_pos;
-  int64_t nk;
-  const T* dout;
-  int64_t lddo;
-  const float* lse;
-  const float* delta;
-  float* dq;
-  int64_t lddq;
-  float* dk;
-  float* dv;
-  int64_t lddk, lddv;
-  const TileRange* q_ranges;
-  const TileRange* k_ranges;
-  int n_heads, group;
-  float scale;
-  bool vec_q, vec_k, vec_v, vec_do;
-};
 
 // Shared-memory layout of the backward kernel (byte offsets). `scratch`
 // holds S (then P) and dP during a step, and the step's dQ after them.
@@ -229,6 +201,16 @@ void flash_attention_backward(const FlashDims& dims, const FlashQuery<T>& q, con
   p.vec_k = rows_aligned16(kv.k, kv.ldk);
   p.vec_v = rows_aligned16(kv.v, kv.ldv);
   p.vec_do = rows_aligned16(g.dout, g.lddo);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (use_mma_kernels() && p.vec_q && p.vec_k && p.vec_v && p.vec_do) {
+      p.q_ranges = make_tile_ranges(q.sample, q.pos, q.n, kMmaBwdBQ, stream);
+      p.k_ranges = make_tile_ranges(kv.sample, kv.pos, kv.n, kMmaBwdBK, stream);
+      launch_backward_mma(p, D, stream);
+      CUDA_CHECK(cudaFreeAsync(const_cast<TileRange*>(p.q_ranges), stream));
+      CUDA_CHECK(cudaFreeAsync(const_cast<TileRange*>(p.k_ranges), stream));
+      return;
+    }
+  }
   TileRange* q_ranges = make_tile_ranges(q.sample, q.pos, q.n, Tiles<T>::BQ, stream);
   TileRange* k_ranges = make_tile_ranges(kv.sample, kv.pos, kv.n, Tiles<T>::BK, stream);
   p.q_ranges = q_ranges;

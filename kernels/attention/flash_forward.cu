@@ -164,12 +164,6 @@ void launch_forward(const FwdParams<T, TO>& p, cudaStream_t stream) {
 }  // namespace
 }  // namespace flash
 
-namespace {
-FlashForwardKernel forward_kernel = FlashForwardKernel::automatic;
-}  // namespace
-
-void set_flash_forward_kernel(FlashForwardKernel kernel) { forward_kernel = kernel; }
-
 template <class T, class TO>
 void flash_attention_forward(const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                              const FlashOut<TO>& res, cudaStream_t stream) {
@@ -201,7 +195,7 @@ void flash_attention_forward(const FlashDims& dims, const FlashQuery<T>& q, cons
   p.vec_v = rows_aligned16(kv.v, kv.ldv);
   // With no keys the loop runs zero times and the epilogue writes zeros, -inf.
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if (forward_kernel == FlashForwardKernel::automatic && p.vec_q && p.vec_k && p.vec_v) {
+    if (use_mma_kernels() && p.vec_q && p.vec_k && p.vec_v) {
       p.q_ranges = make_tile_ranges(q.sample, q.pos, q.n, kMmaBQ, stream);
       p.k_ranges = make_tile_ranges(kv.sample, kv.pos, kv.n, kMmaBK, stream);
       launch_forward_mma<TO>(p, D, stream);

@@ -4,7 +4,7 @@
 // holds Q and the K/V tiles. The WMMA kernel (flash_forward.cu) goes through
 // shared memory for S, P and O after every tile; it stays for fp32, for rows
 // that are not 16-byte aligned, and as the reference this one is checked
-// against (set_flash_forward_kernel).
+// against (set_flash_kernel).
 //
 // One CUDA block per (128-query tile, head), 8 warps, each owning 16 query
 // rows. Per key tile (64 keys) that the mask does not hide entirely:
@@ -14,72 +14,19 @@
 // K/V tiles are double-buffered with cp.async: the next visible tile loads
 // while this one is computed. A tile that every query sees (one document, all
 // keys at or before every query) skips the per-element mask.
-//
-// mma.sync.m16n8k16 fragments (g = lane / 4, t = lane % 4):
-//   A 16x16 row-major: a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..)
-//   B 16x8 (k x n):    b0 (k 2t..2t+1, n g), b1 (k 2t+8..2t+9, n g)
-//   C 16x8 fp32:       c0,c1 (g, 2t..2t+1), c2,c3 (g+8, 2t..2t+1)
+// Fragment layouts and operand addressing: mma_tiles.cuh.
 #include <cmath>
 
 #include "kernels/attention/flash_forward.cuh"
+#include "kernels/attention/mma_tiles.cuh"
 #include "kernels/common/check.cuh"
 
 namespace meshloom::kernels::flash {
 namespace {
 
-using bf16 = __nv_bfloat16;
 constexpr int kMmaWarps = 8, kMmaThreads = kMmaWarps * 32;
 constexpr int BQ = kMmaBQ, BK = kMmaBK;
 static_assert(BQ == 16 * kMmaWarps, "each warp owns 16 query rows");
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, asynchronously; zeros when !valid.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-// c += a · b on one 16x8x16 tile.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lo) in the low half
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {  // 0 for -inf
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // Shared memory: Q, two stages of K and V, the keys' sample ids and positions.
 template <int D>
@@ -93,19 +40,6 @@ struct MmaSmem {
   static constexpr size_t bytes = kp + 2 * size_t(BK) * sizeof(int32_t);
   static_assert(bytes <= kMaxSmemBytes, "mma forward tiles do not fit in shared memory");
 };
-
-// Rows [0, rows) of a tile of `tile_rows` rows of D bf16 (16-byte chunks),
-// zeros past `rows`.
-template <int D>
-__device__ __forceinline__ void load_tile_async(bf16* dst, const bf16* src, int64_t ld_src,
-                                                int rows, int tile_rows) {
-  constexpr int kChunks = D / 8;
-  for (int idx = threadIdx.x; idx < tile_rows * kChunks; idx += kMmaThreads) {
-    const int r = idx / kChunks, c = (idx % kChunks) * 8;
-    const bool valid = r < rows;
-    cp_async16(dst + r * (D + 8) + c, valid ? src + r * ld_src + c : src, valid);
-  }
-}
 
 template <class TO, int D>
 __global__ void __launch_bounds__(kMmaThreads, 1)
@@ -138,8 +72,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   auto load_kv = [&](int64_t kt, int stage) {
     const int64_t k0 = kt * BK;
     const int krows = static_cast<int>(p.nk - k0 < BK ? p.nk - k0 : BK);
-    load_tile_async<D>(sk + stage * BK * LD, p.k + k0 * p.ldk + kvh * D, p.ldk, krows, BK);
-    load_tile_async<D>(sv + stage * BK * LD, p.v + k0 * p.ldv + kvh * D, p.ldv, krows, BK);
+    load_tile_async<D, kMmaThreads>(sk + stage * BK * LD, p.k + k0 * p.ldk + kvh * D, p.ldk, krows, BK);
+    load_tile_async<D, kMmaThreads>(sv + stage * BK * LD, p.v + k0 * p.ldv + kvh * D, p.ldv, krows, BK);
     for (int c = tid; c < BK; c += kMmaThreads) {
       // Keys past the end get a sample id no query has (ids are >= 0).
       ksam[stage * BK + c] = c < krows ? p.k_sample[k0 + c] : -1;
@@ -156,7 +90,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     qpos[i] = r < rows ? p.q_pos[row0 + r] : 0;
   }
 
-  load_tile_async<D>(sq, p.q + row0 * p.ldq + h * D, p.ldq, rows, BQ);
+  load_tile_async<D, kMmaThreads>(sq, p.q + row0 * p.ldq + h * D, p.ldq, rows, BQ);
   int64_t kt = next_visible(-1);
   if (kt < n_kt) load_kv(kt, 0);
   cp_async_commit();

@@ -1,5 +1,5 @@
-// Per-tile (sample, position) ranges for skipping masked tiles, and the
-// dimension checks shared by the attention launchers.
+// Per-tile (sample, position) ranges for skipping masked tiles, and what the
+// attention launchers share: dimension checks, the kernel selection.
 #include "base/check.hpp"
 #include "base/strings.hpp"
 #include "kernels/attention/flash_attention.hpp"
@@ -51,7 +51,15 @@ void check_dims(int n_heads, int n_kv_heads, int head_dim) {
            strf("flash attention is compiled for head_dim 64 and 128, not %d", head_dim));
 }
 
+namespace {
+FlashKernel selected = FlashKernel::automatic;
+}  // namespace
+
+bool use_mma_kernels() { return selected == FlashKernel::automatic; }
+
 }  // namespace flash
+
+void set_flash_kernel(FlashKernel kernel) { flash::selected = kernel; }
 
 bool flash_attention_supports_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128; }
 

@@ -183,4 +183,8 @@ bool rows_aligned16(const T* p, int64_t ld) {
 // Host: fails unless the dimensions are ones the kernels handle.
 void check_dims(int n_heads, int n_kv_heads, int head_dim);
 
+// Host: whether bf16 calls take the mma.sync kernels where their operands
+// allow (set_flash_kernel).
+bool use_mma_kernels();
+
 }  // namespace meshloom::kernels::flash

@@ -4,8 +4,9 @@
 // inputs, padded (unaligned) leading dimensions, a ring step (a query block
 // against another rank's K/V, with rows that see nothing), a block with no
 // visible key at all, and forward over split K/V + merge == forward over all.
-// bf16 forward runs both kernels: the register-tiled mma.sync one (aligned
-// rows, the default) and the WMMA one (`_wmma`, and every padded case).
+// bf16 runs both kernel families, forward and backward: the register-tiled
+// mma.sync ones (aligned rows, the default) and the WMMA ones (`_wmma`, and
+// every padded case).
 // Errors are max |gpu - ref| / max |ref|. Every test skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -27,7 +28,7 @@ struct Config {
   bool out_f32;  // bf16 inputs with an fp32 forward output
   int head_dim;
   int pad;  // extra columns in the Q and KV leading dimensions (1: unaligned rows)
-  bool wmma = false;  // force the WMMA forward kernel
+  bool wmma = false;  // force the WMMA kernels
   double tol() const { return bf16 ? 1e-2 : 1e-5; }
   std::string name() const {
     return std::string(bf16 ? (out_f32 ? "bf16_out_f32" : "bf16") : "fp32") + "_D" +
@@ -239,10 +240,10 @@ void no_visible_keys(const Config& c) {
 class FlashAttention : public ::testing::TestWithParam<Config> {
  protected:
   void SetUp() override {
-    set_flash_forward_kernel(GetParam().wmma ? FlashForwardKernel::wmma
-                                             : FlashForwardKernel::automatic);
+    set_flash_kernel(GetParam().wmma ? FlashKernel::wmma
+                                             : FlashKernel::automatic);
   }
-  void TearDown() override { set_flash_forward_kernel(FlashForwardKernel::automatic); }
+  void TearDown() override { set_flash_kernel(FlashKernel::automatic); }
 };
 
 #define ML_FOR_TYPES(c, FN)        \

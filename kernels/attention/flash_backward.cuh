@@ -1,0 +1,50 @@
+// The backward kernels' parameters, shared by the WMMA kernel
+// (flash_backward.cu, every type and alignment) and the register-tiled
+// mma.sync kernel (flash_backward_mma.cu, bf16 with 16-byte aligned rows).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/attention/flash_tiles.cuh"
+
+namespace meshloom::kernels::flash {
+
+template <class T>
+struct BwdParams {
+  const T* q;
+  int64_t ldq;
+  const int32_t* q_sample;
+  const int32_t* q_pos;
+  int64_t nq;
+  const T* k;
+  const T* v;
+  int64_t ldk, ldv;
+  const int32_t* k_sample;
+  const int32_t* k_pos;
+  int64_t nk;
+  const T* dout;
+  int64_t lddo;
+  const float* lse;
+  const float* delta;
+  float* dq;
+  int64_t lddq;
+  float* dk;
+  float* dv;
+  int64_t lddk, lddv;
+  const TileRange* q_ranges;
+  const TileRange* k_ranges;
+  int n_heads, group;
+  float scale;
+  bool vec_q, vec_k, vec_v, vec_do;
+};
+
+// Launches the mma.sync backward for head dimension D (64 or 128). Needs
+// p.vec_q, p.vec_k, p.vec_v, p.vec_do; p.q_ranges and p.k_ranges with tiles
+// of kMmaBwdBQ query rows and kMmaBwdBK keys.
+constexpr int kMmaBwdBQ = 64, kMmaBwdBK = 128;
+void launch_backward_mma(const BwdParams<__nv_bfloat16>& p, int head_dim, cudaStream_t stream);
+
+}  // namespace meshloom::kernels::flash
