@@ -140,19 +140,7 @@ __global__ void __launch_bounds__(kThreads8, 1)
     float s[NQ][4];
 #pragma unroll
     for (int j = 0; j < NQ; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t a[4];
-      ldmatrix_x4(a, k_rows + (lane % 16) * LD + kk * 16 + (lane / 16) * 8);
-#pragma unroll
-      for (int nn = 0; nn < BQ / 16; ++nn) {
-        uint32_t b[4];
-        ldmatrix_x4(b, q_t + (nn * 16 + lane % 8 + (lane / 16) * 8) * LD + kk * 16 +
-                           ((lane / 8) % 2) * 8);
-        mma_bf16(s[2 * nn], a, b[0], b[1]);
-        mma_bf16(s[2 * nn + 1], a, b[2], b[3]);
-      }
-    }
+    mma_rows_by_rows<D, NQ>(s, k_rows, LD, q_t, LD);
     // Pᵀ from the final lse; 0 where masked or where a query saw no key.
 #pragma unroll
     for (int j = 0; j < NQ; ++j) {
@@ -164,59 +152,18 @@ __global__ void __launch_bounds__(kThreads8, 1)
         s[j][e] = visible && l2 != -INFINITY ? fast_exp2(s[j][e] * scale2 - l2) : 0.0f;
       }
     }
-    // dV += Pᵀ dO.
-#pragma unroll
-    for (int kq = 0; kq < BQ / 16; ++kq) {
-      const uint32_t a[4] = {pack_bf16(s[2 * kq][0], s[2 * kq][1]),
-                             pack_bf16(s[2 * kq][2], s[2 * kq][3]),
-                             pack_bf16(s[2 * kq + 1][0], s[2 * kq + 1][1]),
-                             pack_bf16(s[2 * kq + 1][2], s[2 * kq + 1][3])};
-#pragma unroll
-      for (int dd = 0; dd < D / 16; ++dd) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, do_t + (kq * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + dd * 16 +
-                                 (lane / 16) * 8);
-        mma_bf16(dv[2 * dd], a, b[0], b[1]);
-        mma_bf16(dv[2 * dd + 1], a, b[2], b[3]);
-      }
-    }
+    mma_frags_by_rows<NQ, DT>(dv, s, do_t, LD);  // dV += Pᵀ dO
     // dPᵀ = V dOᵀ, then dSᵀ = Pᵀ ⊙ (dPᵀ − delta) in place.
     float ds[NQ][4];
 #pragma unroll
     for (int j = 0; j < NQ; ++j) ds[j][0] = ds[j][1] = ds[j][2] = ds[j][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t a[4];
-      ldmatrix_x4(a, v_rows + (lane % 16) * LD + kk * 16 + (lane / 16) * 8);
-#pragma unroll
-      for (int nn = 0; nn < BQ / 16; ++nn) {
-        uint32_t b[4];
-        ldmatrix_x4(b, do_t + (nn * 16 + lane % 8 + (lane / 16) * 8) * LD + kk * 16 +
-                           ((lane / 8) % 2) * 8);
-        mma_bf16(ds[2 * nn], a, b[0], b[1]);
-        mma_bf16(ds[2 * nn + 1], a, b[2], b[3]);
-      }
-    }
+    mma_rows_by_rows<D, NQ>(ds, v_rows, LD, do_t, LD);
 #pragma unroll
     for (int j = 0; j < NQ; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) ds[j][e] = s[j][e] * (ds[j][e] - delta[j * 8 + 2 * t + (e % 2)]);
     // dK += dSᵀ Q; dS to shared memory as [query][key] for dQ.
-#pragma unroll
-    for (int kq = 0; kq < BQ / 16; ++kq) {
-      const uint32_t a[4] = {pack_bf16(ds[2 * kq][0], ds[2 * kq][1]),
-                             pack_bf16(ds[2 * kq][2], ds[2 * kq][3]),
-                             pack_bf16(ds[2 * kq + 1][0], ds[2 * kq + 1][1]),
-                             pack_bf16(ds[2 * kq + 1][2], ds[2 * kq + 1][3])};
-#pragma unroll
-      for (int dd = 0; dd < D / 16; ++dd) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, q_t + (kq * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + dd * 16 +
-                                 (lane / 16) * 8);
-        mma_bf16(dk[2 * dd], a, b[0], b[1]);
-        mma_bf16(dk[2 * dd + 1], a, b[2], b[3]);
-      }
-    }
+    mma_frags_by_rows<NQ, DT>(dk, ds, q_t, LD);
 #pragma unroll
     for (int j = 0; j < NQ; ++j)
 #pragma unroll

@@ -184,22 +184,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
       }
     }
 
-    // O += P V: P's accumulator fragments of keys kk·16..+15 form an A fragment.
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      const uint32_t a[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
-                             pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                             pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                             pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-      for (int dd = 0; dd < D / 16; ++dd) {
-        uint32_t b[4];  // columns dd·16 + 0..7 (b[0], b[1]) and + 8..15 (b[2], b[3])
-        ldmatrix_x4_trans(b, v_tile + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD +
-                                 dd * 16 + (lane / 16) * 8);
-        mma_bf16(o[2 * dd], a, b[0], b[1]);
-        mma_bf16(o[2 * dd + 1], a, b[2], b[3]);
-      }
-    }
+    mma_frags_by_rows<NT, DT>(o, s, v_tile, LD);  // O += P V
     __syncthreads();  // this stage is free for the load two tiles ahead
     stage ^= 1;
     kt = nxt;

@@ -81,6 +81,53 @@ __device__ __forceinline__ float fast_exp2(float x) {  // 0 for -inf
   return y;
 }
 
+// acc (16 x 8·NT) += A · Bᵀ ("Q Kᵀ"): A is 16 rows of K elements at `a`
+// (leading dimension lda), B is 8·NT rows of K elements at `b` (ldb).
+template <int K, int NT>
+__device__ __forceinline__ void mma_rows_by_rows(float (&acc)[NT][4], const bf16* a, int lda,
+                                                 const bf16* b, int ldb) {
+  static_assert(K % 16 == 0 && NT % 2 == 0, "16-wide k steps, 16-wide n pairs");
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    uint32_t af[4];
+    ldmatrix_x4(af, a + (lane % 16) * lda + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+    for (int nn = 0; nn < NT / 2; ++nn) {
+      uint32_t bf[4];
+      ldmatrix_x4(bf, b + (nn * 16 + lane % 8 + (lane / 16) * 8) * ldb + kk * 16 +
+                          ((lane / 8) % 2) * 8);
+      mma_bf16(acc[2 * nn], af, bf[0], bf[1]);
+      mma_bf16(acc[2 * nn + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
+// acc (16 x 8·NT) += C · B ("P V"): C is a 16 x 8·CT fp32 result still in
+// accumulator fragments (rounded to bf16 here), B is 8·CT rows of 8·NT
+// elements at `b` (ldb), row-major [k][n].
+template <int CT, int NT>
+__device__ __forceinline__ void mma_frags_by_rows(float (&acc)[NT][4], const float (&c)[CT][4],
+                                                  const bf16* b, int ldb) {
+  static_assert(CT % 2 == 0 && NT % 2 == 0, "16-wide k steps, 16-wide n pairs");
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int kk = 0; kk < CT / 2; ++kk) {
+    const uint32_t af[4] = {pack_bf16(c[2 * kk][0], c[2 * kk][1]),
+                            pack_bf16(c[2 * kk][2], c[2 * kk][3]),
+                            pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]),
+                            pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3])};
+#pragma unroll
+    for (int nn = 0; nn < NT / 2; ++nn) {
+      uint32_t bf[4];
+      ldmatrix_x4_trans(bf, b + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * ldb + nn * 16 +
+                                (lane / 16) * 8);
+      mma_bf16(acc[2 * nn], af, bf[0], bf[1]);
+      mma_bf16(acc[2 * nn + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
 // Rows [0, rows) of a tile of `tile_rows` rows of D bf16 (16-byte chunks),
 // zeros past `rows`.
 template <int D, int kBlockThreads>
