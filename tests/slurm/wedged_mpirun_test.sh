@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The fault-tolerant template ends an mpirun that outlives its ranks. A rank
+# killed inside MPI_Init can wedge `mpirun --enable-recovery` ("PMIX ERROR:
+# UNREACHABLE"): it stays up after every rank has left and ignores SIGTERM.
+# That race cannot be provoked on demand, so a stand-in mpirun does exactly
+# that: its three ranks append "rank R exit 3" and leave, and it sleeps on
+# with SIGTERM ignored. The template must end it within WEDGE_SECONDS and
+# take the attempt's code (3) from the ranks' exit file.
+#   wedged_mpirun_test.sh
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+dir=$(mktemp -d)
+trap 'pkill -9 -f "$dir/bin/mpirun" 2>/dev/null; rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+mkdir -p "$dir/bin"
+cat >"$dir/bin/mpirun" <<'STUB'
+#!/usr/bin/env bash
+trap '' TERM
+for r in 0 1 2; do (echo "rank $r exit 3" >>"$MESHLOOM_EXIT_FILE"; exit 3) & done
+wait
+exec -a "$0" sleep 600  # keeps the name, for the cleanup below
+STUB
+chmod +x "$dir/bin/mpirun"
+start=$SECONDS
+PATH=$dir/bin:$PATH TMPDIR=$dir WEDGE_SECONDS=3 CONFIG=unused.yaml MAX_RESTARTS=0 SLURM_NTASKS=3 \
+  SLURM_JOB_ID=wedge SLURM_SUBMIT_DIR=$dir timeout 60 bash "$here/../../slurm/meshloom-fault-tolerant.sbatch" \
+  >"$dir/out.txt" 2>&1
+rc=$?
+cat "$dir/out.txt"
+((rc != 124)) || fail "the template waited on the wedged mpirun"
+((rc == 3)) || fail "exit code $rc, not the ranks' 3"
+grep -q "mpirun outlived its ranks by 3 s: ending it" "$dir/out.txt" || fail "no message"
+((SECONDS - start < 20)) || fail "took $((SECONDS - start)) s"
+echo "ok: a wedged mpirun was ended after $((SECONDS - start)) s, attempt code 3"
