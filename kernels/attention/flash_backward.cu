@@ -172,18 +172,7 @@ void flash_attention_backward(const FlashDims& dims, const FlashQuery<T>& q, con
   if (q.n == 0 || kv.n == 0) return;
   const int D = dims.head_dim;
   BwdParams<T> p{};
-  p.q = q.q;
-  p.ldq = q.ld;
-  p.q_sample = q.sample;
-  p.q_pos = q.pos;
-  p.nq = q.n;
-  p.k = kv.k;
-  p.v = kv.v;
-  p.ldk = kv.ldk;
-  p.ldv = kv.ldv;
-  p.k_sample = kv.sample;
-  p.k_pos = kv.pos;
-  p.nk = kv.n;
+  set_qkv(&p, dims, q, kv);
   p.dout = g.dout;
   p.lddo = g.lddo;
   p.lse = g.lse;
@@ -194,28 +183,19 @@ void flash_attention_backward(const FlashDims& dims, const FlashQuery<T>& q, con
   p.dv = kv_grad.dv;
   p.lddk = kv_grad.lddk;
   p.lddv = kv_grad.lddv;
-  p.n_heads = dims.n_heads;
-  p.group = dims.n_heads / dims.n_kv_heads;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(D));
-  p.vec_q = rows_aligned16(q.q, q.ld);
-  p.vec_k = rows_aligned16(kv.k, kv.ldk);
-  p.vec_v = rows_aligned16(kv.v, kv.ldv);
   p.vec_do = rows_aligned16(g.dout, g.lddo);
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if (use_mma_kernels() && p.vec_q && p.vec_k && p.vec_v && p.vec_do) {
-      p.q_ranges = make_tile_ranges(q.sample, q.pos, q.n, kMmaBwdBQ, stream);
-      p.k_ranges = make_tile_ranges(kv.sample, kv.pos, kv.n, kMmaBwdBK, stream);
-      launch_backward_mma(p, D, stream);
-      CUDA_CHECK(cudaFreeAsync(const_cast<TileRange*>(p.q_ranges), stream));
-      CUDA_CHECK(cudaFreeAsync(const_cast<TileRange*>(p.k_ranges), stream));
-      return;
-    }
-  }
-  TileRange* q_ranges = make_tile_ranges(q.sample, q.pos, q.n, Tiles<T>::BQ, stream);
-  TileRange* k_ranges = make_tile_ranges(kv.sample, kv.pos, kv.n, Tiles<T>::BK, stream);
+  bool mma = false;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    mma = use_mma_kernels() && p.vec_q && p.vec_k && p.vec_v && p.vec_do;
+  TileRange* q_ranges =
+      make_tile_ranges(q.sample, q.pos, q.n, mma ? kMmaBwdBQ : Tiles<T>::BQ, stream);
+  TileRange* k_ranges =
+      make_tile_ranges(kv.sample, kv.pos, kv.n, mma ? kMmaBwdBK : Tiles<T>::BK, stream);
   p.q_ranges = q_ranges;
   p.k_ranges = k_ranges;
-  if (D == 64) {
+  if (mma) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) launch_backward_mma(p, D, stream);
+  } else if (D == 64) {
     launch_backward<T, 64>(p, stream);
   } else {
     launch_backward<T, 128>(p, stream);

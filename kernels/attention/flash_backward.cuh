@@ -13,18 +13,7 @@
 namespace meshloom::kernels::flash {
 
 template <class T>
-struct BwdParams {
-  const T* q;
-  int64_t ldq;
-  const int32_t* q_sample;
-  const int32_t* q_pos;
-  int64_t nq;
-  const T* k;
-  const T* v;
-  int64_t ldk, ldv;
-  const int32_t* k_sample;
-  const int32_t* k_pos;
-  int64_t nk;
+struct BwdParams : QkvParams<T> {
   const T* dout;
   int64_t lddo;
   const float* lse;
@@ -34,11 +23,7 @@ struct BwdParams {
   float* dk;
   float* dv;
   int64_t lddk, lddv;
-  const TileRange* q_ranges;
-  const TileRange* k_ranges;
-  int n_heads, group;
-  float scale;
-  bool vec_q, vec_k, vec_v, vec_do;
+  bool vec_do;
 };
 
 // Launches the mma.sync backward for head dimension D (64 or 128). Needs

@@ -34,20 +34,19 @@ struct BwdMmaSmem {
   static constexpr int LDS = BK + 8;  // dS [query][key]
   static constexpr size_t k = 0;
   static constexpr size_t v = k + size_t(BK) * LD * sizeof(bf16);
-  static constexpr size_t q = v + size_t(BK) * LD * sizeof(bf16);        // 2 stages
+  static constexpr size_t q = v + size_t(BK) * LD * sizeof(bf16);         // 2 stages
   static constexpr size_t dout = q + 2 * size_t(BQ) * LD * sizeof(bf16);  // 2 stages
   static constexpr size_t ds = dout + 2 * size_t(BQ) * LD * sizeof(bf16);
-  static constexpr size_t qs = ds + size_t(BQ) * LDS * sizeof(bf16);  // per stage: sample,
-  static constexpr size_t qp = qs + 2 * size_t(BQ) * sizeof(int32_t);  // position,
-  static constexpr size_t lse = qp + 2 * size_t(BQ) * sizeof(int32_t);  // lse·log2(e),
+  static constexpr size_t qs = ds + size_t(BQ) * LDS * sizeof(bf16);     // per stage: sample,
+  static constexpr size_t qp = qs + 2 * size_t(BQ) * sizeof(int32_t);    // position,
+  static constexpr size_t lse = qp + 2 * size_t(BQ) * sizeof(int32_t);   // lse·log2(e),
   static constexpr size_t delta = lse + 2 * size_t(BQ) * sizeof(float);  // delta
   static constexpr size_t bytes = delta + 2 * size_t(BQ) * sizeof(float);
   static_assert(bytes <= kMaxSmemBytes, "mma backward tiles do not fit in shared memory");
 };
 
 template <int D>
-__global__ void __launch_bounds__(kThreads8, 1)
-    flash_backward_mma_kernel(const BwdParams<bf16> p) {
+__global__ void __launch_bounds__(kThreads8, 1) flash_backward_mma_kernel(const BwdParams<bf16> p) {
   using L = BwdMmaSmem<D>;
   constexpr int LD = L::LD, LDS = L::LDS;
   constexpr int NQ = BQ / 8;  // 8-query n-tiles of Sᵀ and dPᵀ
@@ -133,8 +132,8 @@ __global__ void __launch_bounds__(kThreads8, 1)
     const int64_t row0 = qt * BQ;
     const int rows = static_cast<int>(p.nq - row0 < BQ ? p.nq - row0 : BQ);
     const TileRange qr = p.q_ranges[qt];
-    const bool full = qr.x == qr.y && kr.x == kr.y && qr.x == kr.x && kr.w <= qr.z &&
-                      rows == BQ && krows == BK;
+    const bool full =
+        qr.x == qr.y && kr.x == kr.y && qr.x == kr.x && kr.w <= qr.z && rows == BQ && krows == BK;
 
     // Sᵀ = K Qᵀ: 16 keys x BQ queries per warp.
     float s[NQ][4];

@@ -13,26 +13,10 @@
 namespace meshloom::kernels::flash {
 
 template <class T, class TO>
-struct FwdParams {
-  const T* q;
-  int64_t ldq;
-  const int32_t* q_sample;
-  const int32_t* q_pos;
-  int64_t nq;
-  const T* k;
-  const T* v;
-  int64_t ldk, ldv;
-  const int32_t* k_sample;
-  const int32_t* k_pos;
-  int64_t nk;
+struct FwdParams : QkvParams<T> {
   TO* out;
   int64_t ldo;
   float* lse;
-  const TileRange* q_ranges;
-  const TileRange* k_ranges;
-  int n_heads, group;
-  float scale;
-  bool vec_q, vec_k, vec_v;
 };
 
 // Launches the mma.sync forward for head dimension D (64 or 128). Needs

@@ -72,8 +72,10 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   auto load_kv = [&](int64_t kt, int stage) {
     const int64_t k0 = kt * BK;
     const int krows = static_cast<int>(p.nk - k0 < BK ? p.nk - k0 : BK);
-    load_tile_async<D, kMmaThreads>(sk + stage * BK * LD, p.k + k0 * p.ldk + kvh * D, p.ldk, krows, BK);
-    load_tile_async<D, kMmaThreads>(sv + stage * BK * LD, p.v + k0 * p.ldv + kvh * D, p.ldv, krows, BK);
+    load_tile_async<D, kMmaThreads>(sk + stage * BK * LD, p.k + k0 * p.ldk + kvh * D, p.ldk, krows,
+                                    BK);
+    load_tile_async<D, kMmaThreads>(sv + stage * BK * LD, p.v + k0 * p.ldv + kvh * D, p.ldv, krows,
+                                    BK);
     for (int c = tid; c < BK; c += kMmaThreads) {
       // Keys past the end get a sample id no query has (ids are >= 0).
       ksam[stage * BK + c] = c < krows ? p.k_sample[k0 + c] : -1;
@@ -185,7 +187,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     }
 
     mma_frags_by_rows<NT, DT>(o, s, v_tile, LD);  // O += P V
-    __syncthreads();  // this stage is free for the load two tiles ahead
+    __syncthreads();                              // this stage is free for the load two tiles ahead
     stage ^= 1;
     kt = nxt;
   }

@@ -13,8 +13,11 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
+
+#include "kernels/attention/flash_attention.hpp"
 
 namespace meshloom::kernels::flash {
 
@@ -178,6 +181,52 @@ TileRange* make_tile_ranges(const int32_t* sample, const int32_t* pos, int64_t n
 template <class T>
 bool rows_aligned16(const T* p, int64_t ld) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (ld * sizeof(T)) % 16 == 0;
+}
+
+// What every attention kernel reads: the queries, the keys and values, their
+// tile ranges and the head layout. The forward and backward parameters
+// extend it.
+template <class T>
+struct QkvParams {
+  const T* q;
+  int64_t ldq;
+  const int32_t* q_sample;
+  const int32_t* q_pos;
+  int64_t nq;
+  const T* k;
+  const T* v;
+  int64_t ldk, ldv;
+  const int32_t* k_sample;
+  const int32_t* k_pos;
+  int64_t nk;
+  const TileRange* q_ranges;
+  const TileRange* k_ranges;
+  int n_heads, group;
+  float scale;
+  bool vec_q, vec_k, vec_v;
+};
+
+// Host: fills *p from the call's operands, without tile ranges.
+template <class T>
+void set_qkv(QkvParams<T>* p, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv) {
+  p->q = q.q;
+  p->ldq = q.ld;
+  p->q_sample = q.sample;
+  p->q_pos = q.pos;
+  p->nq = q.n;
+  p->k = kv.k;
+  p->v = kv.v;
+  p->ldk = kv.ldk;
+  p->ldv = kv.ldv;
+  p->k_sample = kv.sample;
+  p->k_pos = kv.pos;
+  p->nk = kv.n;
+  p->n_heads = dims.n_heads;
+  p->group = dims.n_heads / dims.n_kv_heads;
+  p->scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim));
+  p->vec_q = rows_aligned16(q.q, q.ld);
+  p->vec_k = rows_aligned16(kv.k, kv.ldk);
+  p->vec_v = rows_aligned16(kv.v, kv.ldv);
 }
 
 // Host: fails unless the dimensions are ones the kernels handle.

@@ -95,8 +95,8 @@ __device__ __forceinline__ void mma_rows_by_rows(float (&acc)[NT][4], const bf16
 #pragma unroll
     for (int nn = 0; nn < NT / 2; ++nn) {
       uint32_t bf[4];
-      ldmatrix_x4(bf, b + (nn * 16 + lane % 8 + (lane / 16) * 8) * ldb + kk * 16 +
-                          ((lane / 8) % 2) * 8);
+      ldmatrix_x4(
+          bf, b + (nn * 16 + lane % 8 + (lane / 16) * 8) * ldb + kk * 16 + ((lane / 8) % 2) * 8);
       mma_bf16(acc[2 * nn], af, bf[0], bf[1]);
       mma_bf16(acc[2 * nn + 1], af, bf[2], bf[3]);
     }
@@ -120,8 +120,8 @@ __device__ __forceinline__ void mma_frags_by_rows(float (&acc)[NT][4], const flo
 #pragma unroll
     for (int nn = 0; nn < NT / 2; ++nn) {
       uint32_t bf[4];
-      ldmatrix_x4_trans(bf, b + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * ldb + nn * 16 +
-                                (lane / 16) * 8);
+      ldmatrix_x4_trans(
+          bf, b + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * ldb + nn * 16 + (lane / 16) * 8);
       mma_bf16(acc[2 * nn], af, bf[0], bf[1]);
       mma_bf16(acc[2 * nn + 1], af, bf[2], bf[3]);
     }

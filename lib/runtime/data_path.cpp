@@ -207,8 +207,7 @@ static std::map<int32_t, std::vector<int32_t>> fetch_samples(
     const proto::Sample& s = work.samples[size_t(idx)];
     if (local) {
       auto& src = (*local)[size_t(s.source)];
-      if (!src)
-        src = open_doc_source(data.sources[size_t(s.source)], data.cache_tokens);
+      if (!src) src = open_doc_source(data.sources[size_t(s.source)], data.cache_tokens);
       src->read(s.doc, s.offset, s.length, &tokens[idx]);
     } else {
       by_owner[s.owner].push_back(idx);
@@ -360,11 +359,11 @@ proto::Batch receive_batch(const World& w, double* wait_seconds) {
   } else if (w.config.data.mode == "colocated") {
     // Per-rank data loading: this trainer opens every source itself.
     static std::vector<std::unique_ptr<DocSource>> local;
-    b = local_batch(w.config.data,
-                    proto::decode_step_work(recv_bytes(0, proto::kStepWork, MPI_COMM_WORLD,
-                                                       w.config.run.timeout,
-                                                       "step work from the lead")),
-                    &local);
+    b = local_batch(
+        w.config.data,
+        proto::decode_step_work(recv_bytes(0, proto::kStepWork, MPI_COMM_WORLD,
+                                           w.config.run.timeout, "step work from the lead")),
+        &local);
   } else {
     const int constructor = w.role_index % w.layout.constructors;
     b = proto::decode_batch(recv_bytes(constructor, proto::kBatch, MPI_COMM_WORLD,

@@ -42,8 +42,8 @@ bool write_all(int fd, const char* p, size_t n) {
   return true;
 }
 
-// Reads n bytes; false at end of input before the first byte. `deadline_ms`
-// < 0 waits forever; a timeout sets *timed_out.
+// Reads n bytes; false at end of input or on error. `deadline_ms` < 0 waits
+// forever; a timeout sets *timed_out.
 bool read_all(int fd, char* p, size_t n, int deadline_ms, bool* timed_out) {
   size_t got = 0;
   while (got < n) {
@@ -52,7 +52,7 @@ bool read_all(int fd, char* p, size_t n, int deadline_ms, bool* timed_out) {
       int r = ::poll(&pfd, 1, deadline_ms);
       if (r < 0 && errno == EINTR) continue;
       if (r == 0) {
-        *timed_out = true;
+        if (timed_out) *timed_out = true;
         return false;
       }
     }
@@ -70,7 +70,8 @@ bool write_frame(int fd, const std::string& bytes, uint64_t flags = 0) {
          write_all(fd, bytes.data(), bytes.size());
 }
 
-bool read_frame(int fd, std::string* bytes, int deadline_ms, bool* timed_out,
+// A frame; *error says whether it is a worker's error message.
+bool read_frame(int fd, std::string* bytes, int deadline_ms = -1, bool* timed_out = nullptr,
                 bool* error = nullptr) {
   uint64_t n = 0;
   if (!read_all(fd, reinterpret_cast<char*>(&n), sizeof(n), deadline_ms, timed_out)) return false;
@@ -100,9 +101,12 @@ DataWorkerPool::DataWorkerPool(const config::Config& config, int rank) : rank_(r
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, sv[1], kWorkerFd);  // dup2 clears close-on-exec
     const std::string rank_s = std::to_string(rank), index_s = std::to_string(k);
-    std::vector<char*> argv = {const_cast<char*>(exe.c_str()), const_cast<char*>("data-worker"),
-                               const_cast<char*>("--rank"), const_cast<char*>(rank_s.c_str()),
-                               const_cast<char*>("--index"), const_cast<char*>(index_s.c_str()),
+    std::vector<char*> argv = {const_cast<char*>(exe.c_str()),
+                               const_cast<char*>("data-worker"),
+                               const_cast<char*>("--rank"),
+                               const_cast<char*>(rank_s.c_str()),
+                               const_cast<char*>("--index"),
+                               const_cast<char*>(index_s.c_str()),
                                nullptr};
     pid_t pid = -1;
     const int err = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), environ);
@@ -158,8 +162,8 @@ std::string DataWorkerPool::take(double timeout) {
   const int k = int(taken_ % int64_t(size()));
   std::string batch;
   bool timed_out = false, error = false;
-  const bool got = read_frame(workers_[size_t(k)].fd, &batch, int(timeout * 1000.0), &timed_out,
-                              &error);
+  const bool got =
+      read_frame(workers_[size_t(k)].fd, &batch, int(timeout * 1000.0), &timed_out, &error);
   if (got && error) throw Error(strf("data worker %d: %s", k, batch.c_str()));
   if (!got)
     worker_failed(k,
@@ -181,12 +185,11 @@ int run_data_worker(int fd, int rank, int index) {
   set_fatal_handler(throwing_fatal_handler);
   try {
     std::string text;
-    bool timed_out = false;
-    if (!read_frame(fd, &text, -1, &timed_out)) return 0;
+    if (!read_frame(fd, &text)) return 0;
     const config::Config config = config::parse_config(text, "the trainer's config");
     std::vector<std::unique_ptr<DocSource>> local;
     std::string msg;
-    while (read_frame(fd, &msg, -1, &timed_out)) {
+    while (read_frame(fd, &msg)) {
       const proto::Batch b = local_batch(config.data, proto::decode_step_work(msg), &local);
       if (!write_frame(fd, proto::encode(b))) return 0;  // the trainer is gone
     }

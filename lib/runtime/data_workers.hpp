@@ -9,8 +9,9 @@
 // The workers never touch MPI; they talk to their trainer over a socket.
 #pragma once
 
-#include <string>
 #include <sys/types.h>
+
+#include <string>
 #include <vector>
 
 #include "config/config.hpp"

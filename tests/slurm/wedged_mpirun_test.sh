@@ -13,13 +13,13 @@ dir=$(mktemp -d)
 trap 'pkill -9 -f "$dir/bin/mpirun" 2>/dev/null; rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$dir/bin"
-cat >"$dir/bin/mpirun" <<'STUB'
+cat >"$dir/bin/mpirun" <<'WEDGED'
 #!/usr/bin/env bash
 trap '' TERM
 for r in 0 1 2; do (echo "rank $r exit 3" >>"$MESHLOOM_EXIT_FILE"; exit 3) & done
 wait
 exec -a "$0" sleep 600  # keeps the name, for the cleanup below
-STUB
+WEDGED
 chmod +x "$dir/bin/mpirun"
 start=$SECONDS
 PATH=$dir/bin:$PATH TMPDIR=$dir WEDGE_SECONDS=3 CONFIG=unused.yaml MAX_RESTARTS=0 SLURM_NTASKS=3 \

@@ -27,7 +27,7 @@ struct Config {
   bool bf16;     // bf16 inputs (else fp32)
   bool out_f32;  // bf16 inputs with an fp32 forward output
   int head_dim;
-  int pad;  // extra columns in the Q and KV leading dimensions (1: unaligned rows)
+  int pad;            // extra columns in the Q and KV leading dimensions (1: unaligned rows)
   bool wmma = false;  // force the WMMA kernels
   double tol() const { return bf16 ? 1e-2 : 1e-5; }
   std::string name() const {
@@ -240,8 +240,7 @@ void no_visible_keys(const Config& c) {
 class FlashAttention : public ::testing::TestWithParam<Config> {
  protected:
   void SetUp() override {
-    set_flash_kernel(GetParam().wmma ? FlashKernel::wmma
-                                             : FlashKernel::automatic);
+    set_flash_kernel(GetParam().wmma ? FlashKernel::wmma : FlashKernel::automatic);
   }
   void TearDown() override { set_flash_kernel(FlashKernel::automatic); }
 };
@@ -277,16 +276,14 @@ TEST_P(FlashAttention, NoVisibleKeyGivesZerosAndNoGradient) {
   ML_FOR_TYPES(GetParam(), no_visible_keys);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, FlashAttention,
-                         ::testing::Values(Config{true, false, 64, 0}, Config{true, false, 128, 0},
-                                           Config{true, false, 128, 1}, Config{true, true, 128, 0},
-                                           Config{true, false, 64, 0, true},
-                                           Config{true, false, 128, 0, true},
-                                           Config{true, true, 128, 0, true},
-                                           Config{false, false, 64, 0},
-                                           Config{false, false, 128, 0},
-                                           Config{false, false, 64, 1}),
-                         [](const ::testing::TestParamInfo<Config>& p) { return p.param.name(); });
+INSTANTIATE_TEST_SUITE_P(
+    Types, FlashAttention,
+    ::testing::Values(Config{true, false, 64, 0}, Config{true, false, 128, 0},
+                      Config{true, false, 128, 1}, Config{true, true, 128, 0},
+                      Config{true, false, 64, 0, true}, Config{true, false, 128, 0, true},
+                      Config{true, true, 128, 0, true}, Config{false, false, 64, 0},
+                      Config{false, false, 128, 0}, Config{false, false, 64, 1}),
+    [](const ::testing::TestParamInfo<Config>& p) { return p.param.name(); });
 
 TEST(FlashAttentionApi, HeadDims) {
   EXPECT_TRUE(flash_attention_supports_head_dim(64));
