@@ -313,7 +313,10 @@ int run_trainer(const World& w, const TrainArgs& args) {
 
     const bool dump = b.step == args.dump_step;
     std::vector<float> before;
-    if (dump) before.assign(trainer.model().params().begin(), trainer.model().params().end());
+    if (dump) {
+      const std::span<const float> params = trainer.params();
+      before.assign(params.begin(), params.end());
+    }
     proto::Ack ack = trainer.step(b, faults.slow_at(b.step));
     ack.wait_seconds = wait;
     ack.peak_flops = peak;

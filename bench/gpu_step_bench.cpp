@@ -1,8 +1,9 @@
-// gpu_step_bench: one trainer's step on the GPU (kernels/model), the
-// "CUDA backend" row of bench_step.sh --gpu: forward + backward of a packed
-// micro-batch, model FLOPs over wall time, against the GPU's bf16 dense peak
-// (measured with a large cuBLAS product, and the published figure for H100 /
-// H200 SXM, 989 TFLOP/s).
+// gpu_step_bench: one trainer's whole step on the GPU (kernels/model and
+// kernels/train), the "CUDA backend" row of bench_step.sh --gpu: forward and
+// backward of a packed micro-batch, the gradient norm and AdamW on the fp32
+// master weights; model FLOPs over the step's wall time, against the GPU's
+// bf16 dense peak (measured with a large cuBLAS product, and the published
+// figure for H100 / H200 SXM, 989 TFLOP/s).
 //
 //   gpu_step_bench [tokens=32768] [d=2048] [layers=16] [heads=16] [kv_heads=16]
 //                  [ffn=5504] [vocab=50257] [docs=16384,8192,...] [iters=5]
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -25,6 +27,8 @@
 #include "kernels/common/device_buffer.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/model/gpu_transformer.hpp"
+#include "kernels/ops/adamw.hpp"
+#include "kernels/train/device_adamw.hpp"
 #include "model/transformer.hpp"
 
 using namespace meshloom;
@@ -54,15 +58,30 @@ double measured_peak(cudaStream_t stream) {
   return best;
 }
 
+struct Times {
+  double step = 1e30;              // the whole step, best of the iterations
+  double forward_backward = 1e30;  // of which forward and backward
+};
+
+// One trainer's whole step, as run.backend: cuda runs it: forward and
+// backward, the gradient norm (read by the host for clipping), AdamW on the
+// fp32 master weights and the refresh of the working copy. One GPU, so no
+// reduction.
 template <class T>
-double run(const model::Shape& s, const model::Batch& batch, int iters, cudaStream_t stream,
-           double* loss) {
+Times run(const model::Shape& s, const model::Batch& batch, int iters, cudaStream_t stream,
+          double* loss) {
   kernels::GpuTransformer<T> m(s, stream);
+  const model::ParamLayout& layout = m.layout();
+  const int64_t n = layout.numel();
   model::Transformer<float> host(s, {.threads = 1});
   host.init_params(1234);
-  m.set_params(std::vector<float>(host.params().begin(), host.params().end()));
+  kernels::DeviceAdamW opt(n, n, 0, n, kernels::AdamWHyper{}, layout.decay_ranges(), stream);
+  opt.load(host.params(), {}, {}, 0);
+  m.set_params_device(opt.master());
+  kernels::DeviceBuffer<double> sum_sq(1);
+  double host_sum_sq = 0;
   const double scale = 1.0 / double(std::max<int64_t>(1, batch.predictions()));
-  double best = 1e30;
+  Times best;
   for (int it = 0; it < iters + 1; ++it) {  // the first is the warm-up
     m.zero_grads();
     cudaStreamSynchronize(stream);
@@ -70,7 +89,17 @@ double run(const model::Shape& s, const model::Batch& batch, int iters, cudaStre
     const model::LossSum ls = m.forward(batch);
     m.backward(scale);
     cudaStreamSynchronize(stream);
-    if (it > 0) best = std::min(best, seconds_since(t0));
+    const double fb = seconds_since(t0);
+    kernels::grad_sum_squares(m.grads(), n, sum_sq.data(), stream);
+    cudaMemcpyAsync(&host_sum_sq, sum_sq.data(), sizeof(double), cudaMemcpyDeviceToHost, stream);
+    cudaStreamSynchronize(stream);
+    opt.update(m.grads(), 1e-4, std::min(1.0, 1.0 / (std::sqrt(host_sum_sq) + 1e-6)));
+    m.set_params_device(opt.master());
+    cudaStreamSynchronize(stream);
+    if (it > 0) {
+      best.step = std::min(best.step, seconds_since(t0));
+      best.forward_backward = std::min(best.forward_backward, fb);
+    }
     *loss = ls.sum / double(std::max<int64_t>(1, ls.count));
   }
   return best;
@@ -141,14 +170,17 @@ int main(int argc, char** argv) {
                                                                                        : 0;
   const double peak = measured_peak(stream);
   double loss = 0;
-  const double secs = precision == "fp32" ? run<float>(s, batch, iters, stream, &loss)
-                                          : run<__nv_bfloat16>(s, batch, iters, stream, &loss);
+  const Times t = precision == "fp32" ? run<float>(s, batch, iters, stream, &loss)
+                                      : run<__nv_bfloat16>(s, batch, iters, stream, &loss);
+  const double secs = t.step;
   const double flops = model::model_flops(s, batch);
   const model::ParamLayout layout(s);
   std::printf("device=%s\n", cuda_summary().c_str());
   std::printf("params=%.3fB tokens=%lld documents=%zu precision=%s\n", double(layout.numel()) / 1e9,
               (long long)n, lengths.size(), precision.c_str());
-  std::printf("step_seconds=%.4f tflops=%.1f loss=%.4f\n", secs, flops / secs / 1e12, loss);
+  std::printf("step_seconds=%.4f forward_backward_seconds=%.4f optimizer_seconds=%.4f\n", secs,
+              t.forward_backward, secs - t.forward_backward);
+  std::printf("tflops=%.1f loss=%.4f\n", flops / secs / 1e12, loss);
   std::printf("measured_peak_tflops=%.1f mfu_measured_peak=%.3f\n", peak / 1e12,
               flops / secs / peak);
   if (published > 0)

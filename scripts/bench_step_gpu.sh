@@ -4,9 +4,10 @@
 #   1. the attention kernels (kernels/attention): forward and backward TFLOP/s
 #      on a packed 32K-token micro-batch of long-tail documents, H 16, D 128
 #      (target: forward >= 350 TFLOP/s, FlashAttention-2's level on H100);
-#   2. the whole step (kernels/model): forward + backward of a ~1B-parameter
-#      model (d 2048, 16 layers, ffn 5504, V 50257) at 32K tokens, model
-#      FLOPs over wall time against the bf16 dense peak (target: MFU >= 45%).
+#   2. the whole step (kernels/model, kernels/train): forward, backward,
+#      gradient norm and AdamW of a ~1B-parameter model (d 2048, 16 layers,
+#      ffn 5504, V 50257) at 32K tokens, model FLOPs over the step's wall time
+#      against the bf16 dense peak (target: MFU >= 45%).
 # Prints a markdown table; writes bench/results/step_gpu.csv, step_gpu.png and
 # the raw outputs (step_gpu_*.txt). Exits 0 with a message where there is no GPU.
 #
@@ -66,6 +67,8 @@ mfu=$(kv mfu)
   echo "step_tflops,$(kv tflops),,$gpu,$date"
   echo "step_mfu,$mfu,0.45,$gpu,$date"
   echo "step_seconds,$(kv step_seconds),,$gpu,$date"
+  echo "step_forward_backward_seconds,$(kv forward_backward_seconds),,$gpu,$date"
+  echo "step_optimizer_seconds,$(kv optimizer_seconds),,$gpu,$date"
   echo "params_billion,$(kv params | tr -d B),,$gpu,$date"
   echo "measured_bf16_peak_tflops,$(kv measured_peak_tflops),,$gpu,$date"
 } >"$out/step_gpu.csv"

@@ -54,6 +54,11 @@ std::vector<size_t> BucketTracker::mark_bucket(size_t bucket) {
   return mark(buckets_[bucket].offset, buckets_[bucket].count);
 }
 
+std::vector<size_t> BucketTracker::mark_rest() {
+  for (size_t b = 0; b < buckets_.size(); ++b) ready_[b] = buckets_[b].count;
+  return advance();
+}
+
 std::vector<size_t> BucketTracker::advance() {
   std::vector<size_t> now;
   while (launched_ < buckets_.size() && ready_[launched_] == buckets_[launched_].count)

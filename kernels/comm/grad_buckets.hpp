@@ -38,6 +38,9 @@ class BucketTracker {
   std::vector<size_t> mark(int64_t offset, int64_t count);
   // The same for a whole bucket.
   std::vector<size_t> mark_bucket(size_t bucket);
+  // Marks every element not marked yet this step (backward is over: what was
+  // not announced early is final now). Returns the buckets that launch now.
+  std::vector<size_t> mark_rest();
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   size_t launched() const { return launched_; }

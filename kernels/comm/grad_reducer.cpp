@@ -45,6 +45,8 @@ void GradReducer::mark_all_ready() {
   launch(tracker_.mark(0, numel));
 }
 
+void GradReducer::mark_rest_ready() { launch(tracker_.mark_rest()); }
+
 void GradReducer::launch(const std::vector<size_t>& ready) {
   if (ready.empty()) return;
   // One event covers them all: everything enqueued on compute so far.

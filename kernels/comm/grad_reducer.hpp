@@ -59,6 +59,9 @@ class GradReducer {
   void mark_bucket_ready(size_t bucket);
   // The whole buffer at once (no overlap), instead of the calls above.
   void mark_all_ready();
+  // Every element not marked yet: after backward, whatever was announced
+  // early (a trainer with no micro-batch announces nothing).
+  void mark_rest_ready();
   // Makes the compute stream wait for every reduction; every bucket must
   // have been marked. Then ready for the next step.
   void finish();

@@ -1,6 +1,8 @@
 // make_gpu_device_model(): the trainer's DeviceModel on one GPU (see
-// lib/runtime/device_model.hpp), a GpuTransformer in bf16 or fp32 on its own
-// stream. meshloom reaches it through the module (cuda_module.cpp).
+// lib/runtime/device_model.hpp): a GpuTransformer in bf16 or fp32 on its own
+// stream, the optimizer's state beside it (kernels/train/device_adamw.hpp),
+// and the gradient reduction over NCCL (kernels/comm/grad_reducer.hpp) or
+// through host memory. meshloom reaches it through the module (cuda_module.cpp).
 #include "kernels/model/cuda_model.hpp"
 
 #include <cuda_bf16.h>
@@ -13,12 +15,17 @@
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "comm/mpi_check.hpp"
 #include "kernels/blas/gemm.hpp"
+#include "kernels/comm/grad_reducer.hpp"
+#include "kernels/comm/nccl_comm.hpp"
 #include "kernels/common/check.cuh"
 #include "kernels/common/device_buffer.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/model/device_ring_attention.hpp"
 #include "kernels/model/gpu_transformer.hpp"
+#include "kernels/ops/adamw.hpp"
+#include "kernels/train/device_adamw.hpp"
 #include "runtime/device_model.hpp"
 
 namespace meshloom {
@@ -30,20 +37,67 @@ using model::Op;
 template <class T>
 class CudaModel final : public DeviceModel {
  public:
-  CudaModel(const model::Shape& shape, int device, std::string name) : name_(std::move(name)) {
+  CudaModel(const model::Shape& shape, int device, std::string name)
+      : device_(device), name_(std::move(name)) {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_sum_sq_), sizeof(double)));
     model_ = std::make_unique<kernels::GpuTransformer<T>>(shape, stream_);
+    sum_sq_.resize(1);
   }
   ~CudaModel() override {
+    // The reducer waits for its reductions; communicators go before the
+    // trainers' one they were split from.
+    reducer_.reset();
+    if (grad_comm_) ncclCommDestroy(grad_comm_);
+    nccl_.reset();
+    optimizer_.reset();
     model_.reset();
+    if (host_sum_sq_) cudaFreeHost(host_sum_sq_);
     if (stream_) cudaStreamDestroy(stream_);
   }
   std::string describe() const override { return name_; }
-  void set_params(std::span<const float> params) override { model_->set_params(params); }
+
+  void start_optimizer(const DeviceOptimizer& opt, std::span<const float> params) override {
+    opt_ = opt;
+    MPI_CHECK(MPI_Comm_rank(opt.trainers, &rank_));
+    MPI_CHECK(MPI_Comm_size(opt.trainers, &size_));
+    const int64_t n = model_->layout().numel();
+    bool nccl = false;
+    if (opt.comm != "mpi") {  // the same config, so the same calls, on every trainer
+      std::string why;
+      nccl = kernels::nccl_usable(opt.trainers, &why);  // one answer on every trainer
+      if (!nccl && opt.comm == "nccl")
+        ML_FAIL("run.gpu_comm: nccl, but " + why +
+                "; run.gpu_comm: mpi (or auto) reduces through host memory instead");
+    }
+    if (nccl) {
+      nccl_ = std::make_unique<kernels::NcclComm>(opt.trainers, device_);
+      // Gradients get a communicator of their own: their reductions run on
+      // another stream than the rings' exchanges on the trainers' one.
+      NCCL_CHECK(ncclCommSplit(nccl_->get(), 0, rank_, &grad_comm_, nullptr));
+      reducer_ = std::make_unique<kernels::GradReducer>(grad_comm_, model_->grads(), n, stream_);
+    }
+    sharded_ = !(opt.begin == 0 && opt.end == n);
+    ML_CHECK(!sharded_ || opt.shard_size * size_ >= n, "ZeRO-1 shards do not cover the model");
+    const kernels::AdamWHyper hyper{opt.beta1, opt.beta2, opt.eps, opt.weight_decay};
+    optimizer_ = std::make_unique<kernels::DeviceAdamW>(
+        n, sharded_ ? opt.shard_size * size_ : n, opt.begin, opt.end, hyper, opt.decay, stream_);
+    load_state(params, {}, {}, 0);
+    name_ += nccl ? ", gradients over NCCL" : ", gradients through host memory (MPI)";
+  }
+
+  void load_state(std::span<const float> params, std::span<const float> m, std::span<const float> v,
+                  int64_t step) override {
+    ML_CHECK(optimizer_, "load_state before start_optimizer");
+    optimizer_->load(params, m, v, step);
+    model_->set_params_device(optimizer_->master());
+  }
+
   void zero_grads() override { model_->zero_grads(); }
+
   model::LossSum forward_backward(const model::Batch& batch, double scale, const RingGroup* ring,
-                                  float offload) override {
+                                  float offload, bool last) override {
     // The planner's count (plan/plan.hpp): 2 + (1 − r)·(layers − 2) layers
     // stay resident; the store keeps the last two offloaded ones on the device.
     const int layers = int(model_->layout().shape().n_layers);
@@ -54,10 +108,76 @@ class CudaModel final : public DeviceModel {
       attention = std::make_unique<kernels::DeviceRingAttention<T>>(
           ring->comm, ring->members, ring->me, ring->max_tokens, ring->timeout_s);
     const model::LossSum ls = model_->forward(batch, attention.get(), offloaded);
-    model_->backward(scale);
-    if (attention) CUDA_CHECK(cudaStreamSynchronize(stream_));  // `attention` ends here
+    // The last micro-batch's gradients are final layer by layer: their
+    // buckets go to NCCL while backward goes on.
+    if (last && reducer_)
+      model_->backward(
+          scale, [this](int64_t offset, int64_t count) { reducer_->mark_ready(offset, count); });
+    else
+      model_->backward(scale);
+    // Done here, so the trainer's per-micro-batch times are the device's
+    // (the cost model is calibrated on them), and `attention` may go.
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
     return ls;
   }
+
+  double reduce_grads() override {
+    ML_CHECK(optimizer_, "reduce_grads before start_optimizer");
+    float* grads = model_->grads();
+    const int64_t n = model_->layout().numel();
+    if (reducer_) {
+      reducer_->mark_rest_ready();  // all of it where nothing was announced
+      reducer_->finish();           // the compute stream waits for the sums
+    } else {
+      host_.resize(size_t(n));
+      download(std::span<float>(host_), grads);
+      opt_.host_allreduce(host_);
+      CUDA_CHECK(cudaMemcpyAsync(grads, host_.data(), size_t(n) * sizeof(float),
+                                 cudaMemcpyHostToDevice, stream_));
+    }
+    kernels::grad_sum_squares(grads, n, sum_sq_.data(), stream_);
+    CUDA_CHECK(cudaMemcpyAsync(host_sum_sq_, sum_sq_.data(), sizeof(double), cudaMemcpyDeviceToHost,
+                               stream_));
+    wait("the gradient all-reduce over all trainers");
+    return *host_sum_sq_;
+  }
+
+  void update(double lr, double grad_scale) override {
+    ML_CHECK(optimizer_, "update before start_optimizer");
+    optimizer_->update(model_->grads(), lr, grad_scale);
+    if (sharded_) {
+      // Every trainer updated its shard: gather them all (equal shards of
+      // the padded buffer, in trainer order).
+      float* master = optimizer_->master();
+      const int64_t shard = opt_.shard_size;
+      if (reducer_) {
+        NCCL_CHECK(ncclAllGather(master + shard * rank_, master, size_t(shard), ncclFloat32,
+                                 grad_comm_, stream_));
+        wait("the ZeRO-1 all-gather of the weights");
+      } else {
+        host_.resize(size_t(shard * size_));
+        download(std::span<float>(host_), master);
+        opt_.host_allgather(host_);
+        CUDA_CHECK(cudaMemcpyAsync(master, host_.data(), host_.size() * sizeof(float),
+                                   cudaMemcpyHostToDevice, stream_));
+      }
+    }
+    model_->set_params_device(optimizer_->master());
+  }
+
+  void download_grads(std::span<float> grads) override {
+    ML_CHECK(int64_t(grads.size()) == model_->layout().numel(), "download_grads: wrong size");
+    download(grads, model_->grads());
+  }
+  void download_params(std::span<float> params) override {
+    ML_CHECK(optimizer_, "download_params before start_optimizer");
+    optimizer_->download_master(params);
+  }
+  void download_moments(std::span<float> m, std::span<float> v) override {
+    ML_CHECK(optimizer_, "download_moments before start_optimizer");
+    optimizer_->download_moments(m, v);
+  }
+
   double peak_flops() override {
     if (peak_ > 0) return peak_;
     const int64_t n = 8192;
@@ -76,18 +196,38 @@ class CudaModel final : public DeviceModel {
     }
     return peak_;
   }
-  void download_grads(std::span<float> grads) override {
-    ML_CHECK(int64_t(grads.size()) == model_->layout().numel(), "download_grads: wrong size");
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
-    CUDA_CHECK(cudaMemcpy(grads.data(), model_->grads(), grads.size() * sizeof(float),
-                          cudaMemcpyDeviceToHost));
-  }
 
  private:
+  // Device to host on the model's stream, after everything before it.
+  void download(std::span<float> dst, const float* src) {
+    if (dst.empty()) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, dst.size_bytes(), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  // Waits for the stream; with NCCL, with a deadline and its errors named.
+  void wait(const char* what) {
+    if (reducer_)
+      kernels::wait_stream(stream_, grad_comm_, opt_.timeout_s, what);
+    else
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  int device_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<kernels::GpuTransformer<T>> model_;
   double peak_ = 0;
+  // The optimizer (start_optimizer).
+  DeviceOptimizer opt_;
+  int rank_ = 0, size_ = 1;
+  bool sharded_ = false;
+  std::unique_ptr<kernels::DeviceAdamW> optimizer_;
+  std::unique_ptr<kernels::NcclComm> nccl_;  // the trainers, when NCCL is used
+  ncclComm_t grad_comm_ = nullptr;
+  std::unique_ptr<kernels::GradReducer> reducer_;
+  kernels::DeviceBuffer<double> sum_sq_;
+  double* host_sum_sq_ = nullptr;  // pinned: the copy into it stays asynchronous
+  std::vector<float> host_;        // staging of the host reductions
 };
 
 }  // namespace

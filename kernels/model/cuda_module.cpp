@@ -1,14 +1,23 @@
 // The entry points of libmeshloom_cuda.so, the CUDA backend as a module that
 // meshloom loads only where a trainer runs with run.backend: cuda (see
-// lib/runtime/cuda_module.cpp). Errors come back as text: no exception
-// crosses the module boundary.
+// lib/runtime/cuda_module.cpp). Errors while making the model come back as
+// text; later ones go through the executable's fatal handler, which the
+// module takes over when it is loaded (it links its own copy of the base
+// library, whose default handler would end only this rank).
 #include <exception>
 #include <string>
 
+#include "base/check.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/model/cuda_model.hpp"
 
 #define ML_MODULE_EXPORT extern "C" __attribute__((visibility("default")))
+
+ML_MODULE_EXPORT void meshloom_cuda_init(meshloom::FatalHandler handler, int rank,
+                                         const std::string* role) {
+  meshloom::set_fatal_handler(handler);
+  meshloom::set_process_identity(rank, *role);
+}
 
 ML_MODULE_EXPORT meshloom::DeviceModel* meshloom_cuda_make_model(
     const meshloom::model::Shape* shape, const char* precision, int local_index,

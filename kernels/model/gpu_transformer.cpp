@@ -204,25 +204,34 @@ void GpuTransformer<T>::layer_forward(int64_t l, int64_t n) {
 }
 
 template <class T>
-void GpuTransformer<T>::backward(double scale) {
+void GpuTransformer<T>::backward(double scale, const FinalRange& final_range) {
   ML_CHECK(have_forward_, "backward() needs a forward() first");
   const model::Shape& s = layout_.shape();
-  const int64_t n = n_, d = s.d_model, V = s.vocab;
+  const int64_t n = n_, d = s.d_model, V = s.vocab, f = s.ffn_dim;
   const T* P = params_.data();
   float* G = grads_.data();
   const float a = float(scale);
+  auto done = [&](int64_t offset, int64_t count) {
+    if (final_range) final_range(offset, count);
+  };
   // dxf = scale·dlogits·W;  dW += scale·dlogitsᵀ·xf.
   mm(Op::N, Op::N, n, d, V, a, logits_.data(), V, P + layout_.head(), d, 0.0f, dxn_.data(), d);
   mm_grad(Op::T, Op::N, V, d, n, a, logits_.data(), V, xf_.data(), d, G + layout_.head(), d);
+  if (!s.tied) done(layout_.head(), V * d);  // tied, the embedding's backward adds to it last
   rmsnorm_backward<T>(dxn_.data(), x_final_.data(), P + layout_.final_norm(), rstdf_.data(),
                       nullptr, n, d, dx_.data(), G + layout_.final_norm(), stream_);
+  done(layout_.final_norm(), d);
   for (int64_t l = s.n_layers - 1; l >= 0; --l) {
     store_.need(l);
     layer_backward(l, n);
     store_.done(l);
+    // A layer's tensors are contiguous, attn_norm first and w2 last.
+    const model::LayerOffsets& o = layout_.layer(l);
+    done(o.attn_norm, o.w2 + d * f - o.attn_norm);
   }
   embedding_backward<T>(dx_.data(), embed_ids_.data(), embed_offsets_.data(), embed_order_.data(),
                         embed_groups_, d, G + layout_.embed(), stream_);
+  done(layout_.embed(), V * d);
 }
 
 template <class T>

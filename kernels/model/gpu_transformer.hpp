@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -60,7 +61,12 @@ class GpuTransformer {
   model::LossSum forward(const model::Batch& batch, DeviceAttention<T>* attention = nullptr,
                          int offloaded = 0);
   // grads += scale · ∂(forward's loss sum)/∂params; asynchronous on stream().
-  void backward(double scale);
+  // `final_range`, when set, is called with each range of the gradient
+  // buffer (the LM head, the final norm, each layer from the last, the
+  // embedding) right after the kernels that finish it are enqueued: the
+  // gradient reduction may start there (kernels/comm/grad_reducer.hpp).
+  using FinalRange = std::function<void(int64_t offset, int64_t count)>;
+  void backward(double scale, const FinalRange& final_range = {});
   // −log p per token of the last forward() (0 where the target is −1).
   std::vector<double> token_losses() const;
 

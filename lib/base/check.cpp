@@ -22,6 +22,8 @@ FatalHandler set_fatal_handler(FatalHandler handler) {
   return old;
 }
 
+FatalHandler fatal_handler() { return g_handler; }
+
 void throwing_fatal_handler(const std::string& message) { throw Error(message); }
 
 void set_process_identity(int world_rank, const std::string& role) {

@@ -26,6 +26,7 @@ using FatalHandler = void (*)(const std::string& message);
 
 // Installs a new handler and returns the previous one.
 FatalHandler set_fatal_handler(FatalHandler handler);
+FatalHandler fatal_handler();  // the one installed
 // A handler for tests: throws meshloom::Error with the message.
 void throwing_fatal_handler(const std::string& message);
 

@@ -23,6 +23,7 @@ struct RunConfig {
   int64_t steps = 100;
   std::string backend = "cpu";
   std::string precision = "bf16";
+  std::string gpu_comm = "auto";
   int64_t threads = 0;
   double peak_gflops = 0;
   double timeout = 300.0;
@@ -37,6 +38,11 @@ struct RunConfig {
             "CUDA backend: bf16 weights and activations with fp32 accumulation, or fp32 "
             "throughout (the CPU backend is always fp32)",
             one_of({"bf16", "fp32"}));
+    v.field("gpu_comm", gpu_comm,
+            "CUDA backend: how trainers sum gradients and pass ring blocks: nccl (GPU to GPU, "
+            "one GPU per trainer), mpi (through host memory; trainers may share a GPU), auto "
+            "(nccl where every trainer has its own GPU)",
+            one_of({"auto", "nccl", "mpi"}));
     v.field("threads", threads, "Compute threads per trainer (0: cores per rank)",
             in_range(0, 1024));
     v.field("peak_gflops", peak_gflops,

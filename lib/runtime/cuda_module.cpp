@@ -20,6 +20,7 @@ namespace {
 
 // The module's entry points (kernels/model/cuda_module.cpp). They report
 // errors in *error rather than throw across the module boundary.
+using InitFn = void (*)(FatalHandler, int, const std::string*);
 using MakeFn = DeviceModel* (*)(const model::Shape*, const char*, int, std::string*);
 using SummaryFn = void (*)(std::string*);
 
@@ -48,12 +49,17 @@ const Module& module() {
       m.error = "cannot load the CUDA backend " + path + ": " + dlerror();
       return;
     }
+    const auto init = reinterpret_cast<InitFn>(dlsym(h, "meshloom_cuda_init"));
     m.make = reinterpret_cast<MakeFn>(dlsym(h, "meshloom_cuda_make_model"));
     m.summary = reinterpret_cast<SummaryFn>(dlsym(h, "meshloom_cuda_summary"));
-    if (!m.make || !m.summary) {
+    if (!init || !m.make || !m.summary) {
       m.make = nullptr;
-      m.error = path + " is not a meshloom CUDA backend (entry points missing)";
+      m.error = path + " is not a meshloom CUDA backend of this version (entry points missing)";
+      return;
     }
+    // The module's errors end the job as ours do (MPI_Abort in a run) and
+    // name this rank.
+    init(fatal_handler(), process_rank(), &process_role());
   });
   return m;
 }

@@ -1,8 +1,15 @@
-// The trainer's model on an accelerator: forward and backward of one
-// micro-batch run there (kernels/model/gpu_transformer), while the fp32
-// master weights, the gradient reduction and AdamW stay with the trainer, so
-// checkpoints, ZeRO-1 and resume work unchanged. Parameters go to the device
-// once per step and gradients come back once per step.
+// The trainer's model on an accelerator. Forward and backward of each
+// micro-batch, the gradient reduction over all trainers and the AdamW step
+// all run there (kernels/model/cuda_model.cpp): the fp32 master weights, the
+// moments and the gradients stay on the device, and nothing of the model's
+// size crosses to the host during a step. The host copies of weights and
+// moments are brought up to date only when the trainer asks (checkpoints,
+// step dumps).
+//
+// Gradients are summed over the trainers by NCCL when every trainer has its
+// own GPU (in buckets, started during the last micro-batch's backward, on a
+// stream of their own), else through host memory with the caller's MPI
+// reduction (DeviceOptimizer::host_allreduce), which lets trainers share a GPU.
 //
 // make_cuda_model() loads the CUDA backend, the module libmeshloom_cuda.so
 // (kernels/model/cuda_module.cpp), on first use (lib/runtime/cuda_module.cpp);
@@ -11,9 +18,11 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/batch.hpp"
@@ -33,23 +42,60 @@ struct RingGroup {
   double timeout_s = 300;
 };
 
+// How the optimizer runs on the device: the trainer's settings, handed over
+// once by start_optimizer().
+struct DeviceOptimizer {
+  MPI_Comm trainers = MPI_COMM_NULL;  // all trainers; rank = trainer index
+  // run.gpu_comm: "nccl" (fails with the reason when a trainer has no GPU of
+  // its own), "mpi" (through host memory), "auto" (nccl where it can).
+  std::string comm = "auto";
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+  std::vector<std::pair<int64_t, int64_t>> decay;  // [first, last) ranges with weight decay
+  // This trainer's slice of the flat buffer: its optimizer state (ZeRO-1),
+  // else [0, numel). Slices are shard_size long (the last one shorter).
+  int64_t begin = 0, end = 0, shard_size = 0;
+  double timeout_s = 300;  // of every wait on the other trainers
+  // The host reductions, when not over NCCL: sum over the trainers in place;
+  // all-gather of equal shards of shard_size elements (ZeRO-1).
+  std::function<void(std::span<float>)> host_allreduce;
+  std::function<void(std::span<float>)> host_allgather;
+};
+
 class DeviceModel {
  public:
   virtual ~DeviceModel() = default;
-  // One line for logs: the device and the precision.
+  // One line for logs: the device, the precision and, after
+  // start_optimizer(), how gradients are reduced.
   virtual std::string describe() const = 0;
-  // The working copy from the fp32 master weights (ParamLayout order).
-  virtual void set_params(std::span<const float> params) = 0;
+  // Takes the optimizer and the fp32 master weights (ParamLayout order) to
+  // the device, with fresh moments. Collective over opt.trainers.
+  virtual void start_optimizer(const DeviceOptimizer& opt, std::span<const float> params) = 0;
+  // Weights, this trainer's moments and the step count from a checkpoint.
+  virtual void load_state(std::span<const float> params, std::span<const float> m,
+                          std::span<const float> v, int64_t step) = 0;
   virtual void zero_grads() = 0;
   // Forward, then backward with `scale` (the CPU model's forward() and
   // backward(scale) together); gradients accumulate on the device. With a
   // ring, attention runs over the CP group (kernels/model/device_ring_attention).
   // `offload` is the plan's ratio r for the micro-batch: r·(layers − 2) layers'
-  // activations wait in host memory between forward and backward.
+  // activations wait in host memory between forward and backward. `last`:
+  // this step's last micro-batch here, whose backward may start reducing.
+  // Returns when the micro-batch's work is done on the device.
   virtual model::LossSum forward_backward(const model::Batch& batch, double scale,
-                                          const RingGroup* ring = nullptr, float offload = 0) = 0;
-  // Copies the accumulated fp32 gradients into `grads` (ParamLayout order).
+                                          const RingGroup* ring = nullptr, float offload = 0,
+                                          bool last = false) = 0;
+  // Sums the step's gradients over all trainers (collective) and returns the
+  // sum of squares of the result: the global norm², before clipping.
+  virtual double reduce_grads() = 0;
+  // One AdamW step on this trainer's slice with `lr` and the clip factor;
+  // with ZeRO-1 the slices are then all-gathered (collective). The working
+  // weights follow.
+  virtual void update(double lr, double grad_scale) = 0;
+  // Host copies: the reduced gradients of the last step, the master weights,
+  // this trainer's moments (slice-sized).
   virtual void download_grads(std::span<float> grads) = 0;
+  virtual void download_params(std::span<float> params) = 0;
+  virtual void download_moments(std::span<float> m, std::span<float> v) = 0;
   // The device's dense product rate in the model's precision (FLOP/s),
   // measured once with a large cuBLAS product: the roofline of MFU.
   virtual double peak_flops() = 0;

@@ -90,6 +90,7 @@ Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
     for (int r = w.layout.first_rank(Role::trainer); r < w.rank; ++r)
       local += w.hosts[size_t(r)] == w.hosts[size_t(w.rank)];
     device_ = make_cuda_model(model_->shape(), w.config.run.precision, local);
+    start_device_optimizer();
   }
   keep_freed_memory_for_reuse();
   // The CPU model's activations, for the largest micro-batch this trainer can
@@ -98,7 +99,52 @@ Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
   if (!device_) model_->reserve(std::min(w.config.plan.capacity, w.config.data.tokens_per_step));
 }
 
+void Trainer::start_device_optimizer() {
+  const config::OptimConfig& o = w_.config.optim;
+  DeviceOptimizer opt;
+  opt.trainers = comm_;
+  opt.comm = w_.config.run.gpu_comm;
+  opt.beta1 = o.beta1;
+  opt.beta2 = o.beta2;
+  opt.eps = o.eps;
+  opt.weight_decay = o.weight_decay;
+  opt.decay = model_->layout().decay_ranges();
+  opt.begin = shard_begin_;
+  opt.end = shard_end_;
+  opt.shard_size = shard_size_;
+  opt.timeout_s = w_.config.run.timeout;
+  // The CPU path's reductions, so that GPU trainers sharing a GPU sum in
+  // the same order as CPU trainers.
+  opt.host_allreduce = [this](std::span<float> g) {
+    WatchScope watch("the gradient all-reduce over all trainers");
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, g.data(), int(g.size()), MPI_FLOAT, MPI_SUM, comm_));
+  };
+  opt.host_allgather = [this](std::span<float> shards) {
+    WatchScope watch("the ZeRO-1 all-gather of the weights");
+    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, shards.data(), int(shard_size_),
+                            MPI_FLOAT, comm_));
+  };
+  device_->start_optimizer(opt, model_->params());
+}
+
+void Trainer::sync_host_state() {
+  if (!device_ || !host_stale_) return;
+  device_->download_params(model_->params());
+  device_->download_moments(adam_->m(), adam_->v());
+  host_stale_ = false;
+}
+
+std::span<const float> Trainer::params() {
+  sync_host_state();
+  return model_->params();
+}
+
 std::vector<float> Trainer::full_grads() {
+  if (device_) {  // the reduction left the whole sum on every trainer
+    std::vector<float> g(size_t(model_->layout().numel()));
+    device_->download_grads(g);
+    return g;
+  }
   if (!w_.config.optim.zero1) return reduced_;
   std::vector<float> gathered(size_t(shard_size_ * size_), 0.0f);
   std::copy(reduced_.begin() + shard_begin_, reduced_.begin() + shard_end_,
@@ -132,9 +178,12 @@ void Trainer::load(const ckpt::Checkpoint& c) {
   std::copy(v.begin() + shard_begin_, v.begin() + shard_end_, adam_->v().begin());
   adam_->set_step(c.adam_step);
   step_ = c.step + 1;
+  if (device_) device_->load_state(model_->params(), adam_->m(), adam_->v(), c.adam_step);
+  host_stale_ = false;
 }
 
 ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
+  sync_host_state();
   ckpt::Checkpoint c;
   std::vector<float> m(adam_->m()), v(adam_->v());
   if (w_.config.optim.zero1) {
@@ -190,7 +239,6 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
   ack.step = batch.step;
   ack.trainer = rank_;
   if (device_) {
-    device_->set_params(model_->params());  // after init, a checkpoint or the last update
     device_->zero_grads();
     if (!announced_ && rank_ == 0)
       ack.note = "trainer 0 computes on " + device_->describe() + " (run.backend: cuda)";
@@ -202,7 +250,8 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
   const model::Shape& shape = model_->shape();
   model::AttnOptions attn;
   attn.threads = model_->threads();
-  for (const auto& mb : batch.micro) {
+  for (size_t i = 0; i < batch.micro.size(); ++i) {
+    const proto::MicroBatch& mb = batch.micro[i];
     const auto mb_start = clock::now();
     model::Batch b = to_model_batch(mb);
     const double k = double(std::max<size_t>(1, mb.group.size()));
@@ -224,7 +273,8 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
       if (mb.group.size() > 1)
         ring = RingGroup{comm_, std::vector<int>(mb.group.begin(), mb.group.end()), mb.member,
                          w_.config.plan.capacity, w_.config.run.timeout};
-      ls = device_->forward_backward(b, scale, mb.group.size() > 1 ? &ring : nullptr, mb.offload);
+      ls = device_->forward_backward(b, scale, mb.group.size() > 1 ? &ring : nullptr, mb.offload,
+                                     i + 1 == batch.micro.size());
     } else if (mb.group.size() > 1) {
       std::vector<int> group(mb.group.begin(), mb.group.end());
       train::RingAttention ring(comm_, group, mb.member, w_.config.plan.capacity, attn,
@@ -244,8 +294,19 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
   const auto t1 = clock::now();
   ack.compute_seconds = std::chrono::duration<double>(t1 - t0).count();
 
+  const double lr = train::learning_rate(w_.config.optim, step_, w_.config.run.steps);
+  if (device_) {
+    // Reduction, norm and AdamW on the device; the host copy is stale now.
+    ack.grad_norm = std::sqrt(device_->reduce_grads());
+    device_->update(lr, train::clip_scale(ack.grad_norm, w_.config.optim.grad_clip));
+    adam_->set_step(adam_->step() + 1);  // the device's count, kept for checkpoints
+    host_stale_ = true;
+    ++step_;
+    ack.step_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    return ack;
+  }
+
   // Gradients over all trainers; the norm is taken before clipping.
-  if (device_) device_->download_grads(model_->grads());
   auto grads = model_->grads();
   auto params = model_->params();
   const int64_t n = int64_t(grads.size());
@@ -271,7 +332,6 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
               reduced_.begin() + shard_begin_);
   }
   ack.grad_norm = std::sqrt(sq);
-  const double lr = train::learning_rate(w_.config.optim, step_, w_.config.run.steps);
   const double clip = train::clip_scale(ack.grad_norm, w_.config.optim.grad_clip);
   adam_->update(params.data() + shard_begin_, reduced_.data() + shard_begin_, lr, clip);
   if (w_.config.optim.zero1) {

@@ -1,8 +1,9 @@
 // A trainer rank's training step: run its micro-batches forward and backward
-// (ring attention for CP micro-batches; on the GPU with run.backend: cuda,
-// see model/device_model.hpp), reduce gradients over all trainers,
+// (ring attention for CP micro-batches), reduce gradients over all trainers,
 // clip, and update with AdamW (optionally ZeRO-1: optimizer state sharded,
-// reduce-scatter, update the shard, all-gather).
+// reduce-scatter, update the shard, all-gather). With run.backend: cuda all
+// of it runs on the GPU (runtime/device_model.hpp); the host keeps a copy of
+// weights and moments that is brought up to date for checkpoints and dumps.
 //
 // The loss is normalized by the global prediction count that comes with every
 // batch, so loss and gradients do not depend on how the batch was split.
@@ -11,6 +12,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "ckpt/checkpoint.hpp"
@@ -33,6 +35,9 @@ class Trainer {
   proto::Ack step(const proto::Batch& batch, double delay = 0);
 
   model::Transformer<float>& model() { return *model_; }
+  // The fp32 master weights after the last step (brought back from the
+  // device first with run.backend: cuda).
+  std::span<const float> params();
   // With run.backend: cuda, the GPU's measured dense product rate; else 0.
   double device_peak_flops() { return device_ ? device_->peak_flops() : 0; }
   // The last step's reduced gradient, before clipping, whole on every trainer
@@ -62,7 +67,11 @@ class Trainer {
   std::vector<float> reduced_;  // the reduced gradient of the last step
   int64_t shard_begin_ = 0, shard_end_ = 0, shard_size_ = 0;
   int64_t step_ = 0;
-  bool announced_ = false;  // the device was named in an acknowledgement
+  bool announced_ = false;   // the device was named in an acknowledgement
+  bool host_stale_ = false;  // the device has weights and moments the host copy lacks
+
+  void start_device_optimizer();
+  void sync_host_state();  // the host copy from the device, where stale
 };
 
 // Builds the model's view of a received micro-batch: tokens, targets,

@@ -77,6 +77,17 @@ TEST(BucketTracker, RangesSpanningManyBuckets) {
   for (size_t i = 0; i < n; ++i) EXPECT_EQ(all[i], i);
 }
 
+TEST(BucketTracker, MarkRestLaunchesWhatIsLeftInOrder) {
+  BucketTracker t(10, 4);                // buckets [6,10) [2,6) [0,2)
+  EXPECT_EQ(t.mark(6, 4), (Launch{0}));  // the last layers, announced early
+  EXPECT_EQ(t.mark(0, 2), (Launch{}));   // bucket 2 waits for bucket 1
+  EXPECT_EQ(t.mark_rest(), (Launch{1, 2}));
+  EXPECT_TRUE(t.all_launched());
+  t.reset();
+  EXPECT_EQ(t.mark_rest(), (Launch{0, 1, 2}));  // nothing announced (no micro-batch)
+  EXPECT_EQ(t.mark_rest(), (Launch{}));         // idempotent once all launched
+}
+
 TEST(BucketTracker, RejectsDoubleMarksAndStrayRanges) {
   set_fatal_handler(throwing_fatal_handler);
   BucketTracker t(10, 4);

@@ -1,0 +1,111 @@
+// The optimizer's state on the GPU (kernels/train/device_adamw.hpp) against
+// the CPU optimizer (train::AdamW) over several steps: the whole buffer and
+// ZeRO-1 slices (moments for the slice only, the rest of the master weights
+// untouched), a resume from saved moments, and the round trips to the host.
+// With the grad scale given by the host the arithmetic is the CPU's, so the
+// results must be equal bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "config/config.hpp"
+#include "kernels/common/device_buffer.hpp"
+#include "kernels/train/device_adamw.hpp"
+#include "tests/kernels/gpu_test.hpp"
+#include "train/optimizer.hpp"
+
+namespace meshloom::kernels {
+namespace {
+
+std::vector<float> random_floats(int64_t n, float scale, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+config::OptimConfig optim() {
+  config::OptimConfig o;
+  o.lr = 3e-3;
+  o.min_lr = 3e-4;
+  o.warmup_steps = 2;
+  o.weight_decay = 0.1;
+  o.grad_clip = 1.0;
+  return o;
+}
+
+// `steps` updates of the slice [begin, end) of n parameters, on both sides;
+// the device resumes from the CPU's state after `resume_at` steps.
+void check_slice(int64_t n, int64_t begin, int64_t end, int steps, int resume_at) {
+  SCOPED_TRACE(testing::Message() << "n=" << n << " slice [" << begin << ", " << end << ")");
+  const config::OptimConfig o = optim();
+  const std::vector<std::pair<int64_t, int64_t>> decay = {{0, n / 3}, {n / 2, n - 1}};
+  train::AdamW cpu(o, begin, end, decay);
+  std::vector<float> master = random_floats(n, 0.02f, 11);
+  const std::vector<float> initial = master;
+  const AdamWHyper hyper{o.beta1, o.beta2, o.eps, o.weight_decay};
+  DeviceAdamW gpu(n, n + 5, begin, end, hyper, decay, nullptr);
+  gpu.load(master, {}, {}, 0);
+  DeviceBuffer<float> grads(static_cast<size_t>(n));
+  for (int step = 0; step < steps; ++step) {
+    if (step == resume_at) {  // a fresh device optimizer from the CPU's state
+      gpu = DeviceAdamW(n, n, begin, end, hyper, decay, nullptr);
+      gpu.load(master, cpu.m(), cpu.v(), cpu.step());
+    }
+    const std::vector<float> g = random_floats(n, step % 2 ? 0.05f : 1e-4f, 300 + step);
+    const double lr = train::learning_rate(o, step, steps);
+    const double gs = step % 2 ? 0.5 : 1.0;
+    cpu.update(master.data() + begin, g.data() + begin, lr, gs);
+    grads.upload(g);
+    gpu.update(grads.data(), lr, gs);
+  }
+  EXPECT_EQ(gpu.step(), cpu.step());
+  std::vector<float> got(static_cast<size_t>(n));
+  gpu.download_master(got);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(got[size_t(i)], master[size_t(i)]) << "master weight " << i;
+    if (i < begin || i >= end) {
+      ASSERT_EQ(got[size_t(i)], initial[size_t(i)]) << "weight " << i << " outside the slice";
+    }
+  }
+  std::vector<float> m(static_cast<size_t>(end - begin)), v(m.size());
+  gpu.download_moments(m, v);
+  EXPECT_EQ(m, cpu.m());
+  EXPECT_EQ(v, cpu.v());
+}
+
+TEST(DeviceAdamW, WholeBufferMatchesTheCpu) {
+  ML_REQUIRE_GPU();
+  check_slice(10007, 0, 10007, 5, -1);
+}
+
+TEST(DeviceAdamW, Zero1SlicesMatchTheCpu) {
+  ML_REQUIRE_GPU();
+  check_slice(10007, 0, 3336, 4, -1);
+  check_slice(10007, 3336, 6672, 4, -1);
+  check_slice(10007, 6672, 10007, 4, -1);  // the last, shorter slice
+}
+
+TEST(DeviceAdamW, ResumesFromSavedMoments) {
+  ML_REQUIRE_GPU();
+  check_slice(4099, 0, 4099, 6, 3);
+  check_slice(4099, 1000, 2000, 6, 2);
+}
+
+TEST(DeviceAdamW, RefusesStateOfTheWrongSize) {
+  ML_REQUIRE_GPU();
+  set_fatal_handler(throwing_fatal_handler);
+  DeviceAdamW gpu(100, 100, 10, 20, AdamWHyper{}, {}, nullptr);
+  const std::vector<float> master(100, 0.0f), short_m(5, 0.0f), m(10, 0.0f);
+  EXPECT_THROW(gpu.load(std::vector<float>(99), {}, {}, 0), Error);
+  EXPECT_THROW(gpu.load(master, short_m, short_m, 1), Error);
+  gpu.load(master, m, m, 1);
+  EXPECT_EQ(gpu.step(), 1);
+  EXPECT_THROW(DeviceAdamW(100, 100, 20, 10, AdamWHyper{}, {}, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace meshloom::kernels
