@@ -19,14 +19,6 @@
 namespace meshloom::kernels::test {
 namespace {
 
-std::vector<float> random_floats(int64_t n, float scale, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = normal(rng);
-  return v;
-}
-
 TEST(AdamWDecayMask, MarksTheOwnedPartOfEachRange) {
   const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 3}, {5, 7}, {9, 20}};
   EXPECT_EQ(adamw_decay_mask(2, 11, ranges), (std::vector<uint8_t>{1, 0, 0, 1, 1, 0, 0, 1, 1}));
@@ -38,12 +30,7 @@ TEST(AdamWDecayMask, MarksTheOwnedPartOfEachRange) {
 // device; otherwise it gets the CPU's grad scale (then results are exact).
 void check_adamw(int64_t n, int steps, bool device_scale) {
   SCOPED_TRACE(testing::Message() << "n=" << n << " device_scale=" << device_scale);
-  config::OptimConfig o;
-  o.lr = 3e-3;
-  o.min_lr = 3e-4;
-  o.warmup_steps = 2;
-  o.weight_decay = 0.1;
-  o.grad_clip = 1.0;
+  const config::OptimConfig o = adamw_test_config();
   const std::vector<std::pair<int64_t, int64_t>> decay = {{0, n / 3}, {n / 2, n - 1}};
   train::AdamW cpu(o, 0, n, decay);
   std::vector<float> master = random_floats(n, 0.02f, 101);

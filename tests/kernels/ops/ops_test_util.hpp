@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "config/config.hpp"
 #include "kernels/common/device_buffer.hpp"
 #include "tests/kernels/elem_host.hpp"
 
@@ -33,6 +34,27 @@ std::vector<double> random_values(int64_t n, double scale, uint32_t seed) {
   std::vector<double> v(static_cast<size_t>(n));
   for (double& x : v) x = normal(rng);
   return round_to<T>(std::move(v));
+}
+
+// N(0, scale²) floats (optimizer state and gradients).
+inline std::vector<float> random_floats(int64_t n, float scale, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// The optimizer settings of the AdamW tests: a short warmup, then cosine;
+// decay and clipping both active.
+inline config::OptimConfig adamw_test_config() {
+  config::OptimConfig o;
+  o.lr = 3e-3;
+  o.min_lr = 3e-4;
+  o.warmup_steps = 2;
+  o.weight_decay = 0.1;
+  o.grad_clip = 1.0;
+  return o;
 }
 
 // A device array of T holding given values.

@@ -7,41 +7,23 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "config/config.hpp"
 #include "kernels/common/device_buffer.hpp"
 #include "kernels/train/device_adamw.hpp"
 #include "tests/kernels/gpu_test.hpp"
+#include "tests/kernels/ops/ops_test_util.hpp"
 #include "train/optimizer.hpp"
 
-namespace meshloom::kernels {
+namespace meshloom::kernels::test {
 namespace {
-
-std::vector<float> random_floats(int64_t n, float scale, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = normal(rng);
-  return v;
-}
-
-config::OptimConfig optim() {
-  config::OptimConfig o;
-  o.lr = 3e-3;
-  o.min_lr = 3e-4;
-  o.warmup_steps = 2;
-  o.weight_decay = 0.1;
-  o.grad_clip = 1.0;
-  return o;
-}
 
 // `steps` updates of the slice [begin, end) of n parameters, on both sides;
 // the device resumes from the CPU's state after `resume_at` steps.
 void check_slice(int64_t n, int64_t begin, int64_t end, int steps, int resume_at) {
   SCOPED_TRACE(testing::Message() << "n=" << n << " slice [" << begin << ", " << end << ")");
-  const config::OptimConfig o = optim();
+  const config::OptimConfig o = adamw_test_config();
   const std::vector<std::pair<int64_t, int64_t>> decay = {{0, n / 3}, {n / 2, n - 1}};
   train::AdamW cpu(o, begin, end, decay);
   std::vector<float> master = random_floats(n, 0.02f, 11);
@@ -108,4 +90,4 @@ TEST(DeviceAdamW, RefusesStateOfTheWrongSize) {
 }
 
 }  // namespace
-}  // namespace meshloom::kernels
+}  // namespace meshloom::kernels::test
