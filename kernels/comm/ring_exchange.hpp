@@ -6,8 +6,8 @@
 // Point-to-point needs no group communicator: it runs on the trainers'
 // communicator with trainer indices, so no split (and no collective call) is
 // needed per ring. Unlike MPI, NCCL carries no message size: the receiver
-// must know what the previous member sends (in ring attention, every member
-// knows every block's token count from the plan; or blocks can be sent at a
+// must know what the previous member sends (ring attention gathers every
+// member's block size once with ring_all_gather; or blocks can be sent at a
 // fixed capacity).
 //
 //   ring_exchange(trainers.get(), members, me, out, out_bytes, in, in_bytes, stream);
@@ -30,5 +30,14 @@ namespace meshloom::kernels {
 // move nothing (the partner then passes zero too).
 void ring_exchange(ncclComm_t comm, std::span<const int> members, int me, const void* send,
                    size_t send_bytes, void* recv, size_t recv_bytes, cudaStream_t stream);
+
+// Every member's entry of `bytes` bytes to every member, around the ring:
+// `all` (device) holds one entry per member in ring order, this member's at
+// index me on entry, all of them once `stream` gets there. k - 1 ring
+// exchanges, so only ring neighbours talk (no connections to the others):
+// for the few bytes that members must know of each other before exchanging
+// blocks, such as the blocks' sizes.
+void ring_all_gather(ncclComm_t comm, std::span<const int> members, int me, void* all, size_t bytes,
+                     cudaStream_t stream);
 
 }  // namespace meshloom::kernels

@@ -1,7 +1,7 @@
 // Ring attention (context parallelism) on the GPU: the twin of
 // train::RingAttention (lib/train/ring_attention.hpp), same protocol, same
-// messages, same order, so the plan's global order of ring micro-batches
-// keeps the rings apart here too.
+// order, so the plan's global order of ring micro-batches keeps the rings
+// apart here too.
 //
 // Forward: the members' K/V blocks travel around the ring; each member runs
 // the flash kernels over every block into an fp32 accumulator (out, lse) and
@@ -9,18 +9,23 @@
 // again with their fp32 dK/dV accumulators; after a full turn every
 // accumulator comes home and is added into the member's dK/dV.
 //
-// Blocks are staged through host memory and sent over MPI (comm::RingShift):
-// correct everywhere, including several trainers sharing one GPU, but not
-// fast; NCCL send/receive between GPUs (kernels/comm) is the fast path to
-// come. Transfers overlap the kernels of the current block.
+// Two transports (kernels/model/ring_link.hpp), the same kernels in the same
+// order, so the same results: without an NCCL communicator blocks are staged
+// through host memory over MPI (the CPU ring's messages; right when trainers
+// share a GPU); with one they stay on the device and move with NCCL
+// send/receive on a communication stream (one GPU per trainer). Either way
+// the next block travels while the kernels run on the current one.
 #pragma once
 
 #include <mpi.h>
+#include <nccl.h>
 
+#include <memory>
 #include <vector>
 
 #include "kernels/common/device_buffer.hpp"
 #include "kernels/model/device_attention.hpp"
+#include "kernels/model/ring_link.hpp"
 
 namespace meshloom::kernels {
 
@@ -28,9 +33,14 @@ template <class T>
 class DeviceRingAttention final : public DeviceAttention<T> {
  public:
   // `members` lists the ranks in `comm` in ring order; `me` is this rank's
-  // index in it. `max_tokens` bounds any member's block (the capacity).
+  // index in it. `max_tokens` bounds any member's block (the capacity). With
+  // `nccl` the blocks move over it instead: the same numbers are its ranks
+  // (NCCL rank == MPI rank == trainer index), members[me] must be this rank,
+  // and its device the current one. Lives for one micro-batch: its blocks
+  // keep their sizes over every layer (NCCL exchanges them at the first
+  // forward).
   DeviceRingAttention(MPI_Comm comm, std::vector<int> members, int me, int64_t max_tokens,
-                      double timeout_s);
+                      double timeout_s, ncclComm_t nccl = nullptr);
 
   void forward(int layer, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                const FlashOut<T>& res, cudaStream_t stream) override;
@@ -39,27 +49,9 @@ class DeviceRingAttention final : public DeviceAttention<T> {
                 int64_t lddq, const FlashKvGrad& kv_grad, cudaStream_t stream) override;
 
  private:
-  // A block as it travels (host bytes): n, K rows, V rows (kv_dim wide, type
-  // T), sample ids, positions, then (backward only) fp32 dK and dV rows.
-  struct Block {
-    std::vector<char> bytes;
-    int64_t n = 0;
-  };
-  static size_t block_bytes(int64_t n, int64_t kv_dim, bool with_grads);
-  void pack(const FlashKv<T>& kv, int64_t kv_dim, bool with_grads, Block* b,
-            cudaStream_t stream) const;
-  // Copies a block to the device buffers; returns the K/V view of them.
-  FlashKv<T> upload(const Block& b, int64_t kv_dim, bool with_grads, cudaStream_t stream);
-  void shift(const Block& out, Block* in, int tag, size_t cap);
-
-  MPI_Comm comm_;
-  std::vector<int> members_;
-  int me_;
-  int64_t max_tokens_;
-  double timeout_s_;
-  DeviceBuffer<T> k_, v_;
-  DeviceBuffer<int32_t> ids_;
-  DeviceBuffer<float> dkv_, acc_, part_, part_lse_, delta_;
+  int k_;
+  std::unique_ptr<RingLink<T>> link_;
+  DeviceBuffer<float> acc_, part_, part_lse_, delta_;
 };
 
 }  // namespace meshloom::kernels

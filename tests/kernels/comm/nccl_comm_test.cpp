@@ -1,7 +1,8 @@
 // NCCL communication over MPI ranks, one GPU per rank: the bootstrap, group
-// communicators split and cached by member set, the ring exchange and the
-// bucketed gradient all-reduce. Values are small multiples of 1/4, so sums
-// are exact in fp32 in any order and results compare exactly.
+// communicators split and cached by member set, the ring exchange and its
+// all-gather, and the bucketed gradient all-reduce. Values are small
+// multiples of 1/4, so sums are exact in fp32 in any order and results
+// compare exactly.
 //
 // NCCL refuses two ranks on one GPU: with fewer visible GPUs than ranks on a
 // node every test skips, and every rank decides the same (nccl_usable is a
@@ -25,32 +26,12 @@
 #include "kernels/comm/ring_exchange.hpp"
 #include "kernels/common/check.cuh"
 #include "kernels/common/device_buffer.hpp"
-#include "tests/kernels/gpu_test.hpp"
+#include "tests/kernels/nccl_test.hpp"
 
 namespace meshloom::kernels {
 namespace {
 
 constexpr double kTimeout = 120;  // seconds before a wait fails instead of hanging
-
-// Agreed first (collective), so ML_REQUIRE_GPU() after it skips on all ranks or none.
-#define ML_REQUIRE_GPU_PER_RANK()                                         \
-  do {                                                                    \
-    std::string ml_nccl_why_;                                             \
-    if (!::meshloom::kernels::nccl_usable(MPI_COMM_WORLD, &ml_nccl_why_)) \
-      GTEST_SKIP() << ml_nccl_why_;                                       \
-    ML_REQUIRE_GPU();                                                     \
-  } while (0)
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 // What trainer `rank` contributes at element i.
 float value(int rank, int64_t i) { return float((rank + 1) * (int(i % 61) - 30)) * 0.25f; }
@@ -217,6 +198,35 @@ TEST(RingExchange, PassesEachBufferToTheNextMember) {
   // Nothing to send: nothing moves, nothing hangs.
   ring_exchange(trainers.get(), all_ranks(), rank, nullptr, 0, nullptr, 0, s.s);
   wait_stream(s.s, trainers.get(), kTimeout, "an empty ring exchange");
+}
+
+TEST(RingExchange, AllGathersEveryMembersEntry) {
+  ML_REQUIRE_GPU_PER_RANK();
+  NcclComm trainers(MPI_COMM_WORLD);
+  const int rank = world_rank(), p = world_size();
+  Stream s;
+  // One ring over all ranks in reverse order, then every rank alone.
+  for (bool alone : {false, true}) {
+    std::vector<int> ring = {rank};
+    int me = 0;
+    if (!alone) {
+      ring.clear();
+      for (int r = p - 1; r >= 0; --r) ring.push_back(r);
+      me = p - 1 - rank;
+    }
+    const size_t k = ring.size(), width = 3;  // entries of three int64 each
+    auto entry = [](int trainer, size_t i) { return int64_t(1000 * trainer + 7 * int64_t(i) + 1); };
+    std::vector<int64_t> host(k * width, -1);
+    for (size_t i = 0; i < width; ++i) host[size_t(me) * width + i] = entry(rank, i);
+    DeviceBuffer<int64_t> all(host);
+    ring_all_gather(trainers.get(), ring, me, all.data(), width * sizeof(int64_t), s.s);
+    wait_stream(s.s, trainers.get(), kTimeout, "the test ring all-gather");
+    const std::vector<int64_t> got = all.download();
+    int64_t bad = 0;
+    for (size_t j = 0; j < k; ++j)
+      for (size_t i = 0; i < width; ++i) bad += got[j * width + i] != entry(ring[j], i);
+    EXPECT_EQ(bad, 0) << (alone ? "a ring of one" : "the ring of all ranks");
+  }
 }
 
 void CUDART_CB slow_backward(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }

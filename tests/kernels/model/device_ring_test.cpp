@@ -1,82 +1,231 @@
 // Ring attention on the GPU (DeviceRingAttention) against full attention on
 // the CPU (lib/model/attention in double): every rank holds a contiguous
-// piece of the same packed documents (pieces cut across documents), the ring
-// runs over all ranks (which may share one GPU), and each rank's output, lse,
-// dQ and its own keys' dK/dV must equal the corresponding rows of the full
-// computation. fp32 to 1e-5, bf16 to 1e-2 (relative to the largest value).
+// piece of the same packed documents (pieces cut across documents and of
+// unequal sizes, so every shift moves blocks of its own size), the ring runs
+// over all ranks, and each rank's output, lse, dQ and its own keys' dK/dV
+// must equal the corresponding rows of the full computation. fp32 to 1e-5,
+// bf16 to 1e-2 (relative to the largest value). Two layers run on one ring
+// object, as in the model.
+//
+// The MPI transport runs wherever ranks share a GPU. The NCCL transport needs
+// one GPU per rank (NCCL refuses two ranks on one GPU; every rank decides the
+// same, nccl_usable being collective), so on a one-GPU machine it runs as a
+// ring of one at np1. It must give the MPI ring's numbers: forward bitwise;
+// backward to 1e-5, as its fp32 atomics add in a varying order even within
+// one transport.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <deque>
 #include <numeric>
+#include <string>
 #include <vector>
 
+#include "base/check.hpp"
+#include "kernels/comm/nccl_comm.hpp"
+#include "kernels/common/check.cuh"
 #include "kernels/model/device_ring_attention.hpp"
 #include "tests/kernels/attention/attention_test_util.hpp"
-#include "tests/kernels/gpu_test.hpp"
+#include "tests/kernels/nccl_test.hpp"
 
 namespace {
 
 using namespace meshloom::kernels;
 using namespace meshloom::kernels::test;
 
+constexpr int kLayers = 2;
+constexpr FlashDims kDims{8, 2, 64};
+constexpr int64_t kQw = int64_t{kDims.n_heads} * kDims.head_dim;     // query row width
+constexpr int64_t kKw = int64_t{kDims.n_kv_heads} * kDims.head_dim;  // key/value row width
+
 std::vector<double> rows_of(const std::vector<double>& all, int64_t width, int64_t lo, int64_t hi) {
   return std::vector<double>(all.begin() + lo * width, all.begin() + hi * width);
 }
 
+// Entries that differ at all (-inf equals -inf).
+int64_t differences(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return int64_t(std::max(a.size(), b.size()));
+  int64_t d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d += !(a[i] == b[i]);
+  return d;
+}
+
+// The packed documents, the full computation, and this rank's piece of them:
+// rank r holds a share proportional to r + 1, or nothing when `first_empty`
+// and r == 0 (the others then split it the same way).
+struct Problem {
+  Problem(bool bf16, bool first_empty) {
+    const int rank = world_rank(), size = world_size();
+    all = make_packed(kDims, {300, 45, 129, 1, 77}, 17, bf16);
+    const int64_t n = all.n();
+    const int skip = first_empty ? 1 : 0;
+    // Where rank r's piece begins (r = size: the end).
+    auto begin = [&](int r) -> int64_t {
+      if (size == skip) return 0;  // a ring of one that holds nothing
+      const int64_t j = std::max(0, r - skip), m = size - skip;
+      return n * j * (j + 1) / (m * (m + 1));
+    };
+    lo = begin(rank);
+    hi = begin(rank + 1);
+    std::vector<int64_t> rows(static_cast<size_t>(hi - lo));
+    std::iota(rows.begin(), rows.end(), lo);
+    mine = take_rows(kDims, all, rows);
+
+    cpu_forward(kDims, all, all, out, lse);
+    const std::vector<double> delta = cpu_delta(kDims, all, out);
+    dq.assign(static_cast<size_t>(n * kQw), 0.0);
+    dk.assign(static_cast<size_t>(n * kKw), 0.0);
+    dv.assign(static_cast<size_t>(n * kKw), 0.0);
+    cpu_backward(kDims, all, all, lse, delta, dq, dk, dv);
+  }
+  Block all, mine;
+  int64_t lo = 0, hi = 0;
+  std::vector<double> out, lse, dq, dk, dv;  // every row
+};
+
+// What one layer's ring gives this rank.
+struct LayerResult {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+
+// One layer's outputs and gradients on the device, for m rows.
 template <class T>
-void ring_equals_full_attention(double tol) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const FlashDims dims{8, 2, 64};
-  const int64_t qw = int64_t{dims.n_heads} * dims.head_dim;
-  const int64_t kw = int64_t{dims.n_kv_heads} * dims.head_dim;
-  const Block all = make_packed(dims, {300, 45, 129, 1, 77}, 17, std::is_same_v<T, bf16>);
-  const int64_t n = all.n(), lo = n * rank / size, hi = n * (rank + 1) / size;
-  std::vector<int64_t> rows(static_cast<size_t>(hi - lo));
-  std::iota(rows.begin(), rows.end(), lo);
-  const Block mine = take_rows(dims, all, rows);
+struct LayerBuffers {
+  explicit LayerBuffers(int64_t m)
+      : out(m * kQw), lse(m * kDims.n_heads), dq(m * kQw), dk(m * kKw), dv(m * kKw) {}
+  DeviceBuf<T> out;
+  DeviceBuf<float> lse, dq, dk, dv;
+};
 
-  std::vector<double> out_all, lse_all;
-  cpu_forward(dims, all, all, out_all, lse_all);
-  const std::vector<double> delta_all = cpu_delta(dims, all, out_all);
-  std::vector<double> dq_all(static_cast<size_t>(n * qw)), dk_all(static_cast<size_t>(n * kw)),
-      dv_all(static_cast<size_t>(n * kw));
-  cpu_backward(dims, all, all, lse_all, delta_all, dq_all, dk_all, dv_all);
-
-  std::vector<int> members(static_cast<size_t>(size));
+// Forward over kLayers layers on one ring object, then backward in reverse,
+// on a non-blocking stream as in the model; every layer sees the same inputs.
+template <class T>
+std::vector<LayerResult> run_ring(const Problem& p, ncclComm_t nccl) {
+  std::vector<int> members(static_cast<size_t>(world_size()));
   std::iota(members.begin(), members.end(), 0);
-  DeviceRingAttention<T> ring(MPI_COMM_WORLD, members, rank, n, 60.0);
-  const DeviceBlock<T> dev(dims, mine, 3);  // padded rows: the strided pack
-  const int64_t m = mine.n();
-  DeviceBuf<T> out(m * qw);
-  DeviceBuf<float> lse(m * dims.n_heads), dq(m * qw), dk(m * kw), dv(m * kw);
-  ring.forward(0, dims, dev.query(), dev.keys(), FlashOut<T>{out.get(), qw, lse.get()}, nullptr);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_LE(rel_error(download(out), rows_of(out_all, qw, lo, hi)), tol) << "out, rank " << rank;
-  int64_t mismatches = 0;
-  EXPECT_LE(lse_error(download(lse), rows_of(lse_all, dims.n_heads, lo, hi), &mismatches), tol);
-  EXPECT_EQ(mismatches, 0);
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<LayerResult> results(kLayers);
+  {
+    DeviceRingAttention<T> ring(MPI_COMM_WORLD, members, world_rank(), p.all.n(), 60.0, nccl);
+    const DeviceBlock<T> dev(kDims, p.mine, 3);  // padded rows: the strided pack
+    CUDA_CHECK(cudaDeviceSynchronize());         // its uploads ran on the legacy stream
+    std::deque<LayerBuffers<T>> bufs;
+    for (int l = 0; l < kLayers; ++l) bufs.emplace_back(p.mine.n());
+    for (int l = 0; l < kLayers; ++l) {
+      LayerBuffers<T>& b = bufs[size_t(l)];
+      ring.forward(l, kDims, dev.query(), dev.keys(), FlashOut<T>{b.out.get(), kQw, b.lse.get()},
+                   stream);
+    }
+    for (int l = kLayers - 1; l >= 0; --l) {
+      LayerBuffers<T>& b = bufs[size_t(l)];
+      for (DeviceBuf<float>* g : {&b.dq, &b.dk, &b.dv})
+        CUDA_CHECK(cudaMemsetAsync(g->get(), 0, size_t(g->size()) * sizeof(float), stream));
+      ring.backward(l, kDims, dev.query(), dev.keys(), b.out.get(), kQw, b.lse.get(),
+                    dev.dout.get(), dev.ldq, b.dq.get(), kQw,
+                    FlashKvGrad{b.dk.get(), b.dv.get(), kKw, kKw}, stream);
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (size_t i = 0; i < size_t(kLayers); ++i) {
+      const LayerBuffers<T>& b = bufs[i];
+      results[i] = {download(b.out), download(b.lse), download(b.dq), download(b.dk),
+                    download(b.dv)};
+    }
+  }
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  return results;
+}
 
-  for (DeviceBuf<float>* g : {&dq, &dk, &dv})
-    ASSERT_EQ(cudaMemset(g->get(), 0, size_t(g->size()) * sizeof(float)), cudaSuccess);
-  ring.backward(0, dims, dev.query(), dev.keys(), out.get(), qw, lse.get(), dev.dout.get(), dev.ldq,
-                dq.get(), qw, FlashKvGrad{dk.get(), dv.get(), kw, kw}, nullptr);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_LE(rel_error(download(dq), rows_of(dq_all, qw, lo, hi)), tol) << "dq, rank " << rank;
-  EXPECT_LE(rel_error(download(dk), rows_of(dk_all, kw, lo, hi)), tol) << "dk, rank " << rank;
-  EXPECT_LE(rel_error(download(dv), rows_of(dv_all, kw, lo, hi)), tol) << "dv, rank " << rank;
+void expect_full_attention(const Problem& p, const std::vector<LayerResult>& got, double tol,
+                           const char* transport) {
+  const int rank = world_rank();
+  for (size_t l = 0; l < got.size(); ++l) {
+    const LayerResult& r = got[l];
+    SCOPED_TRACE(std::string(transport) + ", layer " + std::to_string(l) + ", rank " +
+                 std::to_string(rank));
+    EXPECT_LE(rel_error(r.out, rows_of(p.out, kQw, p.lo, p.hi)), tol) << "out";
+    int64_t mismatches = 0;
+    EXPECT_LE(lse_error(r.lse, rows_of(p.lse, kDims.n_heads, p.lo, p.hi), &mismatches), tol);
+    EXPECT_EQ(mismatches, 0);
+    EXPECT_LE(rel_error(r.dq, rows_of(p.dq, kQw, p.lo, p.hi)), tol) << "dq";
+    EXPECT_LE(rel_error(r.dk, rows_of(p.dk, kKw, p.lo, p.hi)), tol) << "dk";
+    EXPECT_LE(rel_error(r.dv, rows_of(p.dv, kKw, p.lo, p.hi)), tol) << "dv";
+  }
+  // Forward has no atomics: every layer gives the same bits.
+  for (size_t l = 1; l < got.size(); ++l) {
+    EXPECT_EQ(differences(got[l].out, got[0].out), 0) << transport << ", layer " << l;
+    EXPECT_EQ(differences(got[l].lse, got[0].lse), 0) << transport << ", layer " << l;
+  }
+}
+
+template <class T>
+void mpi_ring_equals_full_attention(double tol, bool first_empty) {
+  const Problem p(std::is_same_v<T, bf16>, first_empty);
+  expect_full_attention(p, run_ring<T>(p, nullptr), tol, "MPI");
+}
+
+template <class T>
+void nccl_ring_equals_full_attention_and_the_mpi_ring(double tol, bool first_empty) {
+  NcclComm trainers(MPI_COMM_WORLD);
+  const Problem p(std::is_same_v<T, bf16>, first_empty);
+  const std::vector<LayerResult> mpi = run_ring<T>(p, nullptr);
+  const std::vector<LayerResult> nccl = run_ring<T>(p, trainers.get());
+  expect_full_attention(p, nccl, tol, "NCCL");
+  for (size_t l = 0; l < nccl.size(); ++l) {
+    SCOPED_TRACE("NCCL against MPI, layer " + std::to_string(l) + ", rank " +
+                 std::to_string(world_rank()));
+    EXPECT_EQ(differences(nccl[l].out, mpi[l].out), 0) << "out";
+    EXPECT_EQ(differences(nccl[l].lse, mpi[l].lse), 0) << "lse";
+    EXPECT_LE(rel_error(nccl[l].dq, mpi[l].dq), 1e-5) << "dq";
+    EXPECT_LE(rel_error(nccl[l].dk, mpi[l].dk), 1e-5) << "dk";
+    EXPECT_LE(rel_error(nccl[l].dv, mpi[l].dv), 1e-5) << "dv";
+  }
 }
 
 }  // namespace
 
 TEST(DeviceRing, Fp32RingEqualsFullAttention) {
   ML_REQUIRE_GPU();
-  ring_equals_full_attention<float>(1e-5);
+  mpi_ring_equals_full_attention<float>(1e-5, false);
 }
 
 TEST(DeviceRing, Bf16RingEqualsFullAttention) {
   ML_REQUIRE_GPU();
-  ring_equals_full_attention<bf16>(1e-2);
+  mpi_ring_equals_full_attention<bf16>(1e-2, false);
+}
+
+TEST(DeviceRing, RingWithAnEmptyMemberEqualsFullAttention) {
+  ML_REQUIRE_GPU();
+  mpi_ring_equals_full_attention<float>(1e-5, true);
+}
+
+TEST(DeviceRing, Fp32NcclRingEqualsFullAttentionAndTheMpiRing) {
+  ML_REQUIRE_GPU_PER_RANK();
+  nccl_ring_equals_full_attention_and_the_mpi_ring<float>(1e-5, false);
+}
+
+TEST(DeviceRing, Bf16NcclRingEqualsFullAttentionAndTheMpiRing) {
+  ML_REQUIRE_GPU_PER_RANK();
+  nccl_ring_equals_full_attention_and_the_mpi_ring<bf16>(1e-2, false);
+}
+
+TEST(DeviceRing, NcclRingWithAnEmptyMemberEqualsFullAttentionAndTheMpiRing) {
+  ML_REQUIRE_GPU_PER_RANK();
+  nccl_ring_equals_full_attention_and_the_mpi_ring<float>(1e-5, true);
+}
+
+TEST(DeviceRing, NcclRingRefusesMembersThatAreNotItsRanks) {
+  ML_REQUIRE_GPU_PER_RANK();
+  NcclComm trainers(MPI_COMM_WORLD);
+  const int rank = world_rank(), size = world_size();
+  // A rank outside the communicator; this rank at another member's place.
+  EXPECT_THROW(DeviceRingAttention<float>(MPI_COMM_WORLD, {size}, 0, 8, 60.0, trainers.get()),
+               meshloom::Error);
+  if (size > 1) {
+    EXPECT_THROW(DeviceRingAttention<float>(MPI_COMM_WORLD, {(rank + 1) % size, rank}, 0, 8, 60.0,
+                                            trainers.get()),
+                 meshloom::Error);
+  }
 }
