@@ -105,8 +105,11 @@ class CudaModel final : public DeviceModel {
         offload > 0 ? std::min(layers, 2 + int(std::lround(offload * double(layers - 2)))) : 0;
     std::unique_ptr<kernels::DeviceRingAttention<T>> attention;
     if (ring)
+      // Blocks go GPU to GPU over NCCL where the trainers have it (every
+      // trainer decided the same in start_optimizer), else through MPI.
       attention = std::make_unique<kernels::DeviceRingAttention<T>>(
-          ring->comm, ring->members, ring->me, ring->max_tokens, ring->timeout_s);
+          ring->comm, ring->members, ring->me, ring->max_tokens, ring->timeout_s,
+          nccl_ ? nccl_->get() : nullptr);
     const model::LossSum ls = model_->forward(batch, attention.get(), offloaded);
     // The last micro-batch's gradients are final layer by layer: their
     // buckets go to NCCL while backward goes on.
@@ -117,7 +120,7 @@ class CudaModel final : public DeviceModel {
       model_->backward(scale);
     // Done here, so the trainer's per-micro-batch times are the device's
     // (the cost model is calibrated on them), and `attention` may go.
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    wait(ring ? "a micro-batch with ring attention" : "a micro-batch");
     return ls;
   }
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/attention/flash_attention.hpp"
+#include "runtime/device_model.hpp"
 
 namespace meshloom::kernels {
 
@@ -52,16 +53,10 @@ class RingLink {
   virtual void finish(cudaStream_t stream) = 0;
 };
 
-// The ring as DeviceRingAttention is given it: `members` are ranks of `comm`
-// (and, for NCCL, of the NCCL communicator) in ring order, `me` this rank's
-// index, `max_tokens` bounds every member's block.
-struct RingSpec {
-  MPI_Comm comm = MPI_COMM_NULL;
-  std::vector<int> members;
-  int me = 0;
-  int64_t max_tokens = 0;
-  double timeout_s = 0;
-};
+// The ring as DeviceRingAttention is given it: the trainer's RingGroup
+// (`members` are ranks of `comm`, and for NCCL of the NCCL communicator, in
+// ring order; `me` this rank's index; `max_tokens` bounds every block).
+using RingSpec = RingGroup;
 
 template <class T>
 std::unique_ptr<RingLink<T>> mpi_ring_link(RingSpec ring);
