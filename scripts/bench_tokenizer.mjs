@@ -2,14 +2,10 @@
 // `tiktoken` package (Rust compiled to WASM) on one thread.
 //   node scripts/bench_tokenizer.mjs [--encoding gpt2] [--reps N] FILE...
 // Prints one line: "tiktoken-wasm <encoding> <bytes> <tokens> <seconds> <MB/s>".
-import { createRequire } from "node:module";
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { loadTiktoken } from "./tiktoken_npm.mjs";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const require = createRequire(import.meta.url);
-const { get_encoding } = require(join(here, "../third_party/npm/node_modules/tiktoken"));
+const { get_encoding } = loadTiktoken();
 
 let encodingName = "gpt2";
 let reps = 1;

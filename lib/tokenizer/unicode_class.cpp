@@ -1,11 +1,18 @@
-// Class tables for unicode_class.hpp: ASCII by hand, the rest from ICU.
+// Class tables for unicode_class.hpp: ASCII by hand, the rest from ICU, held
+// to Unicode 16.0, the version of the regex crate in tiktoken: the ids of a
+// text must not change with the machine's ICU.
 #include "tokenizer/unicode_class.hpp"
 
 #include <unicode/uchar.h>
+#include <unicode/uversion.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
+
+// Older ICUs lack the Unicode 15.0 additions, which unicode_additions.inc omits.
+static_assert(U_ICU_VERSION_MAJOR_NUM >= 72, "ICU 72 (Unicode 15.0) or newer needed");
 
 namespace meshloom::unicode {
 namespace {
@@ -13,9 +20,33 @@ namespace {
 constexpr uint8_t kL = kLetter, kN = kNumber, kS = kSpace;
 constexpr uint8_t kUp = kLetter | kUpperish;  // A-Z
 constexpr uint8_t kLo = kLetter | kLowerish;  // a-z
+constexpr uint8_t kUpperLetter = kUp, kLowerLetter = kLo;
+constexpr uint8_t kOtherLetter = kLetter | kUpperish | kLowerish;  // Lo, Lm
+constexpr uint8_t kMark = kUpperish | kLowerish;
+
+// Letters, marks and numbers new in Unicode 15.1 and 16.0, for an ICU that
+// predates them (Debian 12's ICU 72 is Unicode 15.0): unassigned there, they
+// would split like punctuation where tiktoken keeps them in a word.
+struct Added {
+  uint32_t first, last;
+  uint8_t bits;
+};
+constexpr Added kAdded[] = {
+#include "tokenizer/unicode_additions.inc"
+};
+
+uint8_t added_class(uint32_t cp) {
+  const Added* it = std::upper_bound(std::begin(kAdded), std::end(kAdded), cp,
+                                     [](uint32_t c, const Added& a) { return c < a.first; });
+  return it != std::begin(kAdded) && cp <= (it - 1)->last ? (it - 1)->bits : 0;
+}
 
 uint8_t icu_class(uint32_t cp) {
   const auto c = static_cast<UChar32>(cp);
+  if (u_charType(c) == U_UNASSIGNED) return added_class(cp);
+  UVersionInfo age;
+  u_charAge(c, age);
+  if (age[0] > 16) return 0;  // a newer ICU's code point: unassigned for tiktoken
   uint8_t bits = u_isUWhiteSpace(c) ? kSpace : 0;
   switch (u_charType(c)) {
     case U_UPPERCASE_LETTER:

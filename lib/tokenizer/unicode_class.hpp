@@ -3,7 +3,9 @@
 // The GPT-2, cl100k and o200k split patterns test each code point for \p{L},
 // \p{N}, \s and (o200k) letter case and marks. decode() reads one UTF-8 code
 // point and returns its class bits: ASCII is a 128-entry table, the rest a
-// two-level table built once from ICU, so the hot loop never calls ICU.
+// two-level table built once from ICU, so the hot loop never calls ICU. The
+// classes are Unicode 16.0's, as in tiktoken's regex crate, whatever the ICU
+// version (unicode_class.cpp).
 //
 // \s is Unicode White_Space, as in Rust's regex crate that tiktoken uses (JS
 // \s differs on U+0085 and U+FEFF; we follow tiktoken).

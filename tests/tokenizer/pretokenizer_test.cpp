@@ -82,5 +82,23 @@ TEST(tokenizer, UnicodeClasses) {
   EXPECT_EQ(decode(bad, 3).cls, 0);
 }
 
+// Unicode 15.1 and 16.0 code points take their Unicode 16.0 class, as in
+// tiktoken's regex crate, even from an ICU that predates them (ICU 72).
+TEST(tokenizer, UnicodeClassesAreUnicode16) {
+  using namespace unicode;
+  EXPECT_EQ(class_of(0x13460), kLetter | kUpperish | kLowerish);  // Egyptian hieroglyph (16.0, Lo)
+  EXPECT_EQ(class_of(0x2EBF0), kLetter | kUpperish | kLowerish);  // CJK Extension I (15.1, Lo)
+  EXPECT_EQ(class_of(0x1C89), kLetter | kUpperish);               // Cyrillic capital TJE (16.0, Lu)
+  EXPECT_EQ(class_of(0x1C8A), kLetter | kLowerish);               // Cyrillic small tje (16.0, Ll)
+  EXPECT_EQ(class_of(0x0897), kUpperish | kLowerish);             // Arabic pepet (16.0, Mn)
+  EXPECT_EQ(class_of(0x10D40), kNumber);                          // Garay digit zero (16.0, Nd)
+  EXPECT_EQ(class_of(0x1CC00), 0);  // legacy computing symbol (16.0, So): punctuation
+  EXPECT_EQ(class_of(0x143FB), 0);  // unassigned in 16.0
+  EXPECT_EQ(o200k("\U00013460,z"), (Pieces{"\U00013460", ",z"}));
+  EXPECT_EQ(o200k("\U0002EBF0's"), (Pieces{"\U0002EBF0's"}));
+  EXPECT_EQ(cl100k("\U00010D40\U00010D41\U00010D42\U00010D43"),
+            (Pieces{"\U00010D40\U00010D41\U00010D42", "\U00010D43"}));
+}
+
 }  // namespace
 }  // namespace meshloom

@@ -80,6 +80,18 @@ TEST(tokenizer, O200kKnownIds) {
             (std::vector<int32_t>{64, 199999, 65}));
 }
 
+// Letters and digits new in Unicode 15.1/16.0 (unassigned in ICU 72) stay out
+// of the punctuation piece, so ",z" merges; ids from the npm tiktoken package.
+TEST(tokenizer, Unicode16LettersMatchReference) {
+  const std::string egyptian = "\U00013460,z", cjk_ext_i = "\U0002EBF0,z", garay = "\U00010D40,z";
+  const Tokenizer& o200k = tokenizer("tiktoken:o200k_base");
+  EXPECT_EQ(o200k.encode(egyptian), (std::vector<int32_t>{172, 241, 239, 254, 54920}));
+  EXPECT_EQ(o200k.encode(cjk_ext_i), (std::vector<int32_t>{172, 106, 107, 108, 54920}));
+  EXPECT_EQ(o200k.encode(garay), (std::vector<int32_t>{172, 238, 113, 222, 54920}));
+  EXPECT_EQ(tokenizer("tiktoken:cl100k_base").encode(egyptian),
+            (std::vector<int32_t>{172, 241, 239, 254, 23500}));
+}
+
 // Long single pieces take the heap merge path; ids from the npm package.
 TEST(tokenizer, LongPiecesMatchReference) {
   std::vector<int32_t> gpt2_a(75, 24794);
