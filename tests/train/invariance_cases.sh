@@ -1,0 +1,83 @@
+# shellcheck shell=bash disable=SC2034,SC2154  # variables for and from the sourcing script
+# invariance_cases.sh: the one definition of the end-to-end invariance check's
+# data, config, reference and cases (source it). Read by
+# tests/train/invariance_test.sh, and by the GPU bundle: scripts/gpu_bundle.sh
+# copies this file into build-bundle/, whose run.sh `train` runs the GPU cases
+# on a GPU machine, and scripts/gpu_bundle_check.sh compares what comes back
+# with a CPU reference made here (with the copy that came back).
+#
+# The functions read three variables of the caller: meshloom (the executable),
+# mpiexec (mpirun) and dir (the work folder: data in $dir/docs, the config in
+# $dir/c.yaml, each run's dump and log in $dir/NAME.h5 and $dir/NAME.txt).
+
+# The Python library docs that prepare_docs (tests/common/testlib.sh) turns into
+# the dataset $dir/docs, byte tokenizer.
+invariance_docs='a*'
+
+# The reference: one trainer, nothing split, on the CPU.
+invariance_ref=(1 --set plan.capacity=4096)
+
+# One case a line: NAME TRAINERS TOLERANCE meshloom-train-arguments...
+# Each run dumps step 0 (--dump-step 0 $dir/NAME.h5); compare_dumps.py checks
+# its loss and gradients against the reference's to a relative error TOLERANCE.
+invariance_cpu_cases=(
+  "hdp2       2 1e-5 --set plan.planner=hdp --set plan.capacity=512"
+  "hdp3       3 1e-5 --set plan.planner=hdp --set plan.capacity=400"
+  "hdp4       4 1e-5 --set plan.planner=hdp --set plan.capacity=300"
+  "static4    4 1e-5 --set plan.planner=static --set plan.capacity=256"
+  "static2    2 1e-5 --set plan.planner=static --set plan.capacity=512"
+  "bytescale3 3 1e-5 --set plan.planner=bytescale --set plan.capacity=400"
+  "zero3      3 1e-5 --set plan.capacity=400 --set optim.zero1=true"
+)
+# On the GPU (run.backend=cuda is added; the trainers share the GPU, rings on
+# it): fp32 to 1e-4 (other summation orders), bf16 to 5e-2; offload2 with
+# selective offloading (long pieces keep activations in host memory).
+invariance_gpu_cases=(
+  "gpu1     1 1e-4 --set run.precision=fp32 --set plan.planner=hdp --set plan.capacity=4096"
+  "gpu2     2 1e-4 --set run.precision=fp32 --set plan.planner=hdp --set plan.capacity=512"
+  "gpu3     3 1e-4 --set run.precision=fp32 --set plan.planner=hdp --set plan.capacity=400"
+  "static4  4 1e-4 --set run.precision=fp32 --set plan.planner=static --set plan.capacity=256"
+  "bf16_2   2 5e-2 --set run.precision=bf16 --set plan.planner=hdp --set plan.capacity=512"
+  "offload2 2 1e-4 --set run.precision=fp32 --set plan.capacity=400 --set plan.offload=true"
+)
+
+# invariance_config BACKEND: the config, on stdout (write it to $dir/c.yaml).
+invariance_config() {
+  local model="{vocab_size: 257, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_dim: 64}"
+  # The GPU attention kernels take head_dim 64 or 128.
+  [[ $1 == cuda ]] && model="{vocab_size: 257, d_model: 128, n_layers: 2, n_heads: 2, n_kv_heads: 1, ffn_dim: 160}"
+  cat <<YAML
+run: {timeout: 120, steps: 1, dir: $dir/run}
+cluster: {roles: {constructors: 1, loaders: 1}}
+model: $model
+data:
+  seq_len: 1024
+  tokens_per_step: 3000
+  sources: [{name: docs, path: $dir/docs}]
+log: {metrics: false}
+YAML
+}
+
+# invariance_case LINE: splits a case line into case_name, case_trainers,
+# case_tol and the array case_args.
+invariance_case() {
+  local rest
+  read -r case_name case_trainers case_tol rest <<<"$1"
+  read -ra case_args <<<"$rest"
+}
+
+# invariance_run NAME TRAINERS ARGS...: trains one step on TRAINERS trainers
+# (plus a loader and a constructor) and dumps it; the exit status is meshloom's
+# (mpirun's), 124 past 300 s.
+invariance_run() {
+  local name=$1 t=$2
+  shift 2
+  timeout 300 "$mpiexec" --oversubscribe --bind-to none -np $((2 + t)) "$meshloom" train \
+    -c "$dir/c.yaml" --dump-step 0 "$dir/$name.h5" "$@" >"$dir/$name.txt" 2>&1
+}
+
+# invariance_on_gpu NAME: whether the run's trainers said they compute on the GPU.
+invariance_on_gpu() { grep -q "computes on GPU" "$dir/$1.txt"; }
+
+# invariance_compare PYTHON COMPARE_DUMPS NAME TOL: the dump against the reference's.
+invariance_compare() { "$1" "$2" "$dir/ref.h5" "$dir/$3.h5" "$4"; }
