@@ -54,7 +54,7 @@ BUILD=${BUILD_DIR:-build}
 bundle=build-bundle
 stage=$BUILD/bundle-stage
 tests=(device_info_test gemm_gpu_test attention_gpu_test ops_gpu_test embedding_gpu_test
-       gpu_transformer_test comm_logic_test device_ring_test nccl_comm_test)
+       gpu_transformer_test train_gpu_test comm_logic_test device_ring_test nccl_comm_test)
 benches=(attention_bench gpu_step_bench)
 
 [[ -f $BUILD/build.ninja ]] || scripts/setup.sh

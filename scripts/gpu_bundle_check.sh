@@ -61,7 +61,7 @@ for case in "${invariance_gpu_cases[@]}"; do
   elif [[ ! -f $dir/$case_name.h5 ]]; then
     result="no dump: $(grep -m1 -E 'meshloom: error|FATAL' "$dir/$case_name.txt" | cut -c1-160)"
   else
-    result=$(invariance_compare /usr/bin/python3 "$root/scripts/compare_dumps.py" "$case_name" "$case_tol" 2>&1 | tail -1)
+    result=$(invariance_compare /usr/bin/python3 "$root/scripts/compare_dumps.py" "$case_name" "$case_tol" "${case_args[@]}" 2>&1 | tail -1)
   fi
   [[ ${rc:-?} == 0 && $on_gpu == yes && $result == ok:* ]] || failed=$((failed + 1))
   echo "| $case_name | $case_trainers | ${rc:-?} | $on_gpu | $case_tol | ${result//|//} |"

@@ -131,7 +131,7 @@ timed() {  # LOG CMD...: runs, sets rc and secs
   secs=$((SECONDS - start))
 }
 part_tests() {
-  for t in device_info_test comm_logic_test gemm_gpu_test ops_gpu_test embedding_gpu_test \
+  for t in device_info_test comm_logic_test gemm_gpu_test ops_gpu_test train_gpu_test embedding_gpu_test \
            attention_gpu_test gpu_transformer_test; do
     timed "$logs/$t.log" with_libs "$b/bin/$t" --gtest_output="xml:$logs/$t.xml"
     row tests "$t" "$(gtest_result "$logs/$t.log" $rc)" $secs
@@ -216,7 +216,8 @@ part_train() {
     if ((rc != 0)); then
       result+=": $(error_line "$dir/$case_name.txt")"
     elif [[ $compare == yes && -f $dir/ref.h5 ]]; then
-      result+=", $(invariance_compare python_h5 "$b/compare_dumps.py" "$case_name" "$case_tol" 2>&1 | tail -1)"
+      # with_libs: a case of several steps makes its CPU reference on first use
+      result+=", $(with_libs invariance_compare python_h5 "$b/compare_dumps.py" "$case_name" "$case_tol" "${case_args[@]}" 2>&1 | tail -1)"
     fi
     row train "$case_name: $case_trainers trainer(s) ${case_args[*]}" "$result" $((SECONDS - start))
     echo "[run.sh] $case_name: $result"

@@ -18,8 +18,11 @@ invariance_docs='a*'
 invariance_ref=(1 --set plan.capacity=4096)
 
 # One case a line: NAME TRAINERS TOLERANCE meshloom-train-arguments...
-# Each run dumps step 0 (--dump-step 0 $dir/NAME.h5); compare_dumps.py checks
-# its loss and gradients against the reference's to a relative error TOLERANCE.
+# Each run dumps its last step (--dump-step $dir/NAME.h5: step 0 unless the
+# arguments set run.steps) and compare_dumps.py checks its loss and gradients
+# against the reference's, run for as many steps, to a relative error
+# TOLERANCE; the parameters (before the step's update) must be equal, or,
+# with TOLERANCE written GRADS:PARAMS, agree to PARAMS.
 invariance_cpu_cases=(
   "hdp2       2 1e-5 --set plan.planner=hdp --set plan.capacity=512"
   "hdp3       3 1e-5 --set plan.planner=hdp --set plan.capacity=400"
@@ -31,7 +34,10 @@ invariance_cpu_cases=(
 )
 # On the GPU (run.backend=cuda is added; the trainers share the GPU, rings on
 # it): fp32 to 1e-4 (other summation orders), bf16 to 5e-2; offload2 with
-# selective offloading (long pieces keep activations in host memory).
+# selective offloading (long pieces keep activations in host memory). The
+# 3-step cases dump step 2, after two updates on the GPU (AdamW, ZeRO-1
+# shards, the gradient reduction over NCCL for one trainer, through MPI for
+# trainers sharing the GPU).
 invariance_gpu_cases=(
   "gpu1     1 1e-4 --set run.precision=fp32 --set plan.planner=hdp --set plan.capacity=4096"
   "gpu2     2 1e-4 --set run.precision=fp32 --set plan.planner=hdp --set plan.capacity=512"
@@ -39,13 +45,17 @@ invariance_gpu_cases=(
   "static4  4 1e-4 --set run.precision=fp32 --set plan.planner=static --set plan.capacity=256"
   "bf16_2   2 5e-2 --set run.precision=bf16 --set plan.planner=hdp --set plan.capacity=512"
   "offload2 2 1e-4 --set run.precision=fp32 --set plan.capacity=400 --set plan.offload=true"
+  "steps1_nccl 1 1e-3:1e-3 --set run.steps=3 --set run.precision=fp32 --set run.gpu_comm=nccl --set plan.capacity=4096"
+  "steps3      3 1e-3:1e-3 --set run.steps=3 --set run.precision=fp32 --set plan.capacity=400"
+  "steps3_zero 3 1e-3:1e-3 --set run.steps=3 --set run.precision=fp32 --set plan.capacity=400 --set optim.zero1=true"
 )
 
 # invariance_config BACKEND: the config, on stdout (write it to $dir/c.yaml).
 invariance_config() {
   local model="{vocab_size: 257, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_dim: 64}"
-  # The GPU attention kernels take head_dim 64 or 128.
-  [[ $1 == cuda ]] && model="{vocab_size: 257, d_model: 128, n_layers: 2, n_heads: 2, n_kv_heads: 1, ffn_dim: 160}"
+  # The GPU attention kernels take head_dim 64 or 128; 4 layers leave 2 to
+  # offload (plan.offload keeps the first and last resident).
+  [[ $1 == cuda ]] && model="{vocab_size: 257, d_model: 128, n_layers: 4, n_heads: 2, n_kv_heads: 1, ffn_dim: 160}"
   cat <<YAML
 run: {timeout: 120, steps: 1, dir: $dir/run}
 cluster: {roles: {constructors: 1, loaders: 1}}
@@ -66,18 +76,41 @@ invariance_case() {
   read -ra case_args <<<"$rest"
 }
 
-# invariance_run NAME TRAINERS ARGS...: trains one step on TRAINERS trainers
-# (plus a loader and a constructor) and dumps it; the exit status is meshloom's
-# (mpirun's), 124 past 300 s.
+# invariance_steps ARGS...: the run.steps that train arguments set (1 if none).
+invariance_steps() {
+  local steps=1 a
+  for a in "$@"; do [[ $a == run.steps=* ]] && steps=${a#run.steps=}; done
+  echo "$steps"
+}
+
+# invariance_run NAME TRAINERS ARGS...: trains on TRAINERS trainers (plus a
+# loader and a constructor) and dumps the last step; the exit status is
+# meshloom's (mpirun's), 124 past 300 s.
 invariance_run() {
   local name=$1 t=$2
   shift 2
+  local last=$(($(invariance_steps "$@") - 1))
   timeout 300 "$mpiexec" --oversubscribe --bind-to none -np $((2 + t)) "$meshloom" train \
-    -c "$dir/c.yaml" --dump-step 0 "$dir/$name.h5" "$@" >"$dir/$name.txt" 2>&1
+    -c "$dir/c.yaml" --dump-step "$last" "$dir/$name.h5" "$@" >"$dir/$name.txt" 2>&1
 }
 
 # invariance_on_gpu NAME: whether the run's trainers said they compute on the GPU.
 invariance_on_gpu() { grep -q "computes on GPU" "$dir/$1.txt"; }
 
-# invariance_compare PYTHON COMPARE_DUMPS NAME TOL: the dump against the reference's.
-invariance_compare() { "$1" "$2" "$dir/ref.h5" "$dir/$3.h5" "$4"; }
+# invariance_compare PYTHON COMPARE_DUMPS NAME TOL ARGS...: the case's dump
+# against the reference's (ARGS: the case's train arguments). A case of
+# several steps is compared with a reference of as many, made here on first
+# use ($dir/ref_sN.h5); TOL is GRADS or GRADS:PARAMS.
+invariance_compare() {
+  local python=$1 compare=$2 name=$3 tol=$4
+  shift 4
+  local steps ref=ref
+  steps=$(invariance_steps "$@")
+  if ((steps > 1)); then
+    ref=ref_s$steps
+    [[ -f $dir/$ref.h5 ]] || invariance_run "$ref" "${invariance_ref[@]}" --set run.steps="$steps" ||
+      { cat "$dir/$ref.txt"; return 1; }
+  fi
+  # shellcheck disable=SC2086  # GRADS:PARAMS becomes two arguments
+  "$python" "$compare" "$dir/$ref.h5" "$dir/$name.h5" ${tol/:/ }
+}

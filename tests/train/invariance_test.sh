@@ -26,8 +26,8 @@ invariance_config "$backend" >"$dir/c.yaml"
 run() {  # name trainers extra-args...
   invariance_run "$@" || { cat "$dir/$1.txt"; fail "$1 exited non-zero"; }
 }
-compare() {  # name tolerance what
-  invariance_compare /usr/bin/python3 "$root/scripts/compare_dumps.py" "$1" "$2" ||
+compare() {  # name tolerance what train-args...
+  invariance_compare /usr/bin/python3 "$root/scripts/compare_dumps.py" "$1" "$2" "${@:4}" ||
     fail "$1: $3 differs from the one-trainer CPU reference"
 }
 run ref "${invariance_ref[@]}"
@@ -35,14 +35,14 @@ if [[ $backend == cpu ]]; then
   for case in "${invariance_cpu_cases[@]}"; do
     invariance_case "$case"
     run "$case_name" "$case_trainers" "${case_args[@]}"
-    compare "$case_name" "$case_tol" "trainers=$case_trainers ${case_args[*]}"
+    compare "$case_name" "$case_tol" "trainers=$case_trainers ${case_args[*]}" "${case_args[@]}"
   done
 else
   for case in "${invariance_gpu_cases[@]}"; do
     invariance_case "$case"
     run "$case_name" "$case_trainers" --set run.backend=cuda "${case_args[@]}"
     invariance_on_gpu "$case_name" || { cat "$dir/$case_name.txt"; fail "$case_name: not on the GPU"; }
-    compare "$case_name" "$case_tol" "GPU, trainers=$case_trainers ${case_args[*]}"
+    compare "$case_name" "$case_tol" "GPU, trainers=$case_trainers ${case_args[*]}" "${case_args[@]}"
   done
 fi
 echo "invariance test passed ($backend)"
