@@ -51,7 +51,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD_DIR:-build}
-bundle=build-bundle
+bundle=${BUNDLE_OUT:-build-bundle}  # another folder for the ctest (tests/kernels)
 stage=$BUILD/bundle-stage
 tests=(device_info_test gemm_gpu_test attention_gpu_test ops_gpu_test embedding_gpu_test
        gpu_transformer_test train_gpu_test comm_logic_test device_ring_test nccl_comm_test)
@@ -115,7 +115,8 @@ done
 cp tests/train/invariance_cases.sh scripts/compare_dumps.py "$stage/"
 (
   set +e  # testlib.sh's exit trap is not written for errexit
-  meshloom=$PWD/$BUILD/app/meshloom
+  # shellcheck disable=SC2034  # read by testlib.sh
+  meshloom=$(cd "$BUILD" && pwd)/app/meshloom
   # shellcheck source=tests/common/testlib.sh
   source tests/common/testlib.sh
   # shellcheck source=tests/train/invariance_cases.sh

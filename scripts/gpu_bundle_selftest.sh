@@ -20,13 +20,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 test_dir=/tmp/bundle-test
+bundle=${BUNDLE_OUT:-build-bundle}  # as scripts/gpu_bundle.sh
 if [[ -z ${SELFTEST_INNER:-} ]]; then
-  [[ -f build-bundle/bundle.tar.xz && -x build-bundle/run.sh ]] ||
-    { echo "gpu_bundle_selftest: no build-bundle/ (scripts/gpu_bundle.sh)" >&2; exit 1; }
+  [[ -f $bundle/bundle.tar.xz && -x $bundle/run.sh ]] ||
+    { echo "gpu_bundle_selftest: no $bundle/ (scripts/gpu_bundle.sh)" >&2; exit 1; }
   [[ $(id -u) == 0 ]] || { echo "gpu_bundle_selftest: needs root (unshare -m, mount --bind)" >&2; exit 1; }
   command -v strace >/dev/null || { echo "gpu_bundle_selftest: needs strace" >&2; exit 1; }
   rm -rf "$test_dir" && mkdir -p "$test_dir/bundle"
-  cp build-bundle/run.sh build-bundle/bundle.tar.xz "$test_dir/bundle/"
+  cp "$bundle/run.sh" "$bundle/bundle.tar.xz" "$test_dir/bundle/"
   rc=0
   SELFTEST_INNER=1 unshare -m --propagation private "$0" "$@" || rc=$?
   if [[ ${KEEP:-0} == 1 ]]; then echo "[selftest] kept $test_dir"; else rm -rf "$test_dir"; fi

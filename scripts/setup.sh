@@ -21,6 +21,7 @@ PKGS=(
   libopenblas-dev                                          # CPU GEMMs
   libarchive-dev nlohmann-json3-dev libicu-dev             # tar/.gz/.xz sources, JSON, Unicode
   python3-numpy python3-h5py python3-matplotlib            # plots and h5py readers
+  strace                                                   # the GPU bundle selftest
   python3.11-doc bible-kjv bible-kjv-text fortunes         # real text for the quickstart
 )
 [[ ${WITH_SLURM:-1} == 1 ]] && PKGS+=(slurm-wlm munge)
