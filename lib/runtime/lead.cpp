@@ -321,8 +321,12 @@ void Lead::dispatch_step(bool last) {
       per[size_t(c)].trainers.clear();
     }
     for (const auto& t : work.trainers) per[size_t(t.trainer % K)].trainers.push_back(t);
-    for (int c = 1; c < K; ++c)
+    for (int c = 1; c < K; ++c) {
+      // Only the samples its trainers touch: a step costs O(samples) on the
+      // wire, not O(constructors x samples).
+      per[size_t(c)].samples = proto::samples_for(work.samples, per[size_t(c)].trainers);
       in_flight_.emplace_back(proto::encode(per[size_t(c)]), c, proto::kStepWork, MPI_COMM_WORLD);
+    }
     own_constructor_->construct(per[0]);
   }
   std::vector<PendingSend> still;

@@ -76,12 +76,19 @@ TokenRequest decode_token_request(const std::string& b) {
   return m;
 }
 
-std::vector<Sample> samples_for(const std::vector<Sample>& all, const TrainerWork& work) {
-  if (work.trainer == 0) return all;
+std::vector<Sample> samples_for(const std::vector<Sample>& all,
+                                const std::vector<TrainerWork>& trainers) {
+  for (const auto& t : trainers)
+    if (t.trainer == 0) return all;
   std::vector<Sample> mine(all.size());
-  for (const auto& mb : work.micro)
-    for (const auto& seg : mb.segments) mine.at(size_t(seg.sample)) = all.at(size_t(seg.sample));
+  for (const auto& t : trainers)
+    for (const auto& mb : t.micro)
+      for (const auto& seg : mb.segments) mine.at(size_t(seg.sample)) = all.at(size_t(seg.sample));
   return mine;
+}
+
+std::vector<Sample> samples_for(const std::vector<Sample>& all, const TrainerWork& work) {
+  return samples_for(all, std::vector<TrainerWork>{work});
 }
 
 // Sample lists travel sparse: their size, then the index and value of each

@@ -159,6 +159,10 @@ struct Report {
 // `all` with only the samples `work`'s segments touch kept (the others
 // default, length 0); trainer 0 keeps all of them.
 std::vector<Sample> samples_for(const std::vector<Sample>& all, const TrainerWork& work);
+// The same for the trainers a constructor serves: what any of them touches
+// (all of it when trainer 0 is among them).
+std::vector<Sample> samples_for(const std::vector<Sample>& all,
+                                const std::vector<TrainerWork>& trainers);
 
 std::string encode(const Assign& m);
 std::string encode(const LengthRequest& m);

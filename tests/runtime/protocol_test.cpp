@@ -121,3 +121,24 @@ TEST(Protocol, TrainersOtherThanTheFirstGetOnlyTheirSamplesAndTheListStaysSparse
   EXPECT_EQ(decode_batch(whole).samples[500].length, all[500].length);
   EXPECT_LT(sparse.size() * 100, whole.size()) << "two samples cost a hundredth of a thousand";
 }
+
+TEST(Protocol, ConstructorsGetTheSamplesOfTheirTrainers) {
+  std::vector<Sample> all;
+  for (int i = 0; i < 100; ++i) all.push_back(sample(i % 3, 100 + i));
+  TrainerWork a, b;
+  a.trainer = 3;
+  a.micro = {MicroBatchWork{{{7, 0, 50}}, {}, 0, 0.f}};
+  b.trainer = 5;
+  b.micro = {MicroBatchWork{{{7, 50, 50}, {42, 0, 10}}, {3, 5}, 1, 0.f}};
+  const std::vector<Sample> mine = samples_for(all, std::vector<TrainerWork>{a, b});
+  ASSERT_EQ(mine.size(), all.size());
+  int present = 0;
+  for (const Sample& s : mine) present += s.length > 0;
+  EXPECT_EQ(present, 2) << "samples 7 and 42, 7 once";
+  EXPECT_EQ(mine[42].doc, all[42].doc);
+  EXPECT_TRUE(samples_for(all, std::vector<TrainerWork>{}).at(7).length == 0);
+  TrainerWork first;  // the constructor of trainer 0 (its step dumps need all)
+  first.trainer = 0;
+  const std::vector<Sample> with_first = samples_for(all, std::vector<TrainerWork>{a, first});
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(with_first[i].length, all[i].length);
+}
