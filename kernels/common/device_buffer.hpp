@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -66,5 +67,22 @@ class DeviceBuffer {
   T* ptr_ = nullptr;
   size_t size_ = 0;
 };
+
+// Copies on `stream`, after the work enqueued there, then waits for them:
+// the host side may go away on return. (cudaMemcpy would run on the legacy
+// default stream, which does not order with non-blocking streams.)
+template <class T>
+void upload_sync(T* dst, std::span<const T> src, cudaStream_t stream) {
+  if (src.empty()) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), src.size_bytes(), cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+template <class T>
+void download_sync(std::span<T> dst, const T* src, cudaStream_t stream) {
+  if (dst.empty()) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, dst.size_bytes(), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
 
 }  // namespace meshloom::kernels

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <type_traits>
 
 #include "base/check.hpp"
@@ -132,11 +133,7 @@ class CudaModel final : public DeviceModel {
       reducer_->mark_rest_ready();  // all of it where nothing was announced
       reducer_->finish();           // the compute stream waits for the sums
     } else {
-      host_.resize(size_t(n));
-      download(std::span<float>(host_), grads);
-      opt_.host_allreduce(host_);
-      CUDA_CHECK(cudaMemcpyAsync(grads, host_.data(), size_t(n) * sizeof(float),
-                                 cudaMemcpyHostToDevice, stream_));
+      through_host(grads, n, opt_.host_allreduce);
     }
     kernels::grad_sum_squares(grads, n, sum_sq_.data(), stream_);
     CUDA_CHECK(cudaMemcpyAsync(host_sum_sq_, sum_sq_.data(), sizeof(double), cudaMemcpyDeviceToHost,
@@ -158,11 +155,7 @@ class CudaModel final : public DeviceModel {
                                  grad_comm_, stream_));
         wait("the ZeRO-1 all-gather of the weights");
       } else {
-        host_.resize(size_t(shard * size_));
-        download(std::span<float>(host_), master);
-        opt_.host_allgather(host_);
-        CUDA_CHECK(cudaMemcpyAsync(master, host_.data(), host_.size() * sizeof(float),
-                                   cudaMemcpyHostToDevice, stream_));
+        through_host(master, shard * size_, opt_.host_allgather);
       }
     }
     model_->set_params_device(optimizer_->master());
@@ -170,7 +163,7 @@ class CudaModel final : public DeviceModel {
 
   void download_grads(std::span<float> grads) override {
     ML_CHECK(int64_t(grads.size()) == model_->layout().numel(), "download_grads: wrong size");
-    download(grads, model_->grads());
+    kernels::download_sync<float>(grads, model_->grads(), stream_);
   }
   void download_params(std::span<float> params) override {
     ML_CHECK(optimizer_, "download_params before start_optimizer");
@@ -201,11 +194,13 @@ class CudaModel final : public DeviceModel {
   }
 
  private:
-  // Device to host on the model's stream, after everything before it.
-  void download(std::span<float> dst, const float* src) {
-    if (dst.empty()) return;
-    CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, dst.size_bytes(), cudaMemcpyDeviceToHost, stream_));
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // `op` (a host reduction) on `n` device floats: down, op, and up again on
+  // the stream (the host staging is done with when the upload returns).
+  void through_host(float* data, int64_t n, const std::function<void(std::span<float>)>& op) {
+    host_.resize(size_t(n));
+    kernels::download_sync<float>(host_, data, stream_);
+    op(host_);
+    kernels::upload_sync<float>(data, host_, stream_);
   }
   // Waits for the stream; with NCCL, with a deadline and its errors named.
   void wait(const char* what) {

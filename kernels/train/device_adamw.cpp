@@ -7,25 +7,6 @@
 
 namespace meshloom::kernels {
 
-namespace {
-
-// Host to device on `stream`, then wait: the host span may go away on return.
-template <class T>
-void upload_sync(T* dst, std::span<const T> src, cudaStream_t stream) {
-  if (src.empty()) return;
-  CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), src.size_bytes(), cudaMemcpyHostToDevice, stream));
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
-template <class T>
-void download_sync(std::span<T> dst, const T* src, cudaStream_t stream) {
-  if (dst.empty()) return;
-  CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, dst.size_bytes(), cudaMemcpyDeviceToHost, stream));
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
-}  // namespace
-
 DeviceAdamW::DeviceAdamW(int64_t numel, int64_t padded, int64_t begin, int64_t end,
                          const AdamWHyper& hyper,
                          const std::vector<std::pair<int64_t, int64_t>>& decay, cudaStream_t stream)

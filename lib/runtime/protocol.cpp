@@ -77,7 +77,7 @@ TokenRequest decode_token_request(const std::string& b) {
 }
 
 std::vector<Sample> samples_for(const std::vector<Sample>& all,
-                                const std::vector<TrainerWork>& trainers) {
+                                std::span<const TrainerWork> trainers) {
   for (const auto& t : trainers)
     if (t.trainer == 0) return all;
   std::vector<Sample> mine(all.size());
@@ -88,7 +88,7 @@ std::vector<Sample> samples_for(const std::vector<Sample>& all,
 }
 
 std::vector<Sample> samples_for(const std::vector<Sample>& all, const TrainerWork& work) {
-  return samples_for(all, std::vector<TrainerWork>{work});
+  return samples_for(all, std::span<const TrainerWork>(&work, 1));
 }
 
 // Sample lists travel sparse: their size, then the index and value of each

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -162,7 +163,7 @@ std::vector<Sample> samples_for(const std::vector<Sample>& all, const TrainerWor
 // The same for the trainers a constructor serves: what any of them touches
 // (all of it when trainer 0 is among them).
 std::vector<Sample> samples_for(const std::vector<Sample>& all,
-                                const std::vector<TrainerWork>& trainers);
+                                std::span<const TrainerWork> trainers);
 
 std::string encode(const Assign& m);
 std::string encode(const LengthRequest& m);
