@@ -52,7 +52,11 @@ fi
 
 fwd=$(sed -n 's/^forward *: *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
 bwd=$(sed -n 's/^backward *: *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
-# The WMMA kernels, for comparison (the mma.sync ones above are the default).
+# Which forward the default is (wgmma on an sm_90), and the other families by
+# name for comparison: mma.sync (FlashAttention-2's design) and WMMA.
+fwd_kernel=$(sed -n 's/^forward kernel: *//p' "$out/step_gpu_attention.txt")
+fwd_mma=$(sed -n 's/^forward (mma.sync kernel): *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
+bwd_mma=$(sed -n 's/^backward (mma.sync kernel): *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
 fwd_wmma=$(sed -n 's/^forward (WMMA kernel): *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
 bwd_wmma=$(sed -n 's/^backward (WMMA kernel): *[0-9.]* ms *\([0-9.]*\) TFLOP\/s.*/\1/p' "$out/step_gpu_attention.txt")
 kv() { tr ' ' '\n' <"$out/step_gpu_model.txt" | sed -n "s/^$1=//p" | head -1; }
@@ -62,6 +66,8 @@ mfu=$(kv mfu)
   echo "metric,value,target,device,date"
   echo "attention_forward_tflops,$fwd,350,$gpu,$date"
   echo "attention_backward_tflops,$bwd,,$gpu,$date"
+  echo "attention_forward_mma_tflops,$fwd_mma,,$gpu,$date"
+  echo "attention_backward_mma_tflops,$bwd_mma,,$gpu,$date"
   echo "attention_forward_wmma_tflops,$fwd_wmma,,$gpu,$date"
   echo "attention_backward_wmma_tflops,$bwd_wmma,,$gpu,$date"
   echo "step_tflops,$(kv tflops),,$gpu,$date"
@@ -77,8 +83,9 @@ mfu=$(kv mfu)
 echo
 echo "| $gpu, $date | measured | target |"
 echo "| --- | ---: | ---: |"
-echo "| attention forward, 32K tokens, H 16, D 128 | $fwd TFLOP/s | 350 TFLOP/s |"
+echo "| attention forward ($fwd_kernel), 32K tokens, H 16, D 128 | $fwd TFLOP/s | 350 TFLOP/s |"
 echo "| attention backward | $bwd TFLOP/s | |"
+echo "| (mma.sync kernels: forward, backward) | $fwd_mma, $bwd_mma TFLOP/s | |"
 echo "| (WMMA kernels: forward, backward) | $fwd_wmma, $bwd_wmma TFLOP/s | |"
 echo "| step, $(kv params) parameters, $TOKENS tokens | $(kv tflops) TFLOP/s, MFU $(awk -v m="$mfu" 'BEGIN{printf "%.1f%%", 100*m}') | 45% |"
 echo

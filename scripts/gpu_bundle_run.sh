@@ -161,6 +161,14 @@ part_sanitize() {
 part_bench() {
   timed "$out/step_gpu_attention.txt" with_libs "$b/bin/attention_bench" --heads 16 --kv-heads 16 --dim 128 --iters 20
   row bench attention_bench "rc $rc: $(grep -E '^(forward|backward)' "$out/step_gpu_attention.txt" | tr '\n' ' ')" $secs
+  # The wgmma kernel is on the tensor cores' Hopper path only if its machine
+  # code holds HGMMA instructions (cuobjdump comes with the CUDA toolkit).
+  local objdump so
+  objdump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
+  so=$b/bin/libmeshloom_cuda.so
+  if [[ -x $objdump && -f $so ]]; then
+    row bench "HGMMA in SASS" "$("$objdump" -sass "$so" 2>/dev/null | grep -c HGMMA) in $(basename "$so")" 0
+  fi
   timed "$out/step_gpu_model.txt" with_libs "$b/bin/gpu_step_bench" tokens="${TOKENS:-32768}" layers="${LAYERS:-16}" iters=5
   row bench gpu_step_bench "rc $rc: $(tr ' ' '\n' <"$out/step_gpu_model.txt" | grep -E '^(mfu|tflops|step_seconds)=' | tr '\n' ' ')" $secs
 }

@@ -20,8 +20,14 @@ def main():
     val = lambda k: float(rows[k]["value"] or 0)  # noqa: E731
     device, date = rows["step_mfu"]["device"], rows["step_mfu"]["date"][:10]
     fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-    ax[0].bar(["forward", "backward"],
-              [val("attention_forward_tflops"), val("attention_backward_tflops")])
+    # The default kernels beside the mma.sync and WMMA families, per pass.
+    width = 0.27
+    for i, (family, suffix) in enumerate([("default", ""), ("mma.sync", "_mma"),
+                                          ("WMMA", "_wmma")]):
+        ys = [val(f"attention_{p}{suffix}_tflops") if f"attention_{p}{suffix}_tflops" in rows else 0
+              for p in ("forward", "backward")]
+        ax[0].bar([x + (i - 1) * width for x in (0, 1)], ys, width, label=family)
+    ax[0].set_xticks([0, 1], ["forward", "backward"])
     ax[0].axhline(350, color="tab:red", ls="--", label="target (forward): 350")
     ax[0].set(title="attention kernels, 32K tokens", ylabel="TFLOP/s")
     ax[0].legend()

@@ -95,13 +95,21 @@ struct FlashKvGrad {
   int64_t lddv = 0;
 };
 
-// Which bf16 kernels run, forward and backward (process-wide; tests and
-// benchmarks compare them): `automatic` takes the register-tiled mma.sync
-// kernels where the rows of every operand are 16-byte aligned, else the WMMA
-// ones; `wmma` always takes the WMMA kernels. fp32 always runs the WMMA
-// kernels' exact FMA path.
-enum class FlashKernel { automatic, wmma };
+// Which bf16 kernels run (process-wide; tests and benchmarks compare them).
+// Where the rows of every operand are 16-byte aligned:
+//   automatic: forward on wgmma where the device is an sm_90 (Hopper), else
+//              on mma.sync; backward on mma.sync;
+//   wgmma:     the same as automatic (named, for tests and benchmarks);
+//   mma:       forward and backward on mma.sync (the register-tiled
+//              FlashAttention-2 design, any sm_80 or later);
+//   wmma:      forward and backward on the WMMA kernels (through shared memory).
+// Unaligned rows always take the WMMA kernels, and fp32 their exact FMA path.
+// The environment variable MESHLOOM_FLASH_KERNEL (automatic, wgmma, mma or
+// wmma) sets the initial choice, e.g. to run a model on the mma.sync kernels.
+enum class FlashKernel { automatic, wmma, mma, wgmma };
 void set_flash_kernel(FlashKernel kernel);
+// Whether the current device runs the wgmma forward (compute capability 9.0).
+bool flash_wgmma_available();
 
 // Whether the kernels are compiled for this head dimension.
 bool flash_attention_supports_head_dim(int head_dim);

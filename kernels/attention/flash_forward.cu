@@ -176,21 +176,31 @@ void flash_attention_forward(const FlashDims& dims, const FlashQuery<T>& q, cons
   p.out = res.out;
   p.ldo = res.ld;
   p.lse = res.lse;
-  bool mma = false;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    mma = use_mma_kernels() && p.vec_q && p.vec_k && p.vec_v;
-  TileRange* q_ranges = make_tile_ranges(q.sample, q.pos, q.n, mma ? kMmaBQ : Tiles<T>::BQ, stream);
-  TileRange* k_ranges =
-      make_tile_ranges(kv.sample, kv.pos, kv.n, mma ? kMmaBK : Tiles<T>::BK, stream);
+  // Which kernel, and so which tile sizes the skip ranges use.
+  enum class Path { wmma, mma, wgmma } path = Path::wmma;
+  int bq = Tiles<T>::BQ, bk = Tiles<T>::BK;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (use_mma_kernels() && p.vec_q && p.vec_k && p.vec_v) {
+      path = use_wgmma_forward() ? Path::wgmma : Path::mma;
+      bq = path == Path::wgmma ? kWgmmaBQ : kMmaBQ;
+      bk = path == Path::wgmma ? kWgmmaBK : kMmaBK;
+    }
+  }
+  TileRange* q_ranges = make_tile_ranges(q.sample, q.pos, q.n, bq, stream);
+  TileRange* k_ranges = make_tile_ranges(kv.sample, kv.pos, kv.n, bk, stream);
   p.q_ranges = q_ranges;
   p.k_ranges = k_ranges;
   // With no keys the loop runs zero times and the epilogue writes zeros, -inf.
-  if (mma) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) launch_forward_mma<TO>(p, D, stream);
-  } else if (D == 64) {
-    launch_forward<T, TO, 64>(p, stream);
-  } else {
-    launch_forward<T, TO, 128>(p, stream);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (path == Path::wgmma) launch_forward_wgmma<TO>(p, D, stream);
+    if (path == Path::mma) launch_forward_mma<TO>(p, D, stream);
+  }
+  if (path == Path::wmma) {
+    if (D == 64) {
+      launch_forward<T, TO, 64>(p, stream);
+    } else {
+      launch_forward<T, TO, 128>(p, stream);
+    }
   }
   CUDA_CHECK(cudaFreeAsync(q_ranges, stream));
   CUDA_CHECK(cudaFreeAsync(k_ranges, stream));

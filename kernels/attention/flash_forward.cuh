@@ -1,6 +1,7 @@
 // The forward kernels' parameters, shared by the WMMA kernel
-// (flash_forward.cu, every type and alignment) and the register-tiled
-// mma.sync kernel (flash_forward_mma.cu, bf16 with 16-byte aligned rows).
+// (flash_forward.cu, every type and alignment), the register-tiled mma.sync
+// kernel (flash_forward_mma.cu) and the Hopper wgmma kernel
+// (flash_forward_wgmma.cu), both bf16 with 16-byte aligned rows.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,5 +26,12 @@ struct FwdParams : QkvParams<T> {
 constexpr int kMmaBQ = 128, kMmaBK = 64;
 template <class TO>
 void launch_forward_mma(const FwdParams<__nv_bfloat16, TO>& p, int head_dim, cudaStream_t stream);
+
+// The same for the wgmma forward (sm_90a: only on a compute capability 9.0
+// device), with tiles of kWgmmaBQ query rows and kWgmmaBK keys.
+constexpr int kWgmmaBQ = 128, kWgmmaBK = 128;
+template <class TO>
+void launch_forward_wgmma(const FwdParams<__nv_bfloat16, TO>& p, int head_dim,
+                          cudaStream_t stream);
 
 }  // namespace meshloom::kernels::flash

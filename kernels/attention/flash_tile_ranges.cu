@@ -1,5 +1,8 @@
 // Per-tile (sample, position) ranges for skipping masked tiles, and what the
 // attention launchers share: dimension checks, the kernel selection.
+#include <cstdlib>
+#include <string>
+
 #include "base/check.hpp"
 #include "base/strings.hpp"
 #include "kernels/attention/flash_attention.hpp"
@@ -52,14 +55,52 @@ void check_dims(int n_heads, int n_kv_heads, int head_dim) {
 }
 
 namespace {
-FlashKernel selected = FlashKernel::automatic;
+
+// The choice: MESHLOOM_FLASH_KERNEL until set_flash_kernel says otherwise.
+FlashKernel initial_kernel() {
+  const char* env = std::getenv("MESHLOOM_FLASH_KERNEL");
+  if (env == nullptr || *env == '\0') return FlashKernel::automatic;
+  const std::string name(env);
+  if (name == "automatic") return FlashKernel::automatic;
+  if (name == "wgmma") return FlashKernel::wgmma;
+  if (name == "mma") return FlashKernel::mma;
+  if (name == "wmma") return FlashKernel::wmma;
+  ML_FAIL(strf("MESHLOOM_FLASH_KERNEL=%s: expected automatic, wgmma, mma or wmma", env));
+}
+
+FlashKernel& selected() {
+  static FlashKernel kernel = initial_kernel();
+  return kernel;
+}
+
 }  // namespace
 
-bool use_mma_kernels() { return selected == FlashKernel::automatic; }
+bool use_mma_kernels() { return selected() != FlashKernel::wmma; }
+
+bool use_wgmma_forward() {
+  const FlashKernel k = selected();
+  return (k == FlashKernel::automatic || k == FlashKernel::wgmma) && flash_wgmma_available();
+}
 
 }  // namespace flash
 
-void set_flash_kernel(FlashKernel kernel) { flash::selected = kernel; }
+void set_flash_kernel(FlashKernel kernel) { flash::selected() = kernel; }
+
+bool flash_wgmma_available() {
+  // Asked per launch: cache the answer per device.
+  constexpr int kMaxDevices = 64;
+  static int known[kMaxDevices] = {};  // 0 unknown, 1 yes, 2 no
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxDevices) return false;
+  if (known[device] == 0) {
+    int major = 0, minor = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    known[device] = major == 9 && minor == 0 ? 1 : 2;  // sm_90a code runs on 9.0 only
+  }
+  return known[device] == 1;
+}
 
 bool flash_attention_supports_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128; }
 

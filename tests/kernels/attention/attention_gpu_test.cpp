@@ -4,9 +4,10 @@
 // inputs, padded (unaligned) leading dimensions, a ring step (a query block
 // against another rank's K/V, with rows that see nothing), a block with no
 // visible key at all, and forward over split K/V + merge == forward over all.
-// bf16 runs both kernel families, forward and backward: the register-tiled
-// mma.sync ones (aligned rows, the default) and the WMMA ones (`_wmma`, and
-// every padded case).
+// bf16 runs every kernel family, forward and backward: the default (wgmma
+// forward on an sm_90, else mma.sync; mma.sync backward), the register-tiled
+// mma.sync ones (`_mma`), the Hopper wgmma forward (`_wgmma`, skipped on
+// other GPUs) and the WMMA ones (`_wmma`, and every padded case).
 // Errors are max |gpu - ref| / max |ref|. Every test skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -28,11 +29,19 @@ struct Config {
   bool out_f32;  // bf16 inputs with an fp32 forward output
   int head_dim;
   int pad;            // extra columns in the Q and KV leading dimensions (1: unaligned rows)
-  bool wmma = false;  // force the WMMA kernels
+  FlashKernel kernel = FlashKernel::automatic;
   double tol() const { return bf16 ? 1e-2 : 1e-5; }
   std::string name() const {
     return std::string(bf16 ? (out_f32 ? "bf16_out_f32" : "bf16") : "fp32") + "_D" +
-           std::to_string(head_dim) + (pad ? "_padded" : "") + (wmma ? "_wmma" : "");
+           std::to_string(head_dim) + (pad ? "_padded" : "") + suffix();
+  }
+  std::string suffix() const {
+    switch (kernel) {
+      case FlashKernel::wmma: return "_wmma";
+      case FlashKernel::mma: return "_mma";
+      case FlashKernel::wgmma: return "_wgmma";
+      default: return "";
+    }
   }
 };
 
@@ -239,9 +248,7 @@ void no_visible_keys(const Config& c) {
 
 class FlashAttention : public ::testing::TestWithParam<Config> {
  protected:
-  void SetUp() override {
-    set_flash_kernel(GetParam().wmma ? FlashKernel::wmma : FlashKernel::automatic);
-  }
+  void SetUp() override { set_flash_kernel(GetParam().kernel); }
   void TearDown() override { set_flash_kernel(FlashKernel::automatic); }
 };
 
@@ -256,23 +263,31 @@ class FlashAttention : public ::testing::TestWithParam<Config> {
     }                              \
   } while (0)
 
+// A named wgmma case needs an sm_90 (elsewhere it would test mma.sync twice).
+#define ML_REQUIRE_KERNEL()                                                             \
+  do {                                                                                  \
+    ML_REQUIRE_GPU();                                                                   \
+    if (GetParam().kernel == FlashKernel::wgmma && !flash_wgmma_available())            \
+      GTEST_SKIP() << "the wgmma kernel needs a compute capability 9.0 GPU";           \
+  } while (0)
+
 TEST_P(FlashAttention, PackedDocumentsMatchCpu) {
-  ML_REQUIRE_GPU();
+  ML_REQUIRE_KERNEL();
   ML_FOR_TYPES(GetParam(), packed_documents);
 }
 
 TEST_P(FlashAttention, RingStepMatchesCpu) {
-  ML_REQUIRE_GPU();
+  ML_REQUIRE_KERNEL();
   ML_FOR_TYPES(GetParam(), ring_step);
 }
 
 TEST_P(FlashAttention, SplitKvMergedEqualsWhole) {
-  ML_REQUIRE_GPU();
+  ML_REQUIRE_KERNEL();
   ML_FOR_TYPES(GetParam(), split_merge);
 }
 
 TEST_P(FlashAttention, NoVisibleKeyGivesZerosAndNoGradient) {
-  ML_REQUIRE_GPU();
+  ML_REQUIRE_KERNEL();
   ML_FOR_TYPES(GetParam(), no_visible_keys);
 }
 
@@ -280,8 +295,15 @@ INSTANTIATE_TEST_SUITE_P(
     Types, FlashAttention,
     ::testing::Values(Config{true, false, 64, 0}, Config{true, false, 128, 0},
                       Config{true, false, 128, 1}, Config{true, true, 128, 0},
-                      Config{true, false, 64, 0, true}, Config{true, false, 128, 0, true},
-                      Config{true, true, 128, 0, true}, Config{false, false, 64, 0},
+                      Config{true, false, 64, 0, FlashKernel::mma},
+                      Config{true, false, 128, 0, FlashKernel::mma},
+                      Config{true, true, 128, 0, FlashKernel::mma},
+                      Config{true, false, 64, 0, FlashKernel::wgmma},
+                      Config{true, false, 128, 0, FlashKernel::wgmma},
+                      Config{true, true, 128, 0, FlashKernel::wgmma},
+                      Config{true, false, 64, 0, FlashKernel::wmma},
+                      Config{true, false, 128, 0, FlashKernel::wmma},
+                      Config{true, true, 128, 0, FlashKernel::wmma}, Config{false, false, 64, 0},
                       Config{false, false, 128, 0}, Config{false, false, 64, 1}),
     [](const ::testing::TestParamInfo<Config>& p) { return p.param.name(); });
 
