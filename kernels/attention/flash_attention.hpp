@@ -97,8 +97,8 @@ struct FlashKvGrad {
 
 // Which bf16 kernels run (process-wide; tests and benchmarks compare them).
 // Where the rows of every operand are 16-byte aligned:
-//   automatic: forward on wgmma where the device is an sm_90 (Hopper), else
-//              on mma.sync; backward on mma.sync;
+//   automatic: forward and backward on wgmma where the device is an sm_90
+//              (Hopper), else on mma.sync;
 //   wgmma:     the same as automatic (named, for tests and benchmarks);
 //   mma:       forward and backward on mma.sync (the register-tiled
 //              FlashAttention-2 design, any sm_80 or later);

@@ -184,21 +184,30 @@ void flash_attention_backward(const FlashDims& dims, const FlashQuery<T>& q, con
   p.lddk = kv_grad.lddk;
   p.lddv = kv_grad.lddv;
   p.vec_do = rows_aligned16(g.dout, g.lddo);
-  bool mma = false;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    mma = use_mma_kernels() && p.vec_q && p.vec_k && p.vec_v && p.vec_do;
-  TileRange* q_ranges =
-      make_tile_ranges(q.sample, q.pos, q.n, mma ? kMmaBwdBQ : Tiles<T>::BQ, stream);
-  TileRange* k_ranges =
-      make_tile_ranges(kv.sample, kv.pos, kv.n, mma ? kMmaBwdBK : Tiles<T>::BK, stream);
+  // Which kernel, and so which tile sizes the skip ranges use.
+  enum class Path { wmma, mma, wgmma } path = Path::wmma;
+  int bq = Tiles<T>::BQ, bk = Tiles<T>::BK;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (use_mma_kernels() && p.vec_q && p.vec_k && p.vec_v && p.vec_do) {
+      path = use_wgmma_kernels() ? Path::wgmma : Path::mma;
+      bq = path == Path::wgmma ? kWgmmaBwdBQ : kMmaBwdBQ;
+      bk = path == Path::wgmma ? kWgmmaBwdBK : kMmaBwdBK;
+    }
+  }
+  TileRange* q_ranges = make_tile_ranges(q.sample, q.pos, q.n, bq, stream);
+  TileRange* k_ranges = make_tile_ranges(kv.sample, kv.pos, kv.n, bk, stream);
   p.q_ranges = q_ranges;
   p.k_ranges = k_ranges;
-  if (mma) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) launch_backward_mma(p, D, stream);
-  } else if (D == 64) {
-    launch_backward<T, 64>(p, stream);
-  } else {
-    launch_backward<T, 128>(p, stream);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (path == Path::wgmma) launch_backward_wgmma(p, D, stream);
+    if (path == Path::mma) launch_backward_mma(p, D, stream);
+  }
+  if (path == Path::wmma) {
+    if (D == 64) {
+      launch_backward<T, 64>(p, stream);
+    } else {
+      launch_backward<T, 128>(p, stream);
+    }
   }
   CUDA_CHECK(cudaFreeAsync(q_ranges, stream));
   CUDA_CHECK(cudaFreeAsync(k_ranges, stream));

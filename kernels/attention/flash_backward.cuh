@@ -1,6 +1,7 @@
 // The backward kernels' parameters, shared by the WMMA kernel
-// (flash_backward.cu, every type and alignment) and the register-tiled
-// mma.sync kernel (flash_backward_mma.cu, bf16 with 16-byte aligned rows).
+// (flash_backward.cu, every type and alignment), the register-tiled mma.sync
+// kernel (flash_backward_mma.cu) and the Hopper wgmma kernel
+// (flash_backward_wgmma.cu), both bf16 with 16-byte aligned rows.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -31,5 +32,10 @@ struct BwdParams : QkvParams<T> {
 // of kMmaBwdBQ query rows and kMmaBwdBK keys.
 constexpr int kMmaBwdBQ = 64, kMmaBwdBK = 128;
 void launch_backward_mma(const BwdParams<__nv_bfloat16>& p, int head_dim, cudaStream_t stream);
+
+// The same for the wgmma backward (sm_90a: only on a compute capability 9.0
+// device), with tiles of kWgmmaBwdBQ query rows and kWgmmaBwdBK keys.
+constexpr int kWgmmaBwdBQ = 64, kWgmmaBwdBK = 128;
+void launch_backward_wgmma(const BwdParams<__nv_bfloat16>& p, int head_dim, cudaStream_t stream);
 
 }  // namespace meshloom::kernels::flash

@@ -181,7 +181,7 @@ void flash_attention_forward(const FlashDims& dims, const FlashQuery<T>& q, cons
   int bq = Tiles<T>::BQ, bk = Tiles<T>::BK;
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     if (use_mma_kernels() && p.vec_q && p.vec_k && p.vec_v) {
-      path = use_wgmma_forward() ? Path::wgmma : Path::mma;
+      path = use_wgmma_kernels() ? Path::wgmma : Path::mma;
       bq = path == Path::wgmma ? kWgmmaBQ : kMmaBQ;
       bk = path == Path::wgmma ? kWgmmaBK : kMmaBK;
     }

@@ -77,7 +77,7 @@ FlashKernel& selected() {
 
 bool use_mma_kernels() { return selected() != FlashKernel::wmma; }
 
-bool use_wgmma_forward() {
+bool use_wgmma_kernels() {
   const FlashKernel k = selected();
   return (k == FlashKernel::automatic || k == FlashKernel::wgmma) && flash_wgmma_available();
 }

@@ -233,8 +233,8 @@ void set_qkv(QkvParams<T>* p, const FlashDims& dims, const FlashQuery<T>& q, con
 void check_dims(int n_heads, int n_kv_heads, int head_dim);
 
 // Host: whether bf16 calls take the mma.sync kernels where their operands
-// allow (set_flash_kernel), and whether the forward takes the wgmma one.
+// allow (set_flash_kernel), and whether they take the wgmma ones (on an sm_90).
 bool use_mma_kernels();
-bool use_wgmma_forward();
+bool use_wgmma_kernels();
 
 }  // namespace meshloom::kernels::flash

@@ -1,14 +1,15 @@
 #!/usr/bin/python3
-"""Emulation of the wgmma forward kernel's data movement, for checking its
+"""Emulation of the wgmma attention kernels' data movement, for checking its
 addressing where no GPU is at hand (not a test of the CUDA code).
 
-The kernel (flash_forward_wgmma.cu, helpers in wgmma_tiles.cuh) writes Q, K
-and V into 128-byte swizzled shared tiles and hands the tensor cores matrix
+The kernels (flash_forward_wgmma.cu, flash_backward_wgmma.cu, helpers in
+wgmma_tiles.cuh) write Q, K, V (and dO, dS) into 128-byte swizzled shared tiles and hands the tensor cores matrix
 descriptors. Here the shared memory is a byte array written the way
 load_tile_sw128_async writes it, and each descriptor is read back the way the
 PTX ISA defines it (canonical layouts of section "Shared Memory Matrix
 Layout", Swizzle<3,4,3> applied to absolute addresses), so the operand every
-wgmma sees can be compared with the matrix the kernel means. Then one query
+wgmma sees can be compared with the matrix the kernel means, forward and
+backward. Then one query
 tile's forward runs with those operands, the accumulator / A-fragment
 register layouts and the kernel's masking and online softmax, and is compared
 with NumPy attention. Edit it together with the kernel.
@@ -137,6 +138,65 @@ def check_operands(D):
         assert len({sw128_offset(BK, r, c) % 128 for r in range(8)}) == 8
 
 
+def check_backward_operands(D):
+    """The backward's operands (flash_backward_wgmma.cu): BK = 128 keys, BQ = 64
+    queries; every descriptor it builds, and dS written by its accumulator
+    layout and read back as dQ's A operand."""
+    BKb, BQb = 128, 64
+    smem = np.zeros(256 * 1024, np.uint8)
+    K = rng.integers(0, 65535, (BKb, D), dtype=np.uint16)
+    V = rng.integers(0, 65535, (BKb, D), dtype=np.uint16)
+    Q = rng.integers(0, 65535, (BQb - 3, D), dtype=np.uint16)  # a short query tile
+    dO = rng.integers(0, 65535, (BQb - 3, D), dtype=np.uint16)
+    k_base, v_base = 0, BKb * D * 2
+    q_base = v_base + BKb * D * 2
+    do_base = q_base + BQb * D * 2
+    ds_base = do_base + BQb * D * 2
+    for base, tile, rows in ((k_base, K, BKb), (v_base, V, BKb), (q_base, Q, BQb), (do_base, dO, BQb)):
+        store_tile(smem, base, tile, rows)
+    Qp = np.vstack([Q, np.zeros((3, D), np.uint16)])
+    dOp = np.vstack([dO, np.zeros((3, D), np.uint16)])
+    dS = rng.integers(0, 65535, (BQb, BKb), dtype=np.uint16)  # [query][key]
+    for wg in range(2):
+        k_rows, v_rows = k_base + wg * 64 * 128, v_base + wg * 64 * 128
+        for kk in range(D // 16):  # Sᵀ = K Qᵀ, dPᵀ = V dOᵀ: K-major A and B
+            half, off = kk // 4, (kk % 4) * 32
+            cols = slice(16 * kk, 16 * kk + 16)
+            a = read_k_major(smem, desc(k_rows + half * BKb * 128 + off, 16, 1024), 64)
+            assert (a == K[64 * wg:64 * wg + 64, cols]).all(), ("K rows", D, wg, kk)
+            a = read_k_major(smem, desc(v_rows + half * BKb * 128 + off, 16, 1024), 64)
+            assert (a == V[64 * wg:64 * wg + 64, cols]).all(), ("V rows", D, wg, kk)
+            b = read_k_major(smem, desc(q_base + half * BQb * 128 + off, 16, 1024), BQb)
+            assert (b == Qp[:, cols]).all(), ("Q", D, kk)
+            b = read_k_major(smem, desc(do_base + half * BQb * 128 + off, 16, 1024), BQb)
+            assert (b == dOp[:, cols]).all(), ("dO", D, kk)
+        for kk in range(BQb // 16):  # dV += Pᵀ dO, dK += dSᵀ Q: MN-major B
+            rows = slice(16 * kk, 16 * kk + 16)
+            b = read_mn_major(smem, desc(do_base + kk * 2048, BQb * 128, 1024), D)
+            assert (b == dOp[rows]).all(), ("dO MN", D, kk)
+            b = read_mn_major(smem, desc(q_base + kk * 2048, BQb * 128, 1024), D)
+            assert (b == Qp[rows]).all(), ("Q MN", D, kk)
+        # dS: each thread stores its dSᵀ accumulators (keys x queries) as [query][key].
+        for w in range(4):
+            for lane in range(32):
+                g, t = lane // 4, lane % 4
+                key_lo = wg * 64 + 16 * w + g
+                for i in range(BQb // 2):
+                    j, e = i // 4, i % 4
+                    q, key = j * 8 + 2 * t + e % 2, key_lo + 8 * (e // 2)
+                    assert acc_pos(w, lane, i) == (key - 64 * wg, q)
+                    at = ds_base + sw128_offset(BQb, q, key // 8) + (key % 8) * 2
+                    smem[at:at + 2] = np.array([dS[q, key]], '<u2').view(np.uint8)
+    k_cols = lambda wg: k_base + (wg * BKb * 128 if D == 128 else wg * 64)  # noqa: E731
+    for wg in range(2):  # dQ += dS K: dS K-major A, K MN-major B (D/2 columns each)
+        for kk in range(BKb // 16):
+            half, off = kk // 4, (kk % 4) * 32
+            a = read_k_major(smem, desc(ds_base + half * BQb * 128 + off, 16, 1024), 64)
+            assert (a == dS[:, 16 * kk:16 * kk + 16]).all(), ("dS", D, kk)
+            b = read_mn_major(smem, desc(k_cols(wg) + kk * 2048, BKb * 128, 1024), D // 2)
+            assert (b == K[16 * kk:16 * kk + 16, wg * D // 2:(wg + 1) * D // 2]).all(), ("K cols", D, wg, kk)
+
+
 def forward_tile(Qt, Kt, Vt, qs, qp, ks, kp, scale, D):
     """One 128-query tile over all key tiles, register by register as the
     kernel computes it (both warpgroups; lanes of a warp as rows of arrays)."""
@@ -247,6 +307,9 @@ def main():
     for D in (64, 128):
         check_operands(D)
     print("operands: every Q, K, V descriptor reads its intended 16-wide slice (D 64, 128)")
+    for D in (64, 128):
+        check_backward_operands(D)
+    print("backward operands: K, V, Q, dO, dS and dQ's K columns as intended (D 64, 128)")
     for D in (64, 128):
         check_forward(D)
     print("forward: packed documents, odd lengths, short tiles match NumPy (D 64, 128)")
