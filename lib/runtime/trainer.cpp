@@ -13,6 +13,7 @@
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
+#include "plan/device_memory.hpp"
 #include "runtime/watchdog.hpp"
 #include "train/ring_attention.hpp"
 
@@ -123,6 +124,19 @@ void Trainer::start_device_optimizer() {
     WatchScope watch("the ZeRO-1 all-gather of the weights");
     MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, shards.data(), int(shard_size_),
                             MPI_FLOAT, comm_));
+  };
+  // The estimate against the free memory, before the model is allocated: a
+  // run that cannot fit ends here, on every trainer, with what to change.
+  opt.check_memory = [this](const DeviceMemoryInfo& info) {
+    const plan::DeviceMemory need = plan::device_memory_for_run(w_.config, size_, info.nccl);
+    const double free_bytes = double(info.free_bytes);
+    if (double(need.total()) * info.sharers > free_bytes)
+      ML_FAIL(strf("trainer %d on %s: ", rank_, device_->describe().c_str()) +
+              plan::device_memory_error(w_.config, need, free_bytes, info.sharers));
+    memory_note_ = strf(
+        "device memory per trainer: about %s for micro-batches of up to %lld tokens, %s free",
+        need.describe(3).c_str(), (long long)need.input.tokens, human_bytes(free_bytes).c_str());
+    if (info.sharers > 1) memory_note_ += strf(" for %d trainers", info.sharers);
   };
   device_->start_optimizer(opt, model_->params());
 }
@@ -241,7 +255,8 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
   if (device_) {
     device_->zero_grads();
     if (!announced_ && rank_ == 0)
-      ack.note = "trainer 0 computes on " + device_->describe() + " (run.backend: cuda)";
+      ack.note =
+          "trainer 0 computes on " + device_->describe() + " (run.backend: cuda); " + memory_note_;
     announced_ = true;
   } else {
     model_->zero_grads();

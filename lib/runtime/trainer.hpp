@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ckpt/checkpoint.hpp"
@@ -68,6 +69,7 @@ class Trainer {
   int64_t shard_begin_ = 0, shard_end_ = 0, shard_size_ = 0;
   int64_t step_ = 0;
   bool announced_ = false;   // the device was named in an acknowledgement
+  std::string memory_note_;  // the device memory estimate, for that note
   bool host_stale_ = false;  // the device has weights and moments the host copy lacks
 
   void start_device_optimizer();
