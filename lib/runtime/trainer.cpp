@@ -141,15 +141,21 @@ void Trainer::start_device_optimizer() {
   device_->start_optimizer(opt, model_->params());
 }
 
-void Trainer::sync_host_state() {
-  if (!device_ || !host_stale_) return;
+void Trainer::sync_host_params() {
+  if (!device_ || !params_stale_) return;
   device_->download_params(model_->params());
+  params_stale_ = false;
+}
+
+void Trainer::sync_host_state() {
+  sync_host_params();
+  if (!device_ || !moments_stale_) return;
   device_->download_moments(adam_->m(), adam_->v());
-  host_stale_ = false;
+  moments_stale_ = false;
 }
 
 std::span<const float> Trainer::params() {
-  sync_host_state();
+  sync_host_params();  // step dumps: the moments may stay on the device
   return model_->params();
 }
 
@@ -193,7 +199,7 @@ void Trainer::load(const ckpt::Checkpoint& c) {
   adam_->set_step(c.adam_step);
   step_ = c.step + 1;
   if (device_) device_->load_state(model_->params(), adam_->m(), adam_->v(), c.adam_step);
-  host_stale_ = false;
+  params_stale_ = moments_stale_ = false;
 }
 
 ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
@@ -315,7 +321,7 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
     ack.grad_norm = std::sqrt(device_->reduce_grads());
     device_->update(lr, train::clip_scale(ack.grad_norm, w_.config.optim.grad_clip));
     adam_->set_step(adam_->step() + 1);  // the device's count, kept for checkpoints
-    host_stale_ = true;
+    params_stale_ = moments_stale_ = true;
     ++step_;
     ack.step_seconds = std::chrono::duration<double>(clock::now() - t0).count();
     return ack;
