@@ -34,7 +34,8 @@ namespace meshloom {
 
 // The CP group of a micro-batch that runs as a ring (as for train::RingAttention):
 // members' ranks in `comm` in ring order, this rank's index, the largest block
-// any member holds (the capacity), and the deadline of every transfer.
+// any member holds (C, or more for offloaded pieces: Trainer::step), and the
+// deadline of every transfer.
 struct RingGroup {
   MPI_Comm comm = MPI_COMM_NULL;
   std::vector<int> members;

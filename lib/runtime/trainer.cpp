@@ -275,15 +275,21 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
     const proto::MicroBatch& mb = batch.micro[i];
     const auto mb_start = clock::now();
     model::Batch b = to_model_batch(mb);
-    const double k = double(std::max<size_t>(1, mb.group.size()));
+    const int64_t k = int64_t(std::max<size_t>(1, mb.group.size()));
     double attn_l2 = 0;
+    // The largest block a ring member may send: at most ceil(L / k) tokens of
+    // each sequence, or C. Not C alone: an offloaded piece holds more (the
+    // capacity counts its resident layers, plan/plan.hpp).
+    int64_t shares = 0;
     int32_t last = -1;
     for (const auto& seg : mb.segments) {
       if (seg.sample == last) continue;  // a member's two chunks are one sequence
       last = seg.sample;
-      const double L = double(batch.samples[size_t(seg.sample)].length);
-      attn_l2 += L * L / k;
+      const int64_t L = batch.samples[size_t(seg.sample)].length;
+      attn_l2 += double(L) * double(L) / double(k);
+      shares += (L + k - 1) / k;
     }
+    const int64_t max_block = std::max(w_.config.plan.capacity, shares);
     double pairs = 0;
     for (int32_t p : mb.positions) pairs += double(p) + 1.0;
     ack.flops += flops(shape, b.size(), pairs);
@@ -293,13 +299,12 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
       RingGroup ring;
       if (mb.group.size() > 1)
         ring = RingGroup{comm_, std::vector<int>(mb.group.begin(), mb.group.end()), mb.member,
-                         w_.config.plan.capacity, w_.config.run.timeout};
+                         max_block, w_.config.run.timeout};
       ls = device_->forward_backward(b, scale, mb.group.size() > 1 ? &ring : nullptr, mb.offload,
                                      i + 1 == batch.micro.size());
     } else if (mb.group.size() > 1) {
       std::vector<int> group(mb.group.begin(), mb.group.end());
-      train::RingAttention ring(comm_, group, mb.member, w_.config.plan.capacity, attn,
-                                w_.config.run.timeout);
+      train::RingAttention ring(comm_, group, mb.member, max_block, attn, w_.config.run.timeout);
       ls = model_->forward(b, &ring);
       model_->backward(scale);
     } else {
@@ -309,7 +314,7 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
     ack.loss_sum += ls.sum;
     ack.predictions += ls.count;
     ack.micro.insert(ack.micro.end(),
-                     {double(b.size()), attn_l2, k,
+                     {double(b.size()), attn_l2, double(k),
                       std::chrono::duration<double>(clock::now() - mb_start).count()});
   }
   const auto t1 = clock::now();
