@@ -1,7 +1,8 @@
 // `meshloom plan`: plan one step from a file of sequence lengths, check the
 // plan, print what it predicts, and optionally dump it (JSON, binary), draw it
 // next to the static grid's plan (--png), or calibrate the cost model from
-// measured micro-batches (--calibrate). No MPI.
+// measured micro-batches (--calibrate); with --config and run.backend: cuda,
+// the device memory a trainer needs (plan/device_memory.hpp). No MPI.
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "base/strings.hpp"
 #include "config/config.hpp"
 #include "dataplane/data_plane.hpp"
+#include "plan/device_memory.hpp"
 #include "plan/lengths.hpp"
 #include "plan/plan_io.hpp"
 #include "plan/planner.hpp"
@@ -125,6 +127,15 @@ int run_plan_config(const PlanArgs& a) {
   if (!c.plan.calibration.empty())
     cost = plan::calibrated(cost, plan::calibrate(plan::read_calibration_csv(c.plan.calibration)));
   const plan::PlannerOptions o = plan::options_from_config(c.plan, a.trainers, c.data.seq_len);
+  if (c.run.backend == "cuda") {
+    // run.gpu_comm: auto takes NCCL where every trainer has a GPU of its own.
+    const bool nccl = c.run.gpu_comm != "mpi";
+    const plan::DeviceMemory m = plan::device_memory_for_run(c, a.trainers, nccl);
+    std::printf(
+        "device memory per trainer (run.backend: cuda, rings over %s): about %s for "
+        "micro-batches of up to %lld tokens\n",
+        nccl ? "NCCL" : "MPI", m.describe(3).c_str(), (long long)m.input.tokens);
+  }
   const std::string other = c.plan.planner == "static" ? "hdp" : "static";
   std::printf("%5s %8s %6s %6s %9s %10s %10s %10s %11s %9s %10s\n", "step", "samples", "split",
               "max k", "micro", "predicted", "imbalance", "ring/step", "plan ms", other.c_str(),

@@ -3,6 +3,9 @@
 // stream, the optimizer's state beside it (kernels/train/device_adamw.hpp),
 // and the gradient reduction over NCCL (kernels/comm/grad_reducer.hpp) or
 // through host memory. meshloom reaches it through the module (cuda_module.cpp).
+// start_optimizer() first measures the GPU's free memory and hands it to the
+// trainer's check (plan/device_memory.hpp), so a run that cannot fit ends
+// there with the numbers, not with an out-of-memory error mid-step.
 #include "kernels/model/cuda_model.hpp"
 
 #include <cuda_bf16.h>
@@ -38,12 +41,12 @@ using model::Op;
 template <class T>
 class CudaModel final : public DeviceModel {
  public:
-  CudaModel(const model::Shape& shape, int device, std::string name)
-      : device_(device), name_(std::move(name)) {
+  // The model itself is allocated by start_optimizer(), after the memory check.
+  CudaModel(const model::Shape& shape, int device, int devices, std::string name)
+      : shape_(shape), device_(device), devices_(devices), name_(std::move(name)) {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_sum_sq_), sizeof(double)));
-    model_ = std::make_unique<kernels::GpuTransformer<T>>(shape, stream_);
     sum_sq_.resize(1);
   }
   ~CudaModel() override {
@@ -63,7 +66,7 @@ class CudaModel final : public DeviceModel {
     opt_ = opt;
     MPI_CHECK(MPI_Comm_rank(opt.trainers, &rank_));
     MPI_CHECK(MPI_Comm_size(opt.trainers, &size_));
-    const int64_t n = model_->layout().numel();
+    DeviceMemoryInfo memory = measure_memory(opt.trainers);
     bool nccl = false;
     if (opt.comm != "mpi") {  // the same config, so the same calls, on every trainer
       std::string why;
@@ -72,6 +75,10 @@ class CudaModel final : public DeviceModel {
         ML_FAIL("run.gpu_comm: nccl, but " + why +
                 "; run.gpu_comm: mpi (or auto) reduces through host memory instead");
     }
+    memory.nccl = nccl;
+    if (opt.check_memory) opt.check_memory(memory);
+    model_ = std::make_unique<kernels::GpuTransformer<T>>(shape_, stream_);
+    const int64_t n = model_->layout().numel();
     if (nccl) {
       nccl_ = std::make_unique<kernels::NcclComm>(opt.trainers, device_);
       // Gradients get a communicator of their own: their reductions run on
@@ -194,6 +201,21 @@ class CudaModel final : public DeviceModel {
   }
 
  private:
+  // This GPU's free memory before any trainer allocates the model on it:
+  // every trainer (and its CUDA context) is here before any measures, and
+  // all have measured before any goes on. Collective over `trainers`.
+  DeviceMemoryInfo measure_memory(MPI_Comm trainers) {
+    DeviceMemoryInfo m;
+    // Trainers share GPUs as make_gpu_device_model assigns them: by their
+    // index on the node, modulo the visible devices.
+    const kernels::NodeRanks node = kernels::node_ranks(trainers);
+    m.sharers = 0;
+    for (int j = 0; j < node.local_size; ++j) m.sharers += j % devices_ == device_;
+    MPI_CHECK(MPI_Barrier(trainers));
+    CUDA_CHECK(cudaMemGetInfo(&m.free_bytes, &m.total_bytes));
+    MPI_CHECK(MPI_Barrier(trainers));
+    return m;
+  }
   // `op` (a host reduction) on `n` device floats: down, op, and up again on
   // the stream (the host staging is done with when the upload returns).
   void through_host(float* data, int64_t n, const std::function<void(std::span<float>)>& op) {
@@ -210,7 +232,8 @@ class CudaModel final : public DeviceModel {
       CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
-  int device_;
+  model::Shape shape_;
+  int device_, devices_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<kernels::GpuTransformer<T>> model_;
@@ -240,9 +263,9 @@ std::unique_ptr<DeviceModel> make_gpu_device_model(const model::Shape& shape,
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   const std::string name = strf("GPU %d (%s, sm_%d%d), %s", device, prop.name, prop.major,
                                 prop.minor, precision.c_str());
-  if (precision == "fp32") return std::make_unique<CudaModel<float>>(shape, device, name);
+  if (precision == "fp32") return std::make_unique<CudaModel<float>>(shape, device, n, name);
   ML_CHECK(precision == "bf16", "run.precision must be bf16 or fp32, not " + precision);
-  return std::make_unique<CudaModel<__nv_bfloat16>>(shape, device, name);
+  return std::make_unique<CudaModel<__nv_bfloat16>>(shape, device, n, name);
 }
 
 }  // namespace meshloom

@@ -33,7 +33,7 @@ template <class T>
 class DeviceRingAttention final : public DeviceAttention<T> {
  public:
   // `members` lists the ranks in `comm` in ring order; `me` is this rank's
-  // index in it. `max_tokens` bounds any member's block (the capacity). With
+  // index in it. `max_tokens` bounds any member's block (C or more: RingGroup). With
   // `nccl` the blocks move over it instead: the same numbers are its ranks
   // (NCCL rank == MPI rank == trainer index), members[me] must be this rank,
   // and its device the current one. Lives for one micro-batch: its blocks

@@ -35,6 +35,14 @@ double ModelShape::parameters() const {
   return double(layers) * per_layer + 2.0 * d * double(vocab);
 }
 
+int64_t ModelShape::numel() const {
+  const int64_t d = hidden, q_dim = int64_t(heads) * head_dim();
+  const int64_t kv_dim = int64_t(kv_heads) * head_dim();
+  // attn_norm, wq, wk, wv, wo, mlp_norm, w1, w3, w2.
+  const int64_t per_layer = 2 * d + (q_dim + 2 * kv_dim) * d + d * q_dim + 3 * d * ffn;
+  return vocab * d + int64_t(layers) * per_layer + d + (tied ? 0 : vocab * d);
+}
+
 namespace {
 
 struct Named {
@@ -83,6 +91,7 @@ ModelShape shape_from_config(const config::ModelConfig& model) {
   s.hidden = model.d_model;
   s.ffn = model.ffn_dim;
   s.vocab = model.vocab_size;
+  s.tied = model.tied_embeddings;
   return s;
 }
 

@@ -26,8 +26,9 @@ struct ModelShape {
   int64_t hidden = 0;
   int64_t ffn = 0;
   int64_t vocab = 0;
-  int experts = 1;  // feed-forward experts per layer (1: dense)
-  int top_k = 1;    // experts each token goes through
+  int experts = 1;    // feed-forward experts per layer (1: dense)
+  int top_k = 1;      // experts each token goes through
+  bool tied = false;  // the LM head is the embedding (model.tied_embeddings)
 
   int64_t head_dim() const { return hidden / heads; }
   // Forward FLOPs per token of every matrix product: the projections and
@@ -43,6 +44,10 @@ struct ModelShape {
   double act_bytes_per_token_layer() const;
   // Parameters (for reports).
   double parameters() const;
+  // Elements of the flat parameter buffer exactly as model::ParamLayout lays
+  // out a dense model (final norm included, no LM head when tied): what the
+  // CUDA backend's weights, gradients and master copy hold.
+  int64_t numel() const;
 };
 
 // llama-7b, llama-13b, llama-30b, llama-70b, mixtral-8x7b, mixtral-8x22b;

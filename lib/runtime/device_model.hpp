@@ -18,6 +18,7 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <span>
@@ -33,13 +34,23 @@ namespace meshloom {
 
 // The CP group of a micro-batch that runs as a ring (as for train::RingAttention):
 // members' ranks in `comm` in ring order, this rank's index, the largest block
-// any member holds (the capacity), and the deadline of every transfer.
+// any member holds (C, or more for offloaded pieces: Trainer::step), and the
+// deadline of every transfer.
 struct RingGroup {
   MPI_Comm comm = MPI_COMM_NULL;
   std::vector<int> members;
   int me = 0;
   int64_t max_tokens = 0;
   double timeout_s = 300;
+};
+
+// What the device says about its memory before it allocates anything of the
+// model's size (DeviceOptimizer::check_memory).
+struct DeviceMemoryInfo {
+  size_t free_bytes = 0;  // cudaMemGetInfo's, before any trainer allocated the model
+  size_t total_bytes = 0;
+  int sharers = 1;    // trainers on this GPU, this one included
+  bool nccl = false;  // rings and gradients go over NCCL
 };
 
 // How the optimizer runs on the device: the trainer's settings, handed over
@@ -59,6 +70,10 @@ struct DeviceOptimizer {
   // all-gather of equal shards of shard_size elements (ZeRO-1).
   std::function<void(std::span<float>)> host_allreduce;
   std::function<void(std::span<float>)> host_allgather;
+  // Called once, on every trainer, once the transport is chosen and before
+  // the weights, gradients and optimizer state are allocated: fails (fatal)
+  // when the run cannot fit (plan/device_memory.hpp).
+  std::function<void(const DeviceMemoryInfo&)> check_memory;
 };
 
 class DeviceModel {
@@ -67,8 +82,9 @@ class DeviceModel {
   // One line for logs: the device, the precision and, after
   // start_optimizer(), how gradients are reduced.
   virtual std::string describe() const = 0;
-  // Takes the optimizer and the fp32 master weights (ParamLayout order) to
-  // the device, with fresh moments. Collective over opt.trainers.
+  // Allocates the model and takes the optimizer and the fp32 master weights
+  // (ParamLayout order) to the device, with fresh moments, after
+  // opt.check_memory. Collective over opt.trainers.
   virtual void start_optimizer(const DeviceOptimizer& opt, std::span<const float> params) = 0;
   // Weights, this trainer's moments and the step count from a checkpoint.
   virtual void load_state(std::span<const float> params, std::span<const float> m,

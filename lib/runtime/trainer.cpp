@@ -13,6 +13,7 @@
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
+#include "plan/device_memory.hpp"
 #include "runtime/watchdog.hpp"
 #include "train/ring_attention.hpp"
 
@@ -124,18 +125,37 @@ void Trainer::start_device_optimizer() {
     MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, shards.data(), int(shard_size_),
                             MPI_FLOAT, comm_));
   };
+  // The estimate against the free memory, before the model is allocated: a
+  // run that cannot fit ends here, on every trainer, with what to change.
+  opt.check_memory = [this](const DeviceMemoryInfo& info) {
+    const plan::DeviceMemory need = plan::device_memory_for_run(w_.config, size_, info.nccl);
+    const double free_bytes = double(info.free_bytes);
+    if (double(need.total()) * info.sharers > free_bytes)
+      ML_FAIL(strf("trainer %d on %s: ", rank_, device_->describe().c_str()) +
+              plan::device_memory_error(w_.config, need, free_bytes, info.sharers));
+    memory_note_ = strf(
+        "device memory per trainer: about %s for micro-batches of up to %lld tokens, %s free",
+        need.describe(3).c_str(), (long long)need.input.tokens, human_bytes(free_bytes).c_str());
+    if (info.sharers > 1) memory_note_ += strf(" for %d trainers", info.sharers);
+  };
   device_->start_optimizer(opt, model_->params());
 }
 
-void Trainer::sync_host_state() {
-  if (!device_ || !host_stale_) return;
+void Trainer::sync_host_params() {
+  if (!device_ || !params_stale_) return;
   device_->download_params(model_->params());
+  params_stale_ = false;
+}
+
+void Trainer::sync_host_state() {
+  sync_host_params();
+  if (!device_ || !moments_stale_) return;
   device_->download_moments(adam_->m(), adam_->v());
-  host_stale_ = false;
+  moments_stale_ = false;
 }
 
 std::span<const float> Trainer::params() {
-  sync_host_state();
+  sync_host_params();  // step dumps: the moments may stay on the device
   return model_->params();
 }
 
@@ -179,7 +199,7 @@ void Trainer::load(const ckpt::Checkpoint& c) {
   adam_->set_step(c.adam_step);
   step_ = c.step + 1;
   if (device_) device_->load_state(model_->params(), adam_->m(), adam_->v(), c.adam_step);
-  host_stale_ = false;
+  params_stale_ = moments_stale_ = false;
 }
 
 ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
@@ -241,7 +261,8 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
   if (device_) {
     device_->zero_grads();
     if (!announced_ && rank_ == 0)
-      ack.note = "trainer 0 computes on " + device_->describe() + " (run.backend: cuda)";
+      ack.note =
+          "trainer 0 computes on " + device_->describe() + " (run.backend: cuda); " + memory_note_;
     announced_ = true;
   } else {
     model_->zero_grads();
@@ -254,15 +275,21 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
     const proto::MicroBatch& mb = batch.micro[i];
     const auto mb_start = clock::now();
     model::Batch b = to_model_batch(mb);
-    const double k = double(std::max<size_t>(1, mb.group.size()));
+    const int64_t k = int64_t(std::max<size_t>(1, mb.group.size()));
     double attn_l2 = 0;
+    // The largest block a ring member may send: at most ceil(L / k) tokens of
+    // each sequence, or C. Not C alone: an offloaded piece holds more (the
+    // capacity counts its resident layers, plan/plan.hpp).
+    int64_t shares = 0;
     int32_t last = -1;
     for (const auto& seg : mb.segments) {
       if (seg.sample == last) continue;  // a member's two chunks are one sequence
       last = seg.sample;
-      const double L = double(batch.samples[size_t(seg.sample)].length);
-      attn_l2 += L * L / k;
+      const int64_t L = batch.samples[size_t(seg.sample)].length;
+      attn_l2 += double(L) * double(L) / double(k);
+      shares += (L + k - 1) / k;
     }
+    const int64_t max_block = std::max(w_.config.plan.capacity, shares);
     double pairs = 0;
     for (int32_t p : mb.positions) pairs += double(p) + 1.0;
     ack.flops += flops(shape, b.size(), pairs);
@@ -272,13 +299,12 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
       RingGroup ring;
       if (mb.group.size() > 1)
         ring = RingGroup{comm_, std::vector<int>(mb.group.begin(), mb.group.end()), mb.member,
-                         w_.config.plan.capacity, w_.config.run.timeout};
+                         max_block, w_.config.run.timeout};
       ls = device_->forward_backward(b, scale, mb.group.size() > 1 ? &ring : nullptr, mb.offload,
                                      i + 1 == batch.micro.size());
     } else if (mb.group.size() > 1) {
       std::vector<int> group(mb.group.begin(), mb.group.end());
-      train::RingAttention ring(comm_, group, mb.member, w_.config.plan.capacity, attn,
-                                w_.config.run.timeout);
+      train::RingAttention ring(comm_, group, mb.member, max_block, attn, w_.config.run.timeout);
       ls = model_->forward(b, &ring);
       model_->backward(scale);
     } else {
@@ -288,7 +314,7 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
     ack.loss_sum += ls.sum;
     ack.predictions += ls.count;
     ack.micro.insert(ack.micro.end(),
-                     {double(b.size()), attn_l2, k,
+                     {double(b.size()), attn_l2, double(k),
                       std::chrono::duration<double>(clock::now() - mb_start).count()});
   }
   const auto t1 = clock::now();
@@ -300,7 +326,7 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
     ack.grad_norm = std::sqrt(device_->reduce_grads());
     device_->update(lr, train::clip_scale(ack.grad_norm, w_.config.optim.grad_clip));
     adam_->set_step(adam_->step() + 1);  // the device's count, kept for checkpoints
-    host_stale_ = true;
+    params_stale_ = moments_stale_ = true;
     ++step_;
     ack.step_seconds = std::chrono::duration<double>(clock::now() - t0).count();
     return ack;

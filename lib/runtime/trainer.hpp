@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ckpt/checkpoint.hpp"
@@ -35,8 +36,8 @@ class Trainer {
   proto::Ack step(const proto::Batch& batch, double delay = 0);
 
   model::Transformer<float>& model() { return *model_; }
-  // The fp32 master weights after the last step (brought back from the
-  // device first with run.backend: cuda).
+  // The fp32 master weights after the last step (with run.backend: cuda
+  // brought back from the device first, without the moments: step dumps).
   std::span<const float> params();
   // With run.backend: cuda, the GPU's measured dense product rate; else 0.
   double device_peak_flops() { return device_ ? device_->peak_flops() : 0; }
@@ -67,11 +68,14 @@ class Trainer {
   std::vector<float> reduced_;  // the reduced gradient of the last step
   int64_t shard_begin_ = 0, shard_end_ = 0, shard_size_ = 0;
   int64_t step_ = 0;
-  bool announced_ = false;   // the device was named in an acknowledgement
-  bool host_stale_ = false;  // the device has weights and moments the host copy lacks
+  bool announced_ = false;      // the device was named in an acknowledgement
+  std::string memory_note_;     // the device memory estimate, for that note
+  bool params_stale_ = false;   // the device has weights the host copy lacks
+  bool moments_stale_ = false;  // ... and moments
 
   void start_device_optimizer();
-  void sync_host_state();  // the host copy from the device, where stale
+  void sync_host_params();  // the host's weights from the device, where stale
+  void sync_host_state();   // weights and moments (checkpoints)
 };
 
 // Builds the model's view of a received micro-batch: tokens, targets,

@@ -26,7 +26,7 @@ namespace meshloom::train {
 class RingAttention final : public model::AttentionBackend<float> {
  public:
   // `group` lists the members' ranks in `comm` in ring order; `me` is this
-  // rank's index in it. `max_tokens` bounds any member's block (the capacity).
+  // rank's index in it. `max_tokens` bounds any member's block (C or more: RingGroup).
   RingAttention(MPI_Comm comm, std::vector<int> group, int me, int64_t max_tokens,
                 const model::AttnOptions& opt, double timeout_s);
 

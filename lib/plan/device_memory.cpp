@@ -1,0 +1,162 @@
+#include "plan/device_memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/check.hpp"
+#include "base/strings.hpp"
+#include "plan/planner.hpp"
+
+namespace meshloom::plan {
+
+namespace {
+
+constexpr int64_t kF32 = 4, kI32 = 4, kF64 = 8;
+constexpr int64_t kCublasWorkspace = int64_t(32) << 20;  // kernels/blas/gemm.cpp
+constexpr int64_t kBlockGradsAlign = 256;                // kernels/model/ring_link.cpp
+
+// BlockLayout(n, kv_dim, t).bytes(true) of kernels/model/ring_link.cpp: K and
+// V rows and two int32 ids per row, then fp32 dK and dV on a fresh boundary.
+int64_t ring_block_bytes(int64_t n, int64_t kv_dim, int64_t t) {
+  const int64_t rows = 2 * n * kv_dim * t + 2 * n * kI32;
+  const int64_t aligned = (rows + kBlockGradsAlign - 1) / kBlockGradsAlign * kBlockGradsAlign;
+  return aligned + 2 * n * kv_dim * kF32;
+}
+
+}  // namespace
+
+int resident_layers(int layers, double offload) {
+  // CudaModel::forward_backward offloads the first `offloaded` layers; the
+  // store keeps the rest, plus two slots those layers take turns in.
+  const int offloaded =
+      offload > 0 ? std::min(layers, 2 + int(std::lround(offload * double(layers - 2)))) : 0;
+  return layers - offloaded + (offloaded > 0 ? 2 : 0);
+}
+
+DeviceMemory device_memory(const DeviceMemoryInput& in) {
+  const ModelShape& s = in.shape;
+  ML_CHECK(s.experts == 1, "the CUDA backend's model is dense: no estimate for experts");
+  ML_CHECK(in.trainers >= 1 && in.tokens >= 0 && (in.elem_bytes == 2 || in.elem_bytes == 4),
+           "device_memory: bad input");
+  const int64_t t = in.elem_bytes, n = in.tokens, P = s.numel();
+  const int64_t d = s.hidden, f = s.ffn, V = s.vocab, H = s.heads;
+  const int64_t qd = int64_t(s.heads) * s.head_dim(), kvd = int64_t(s.kv_heads) * s.head_dim();
+  const int64_t qkvd = qd + 2 * kvd;
+
+  DeviceMemory m;
+  m.input = in;
+  // GpuTransformer's params_ (T) and grads_ (fp32), and its Blas's workspace.
+  m.weights = P * t;
+  m.grads = P * kF32;
+  m.cublas = kCublasWorkspace;
+  // DeviceAdamW, as CudaModel::start_optimizer makes it: the master buffer
+  // padded to T shards of ceil(P / T) (Trainer's shard_size), m, v and the
+  // decay mask (1 byte) of the largest slice (trainer 0's).
+  const int64_t shard = in.zero1 ? (P + in.trainers - 1) / in.trainers : P;
+  m.master = (in.zero1 ? shard * in.trainers : P) * kF32;
+  m.moments = shard * (2 * kF32 + 1);
+  // ActivationStore::resize, per layer and token: x, xn1, h, xn2, q|k|v, o,
+  // the SwiGLU input a|b (T); 1/rms twice and the log-sum-exp per head (fp32).
+  m.resident_layers = resident_layers(s.layers, in.offload);
+  const int64_t per_layer = (4 * d + qkvd + qd + 2 * f) * t + (2 + H) * kF32;
+  m.activations = n * per_layer * m.resident_layers;
+  // GpuTransformer::ensure_buffers: x_final, xf, dx, dh, dxn (T x d), u, du
+  // (T x f), dab (T x 2f), do (T x q_dim), dqkv (fp32) and, in bf16, its
+  // T copy; 1/rms of the final norm, the loss and count. Then the batch's
+  // four int32 ids per token and its embedding groups (ids, offsets, order:
+  // at most min(n, V) groups), and LocalDeviceAttention's delta (fp32 per head).
+  const int64_t groups = std::min(n, V);
+  m.workspace = n * (5 * d + 4 * f + qd) * t + n * qkvd * kF32 + (t == kF32 ? 0 : n * qkvd * t) +
+                n * kF32 + 2 * kF64 + 4 * n * kI32 + (2 * groups + 1 + n) * kI32 + n * H * kF32;
+  // logits_ (T, n x V: the cross-entropy runs on all rows at once, in place)
+  // and row_loss_ (fp64).
+  m.logits = n * V * t + n * kF64;
+  if (in.rings) {
+    // ring_link_nccl.cpp keeps a current and a next block; ring_link_mpi.cpp
+    // one device block that it stages through host memory.
+    m.ring_buffers = (in.nccl ? 2 : 1) * ring_block_bytes(n, kvd, t);
+    // DeviceRingAttention: acc_ and part_ (fp32 x q_dim), part_lse_ and
+    // delta_ (fp32 per head).
+    m.ring_attention = n * (2 * qd + 2 * H) * kF32;
+  }
+  return m;
+}
+
+std::vector<DeviceMemory::Term> DeviceMemory::terms() const {
+  return {{"weights", weights},           {"master weights", master},
+          {"AdamW moments", moments},     {"gradients", grads},
+          {"cuBLAS workspace", cublas},   {"activations", activations},
+          {"workspace", workspace},       {"logits", logits},
+          {"ring buffers", ring_buffers}, {"ring attention", ring_attention}};
+}
+
+int64_t DeviceMemory::total() const {
+  return weights + master + moments + grads + cublas + activations + workspace + logits +
+         ring_buffers + ring_attention;
+}
+
+std::string DeviceMemory::describe(int most) const {
+  std::vector<Term> t = terms();
+  std::stable_sort(t.begin(), t.end(),
+                   [](const Term& a, const Term& b) { return a.bytes > b.bytes; });
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < t.size() && int(i) < most && t[i].bytes > 0; ++i)
+    parts.push_back(strf("%s %s", t[i].name, human_bytes(double(t[i].bytes)).c_str()));
+  return human_bytes(double(total())) + " (" + join(parts, ", ") + ")";
+}
+
+DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool nccl) {
+  DeviceMemoryInput in;
+  in.shape = shape_from_config(c.model);
+  in.elem_bytes = c.run.precision == "fp32" ? 4 : 2;
+  in.trainers = trainers;
+  in.zero1 = c.optim.zero1;
+  in.nccl = nccl;
+  const int64_t C = c.plan.capacity, L = c.data.seq_len, step = c.data.tokens_per_step;
+  // Every planner splits a sequence only when it exceeds C (the static grid
+  // after padding it to an even length).
+  in.rings = trainers > 1 && 2 * ((L + 1) / 2) > C;
+  in.tokens = std::min(C, step);
+  DeviceMemory best = device_memory(in);
+  const int layers = in.shape.layers;
+  if (c.plan.offload && layers > 2) {
+    // The largest offloaded micro-batch: one piece of at most data.seq_len
+    // tokens, with the ratio the planner gives it (planner.hpp).
+    const int64_t n = std::min({C * layers / 2, L, step});
+    if (n > in.tokens) {
+      CostModel cost;
+      cost.layers = layers;
+      in.tokens = n;
+      in.offload = offload_ratio_for(n, 1, C, cost);
+      const DeviceMemory m = device_memory(in);
+      if (m.total() > best.total()) best = m;
+    }
+  }
+  return best;
+}
+
+std::string device_memory_error(const config::Config& c, const DeviceMemory& m, double free_bytes,
+                                int sharers) {
+  const DeviceMemoryInput& in = m.input;
+  std::string msg = strf(
+      "the model and its largest micro-batch (%lld tokens%s) need about %s, but %s of GPU "
+      "memory is free",
+      (long long)in.tokens, in.offload > 0 ? strf(", offload ratio %.2f", in.offload).c_str() : "",
+      m.describe(3).c_str(), human_bytes(free_bytes).c_str());
+  if (sharers > 1) msg += strf(" for the %d trainers that share this GPU", sharers);
+  msg +=
+      strf(". To fit: lower plan.capacity (%lld; activations, logits and workspace grow with it)",
+           (long long)c.plan.capacity);
+  if (!in.zero1 && in.trainers > 1)
+    msg += strf(", set optim.zero1: true (shards the %s of AdamW state over the %d trainers)",
+                human_bytes(double(m.master + m.moments)).c_str(), in.trainers);
+  if (c.plan.offload)
+    msg +=
+        ", set plan.offload: false (an offloaded micro-batch holds up to model.n_layers / 2 "
+        "x plan.capacity tokens)";
+  if (in.elem_bytes == 4) msg += ", set run.precision: bf16";
+  if (sharers > 1) msg += ", give each trainer a GPU of its own";
+  return msg + ", or use a smaller model";
+}
+
+}  // namespace meshloom::plan

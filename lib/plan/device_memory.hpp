@@ -1,0 +1,95 @@
+// Device memory of one trainer on the CUDA backend: what the model, its
+// optimizer and its largest micro-batch allocate on the GPU, term by term, so
+// that a run that cannot fit fails at start with the numbers (Trainer, through
+// the CUDA model's start_optimizer) rather than with an out-of-memory error
+// deep in a step, and `meshloom plan` can print it. Pure code: no CUDA, no MPI.
+//
+// Each term is the formula of the buffers the code allocates (device_memory.cpp
+// names the file of each). Device buffers grow to the largest size they are
+// asked for and never shrink (kernels/common/device_buffer.hpp), so the peak
+// is the model's state plus what the largest micro-batch needs.
+//
+// The one rule that is not obvious: an offloaded micro-batch keeps fewer
+// layers' activations on the device, so the planner packs more tokens into it
+// (up to C·layers/2 at r = 1, plan/plan.hpp's capacity). Its activations stay
+// about C·layers layer-tokens, but the workspace, the logits and the ring
+// blocks grow with its tokens: offloading lets a long sequence use fewer
+// trainers, it does not lower a trainer's peak.
+//
+// The total is a floor, not a bound: left out are NCCL's and cuBLAS's own
+// memory, stream-ordered scratch of a few rows (norm gains' partial sums,
+// attention tile ranges), the start-up measurement of the GPU's peak (three
+// 8192² matrices, freed before the first step), and the buffers a trainer that
+// meets micro-batches of several offload ratios keeps from each (a layer's
+// buffers keep the size of the largest micro-batch that held it resident).
+// A run above the floor cannot fit; one below it still needs some margin.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "plan/model_shape.hpp"
+
+namespace meshloom::plan {
+
+struct DeviceMemoryInput {
+  ModelShape shape;    // dense (experts = 1); `tied` as model.tied_embeddings
+  int elem_bytes = 2;  // working weights and activations: 2 (bf16) or 4 (fp32)
+  int64_t tokens = 0;  // n: the micro-batch's tokens (this trainer's part of a ring)
+  double offload = 0;  // its offload ratio r in [0, 1]
+  int trainers = 1;    // T
+  bool zero1 = false;  // AdamW state sharded over the trainers
+  bool rings = false;  // the micro-batch may run as a ring (k > 1)
+  bool nccl = false;   // rings go over NCCL (blocks stay on the device), else MPI
+};
+
+struct DeviceMemory {
+  DeviceMemoryInput input;
+  // The model's state, allocated at start.
+  int64_t weights = 0;  // working copy, elem_bytes per parameter
+  int64_t master = 0;   // fp32 master weights (ZeRO-1: padded to T equal shards)
+  int64_t moments = 0;  // AdamW m and v (fp32) and the weight-decay mask of the owned slice
+  int64_t grads = 0;    // fp32 gradients, the whole model
+  int64_t cublas = 0;   // the cuBLAS workspace
+  // The largest micro-batch, allocated by its first forward and kept.
+  int64_t activations = 0;     // the layers kept on the device for backward
+  int64_t workspace = 0;       // backward scratch (reused by every layer), final norm, ids
+  int64_t logits = 0;          // the whole micro-batch's logits and per-row losses
+  int64_t ring_buffers = 0;    // the ring transport's K/V + fp32 dK/dV blocks
+  int64_t ring_attention = 0;  // the ring's fp32 output accumulators
+  int resident_layers = 0;     // layers whose activations stay on the device
+
+  struct Term {
+    const char* name;
+    int64_t bytes;
+  };
+  // Every term above, in that order.
+  std::vector<Term> terms() const;
+  int64_t total() const;
+  // "31.2 GiB (activations 20.0 GiB, logits 6.1 GiB, workspace 3.0 GiB)": the
+  // total and its `most` biggest terms.
+  std::string describe(int most = 3) const;
+};
+
+DeviceMemory device_memory(const DeviceMemoryInput& in);
+
+// Layers whose activations stay on the device for a micro-batch with offload
+// ratio r, as the CUDA model rounds it (kernels/model/cuda_model.cpp): the
+// first 2 + round(r·(layers − 2)) layers share two slots, the rest stay.
+int resident_layers(int layers, double offload);
+
+// The run's estimate: config `c` on `trainers` trainers, rings over NCCL or
+// not, for its largest micro-batch (C tokens; with plan.offload, an
+// offloaded one of up to min(C·layers/2, data.seq_len) tokens, whichever
+// needs more).
+DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool nccl);
+
+// The message of a run that does not fit: the estimate's biggest terms, the
+// free bytes, and the config keys that lower it. `sharers`: trainers that
+// share the GPU, each needing the estimate.
+std::string device_memory_error(const config::Config& c, const DeviceMemory& m, double free_bytes,
+                                int sharers);
+
+}  // namespace meshloom::plan

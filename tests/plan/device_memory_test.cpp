@@ -1,0 +1,223 @@
+// The CUDA backend's device-memory estimate: a small shape worked by hand,
+// and the properties the start-up check relies on.
+#include "plan/device_memory.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "model/params.hpp"
+
+using namespace meshloom;
+using namespace meshloom::plan;
+
+namespace {
+
+// 2 layers, 2 query heads and 1 KV head of size 4 (d = 8), ffn 12, V = 10, tied.
+ModelShape tiny() {
+  ModelShape s;
+  s.layers = 2;
+  s.heads = 2;
+  s.kv_heads = 1;
+  s.hidden = 8;
+  s.ffn = 12;
+  s.vocab = 10;
+  s.tied = true;
+  return s;
+}
+
+DeviceMemoryInput tiny_input(int64_t tokens) {
+  DeviceMemoryInput in;
+  in.shape = tiny();
+  in.tokens = tokens;
+  return in;
+}
+
+// A llama-7b-sized config model (kv_dim 8 x 128 = 1024), C = 32K, 128K samples.
+config::Config big_config(const std::vector<std::string>& sets = {}) {
+  return config::parse_config(
+      "model: {vocab_size: 32000, d_model: 4096, n_layers: 32, n_heads: 32, n_kv_heads: 8, "
+      "ffn_dim: 11008, tied_embeddings: false}\n"
+      "data: {seq_len: 131072, tokens_per_step: 1048576, sources: [{name: a, path: x}]}\n"
+      "plan: {capacity: 32768}\n",
+      "big.yaml", sets);
+}
+
+}  // namespace
+
+TEST(DeviceMemory, SmallShapeByHand) {
+  // Parameters: embed 10x8 = 80; per layer 2 norms 16, wq|wk|wv 16x8 = 128,
+  // wo 8x8 = 64, w1, w3, w2 3x8x12 = 288 (496); final norm 8: 80 + 992 + 8.
+  EXPECT_EQ(tiny().numel(), 1080);
+  DeviceMemoryInput in = tiny_input(5);  // bf16, one trainer, no offloading
+  const DeviceMemory m = device_memory(in);
+  EXPECT_EQ(m.weights, 1080 * 2);
+  EXPECT_EQ(m.grads, 1080 * 4);
+  EXPECT_EQ(m.master, 1080 * 4);
+  EXPECT_EQ(m.moments, 1080 * 9);  // m and v fp32, the decay mask 1 byte
+  EXPECT_EQ(m.cublas, 32 << 20);
+  // Per layer and token: (4 x 8 + 16 + 8 + 2 x 12) bf16 = 160 B, (2 + 2 heads) fp32 = 16 B.
+  EXPECT_EQ(m.resident_layers, 2);
+  EXPECT_EQ(m.activations, 176 * 5 * 2);
+  // (5 x 8 + 4 x 12 + 8) bf16 x 5 = 960, dqkv fp32 5 x 16 x 4 = 320 and its bf16 copy 160,
+  // 1/rms 20, loss and count 16, four ids 80, embedding groups (5 + 1 + 5 + 5) x 4 = 64,
+  // delta 5 x 2 x 4 = 40.
+  EXPECT_EQ(m.workspace, 960 + 320 + 160 + 20 + 16 + 80 + 64 + 40);
+  EXPECT_EQ(m.logits, 5 * 10 * 2 + 5 * 8);
+  EXPECT_EQ(m.ring_buffers, 0);
+  EXPECT_EQ(m.ring_attention, 0);
+
+  // A ring over NCCL: two blocks of K|V (5 x 4 x 2 bf16 x 2 = 80) and ids (40), padded
+  // to 256, then fp32 dK|dV (160); the accumulators 5 x (2 x 8 + 2 x 2) x 4.
+  in.trainers = 2;
+  in.rings = true;
+  in.nccl = true;
+  const DeviceMemory r = device_memory(in);
+  EXPECT_EQ(r.ring_buffers, 2 * (256 + 160));
+  EXPECT_EQ(r.ring_attention, 400);
+  // fp32 drops the bf16 copy of dqkv and doubles every T buffer.
+  in = tiny_input(5);
+  in.elem_bytes = 4;
+  const DeviceMemory f = device_memory(in);
+  EXPECT_EQ(f.weights, 1080 * 4);
+  EXPECT_EQ(f.activations, (80 * 4 + 16) * 5 * 2);
+  EXPECT_EQ(f.workspace, 1920 + 320 + 20 + 16 + 80 + 64 + 40);
+}
+
+TEST(DeviceMemory, NumelIsTheParamLayouts) {
+  for (bool tied : {true, false}) {
+    config::ModelConfig mc;
+    mc.n_kv_heads = 2;
+    mc.tied_embeddings = tied;
+    EXPECT_EQ(shape_from_config(mc).numel(),
+              model::ParamLayout(model::Shape::from_config(mc)).numel())
+        << tied;
+  }
+}
+
+TEST(DeviceMemory, TotalIsTheSumOfTheTerms) {
+  for (bool rings : {false, true})
+    for (bool zero1 : {false, true}) {
+      DeviceMemoryInput in = tiny_input(777);
+      in.rings = rings;
+      in.nccl = rings;
+      in.zero1 = zero1;
+      in.trainers = 3;
+      in.offload = 0.5;
+      const DeviceMemory m = device_memory(in);
+      int64_t sum = 0;
+      std::set<std::string> names;
+      for (const DeviceMemory::Term& t : m.terms()) {
+        sum += t.bytes;
+        names.insert(t.name);
+      }
+      EXPECT_EQ(m.total(), sum);
+      EXPECT_EQ(names.size(), 10u);  // every term once
+    }
+}
+
+TEST(DeviceMemory, RingBuffersOnlyWhereRingsCanRun) {
+  DeviceMemoryInput in = tiny_input(64);
+  in.trainers = 4;
+  in.nccl = true;
+  EXPECT_EQ(device_memory(in).ring_buffers, 0);  // no ring: nothing, NCCL or not
+  in.rings = true;
+  const int64_t nccl = device_memory(in).ring_buffers;
+  in.nccl = false;
+  const int64_t mpi = device_memory(in).ring_buffers;
+  EXPECT_GT(mpi, 0);  // MPI stages through one device block
+  EXPECT_EQ(nccl, 2 * mpi);
+
+  // The run: rings need a second trainer and a sequence longer than C.
+  const config::Config c = big_config();
+  EXPECT_EQ(device_memory_for_run(c, 1, true).ring_buffers, 0);
+  const DeviceMemory m = device_memory_for_run(c, 8, true);
+  // ring_link_nccl.cpp's two blocks at kv_dim 1024 and 32K tokens: ~768 MiB.
+  EXPECT_NEAR(double(m.ring_buffers) / double(1 << 20), 768.0, 1.0);
+  EXPECT_EQ(device_memory_for_run(c, 8, false).ring_buffers, m.ring_buffers / 2);
+  const config::Config fits = big_config({"data.seq_len=32768"});
+  EXPECT_EQ(device_memory_for_run(fits, 8, true).ring_buffers, 0);
+}
+
+TEST(DeviceMemory, Zero1ShardsTheMomentsAsDeviceAdamWPads) {
+  DeviceMemoryInput in = tiny_input(16);
+  const int64_t P = in.shape.numel();  // 1080
+  in.trainers = 7;
+  const DeviceMemory full = device_memory(in);
+  in.zero1 = true;
+  const DeviceMemory z = device_memory(in);
+  const int64_t shard = (P + 6) / 7;  // 155: the last trainer's slice is shorter
+  EXPECT_EQ(z.moments, shard * 9);
+  EXPECT_LT(z.moments * 7 - full.moments, 7 * 9);  // only the padding more
+  EXPECT_EQ(z.master, shard * 7 * 4);              // padded to equal shards
+  EXPECT_GE(z.master, full.master);
+  EXPECT_EQ(z.weights, full.weights);
+  EXPECT_EQ(z.grads, full.grads);  // gradients stay whole
+  in.trainers = 1;                 // one trainer: one shard, no padding
+  EXPECT_EQ(device_memory(in).total(), full.total());
+}
+
+TEST(DeviceMemory, ActivationsLinearInTokensAndShrinkWithOffloading) {
+  DeviceMemoryInput in = tiny_input(1000);
+  in.shape.layers = 10;
+  const DeviceMemory a = device_memory(in);
+  in.tokens = 3000;
+  const DeviceMemory b = device_memory(in);
+  EXPECT_EQ(b.activations, 3 * a.activations);
+  EXPECT_EQ(b.logits, 3 * a.logits);
+  EXPECT_EQ(b.weights, a.weights);  // the model's state does not depend on C
+  int64_t last = b.activations;
+  for (double r : {0.1, 0.3, 0.5, 0.8, 1.0}) {
+    in.offload = r;
+    const DeviceMemory o = device_memory(in);
+    EXPECT_LE(o.activations, last) << r;
+    EXPECT_EQ(o.workspace, b.workspace) << r;  // the scratch is per token, not per layer
+    last = o.activations;
+  }
+  EXPECT_EQ(last * 5, b.activations);  // r = 1: the two slots of 10 layers
+}
+
+TEST(DeviceMemory, ResidentLayersFollowThePlannersCount) {
+  // The planner counts 2 + (1 - r)(l - 2) resident layers (plan/plan.hpp); the
+  // store rounds the offloaded ones to whole layers.
+  for (int l : {3, 4, 7, 32, 80})
+    for (double r = 0.01; r <= 1.0; r += 0.01)
+      EXPECT_LE(std::abs(resident_layers(l, r) - (2 + (1 - r) * (l - 2))), 0.5 + 1e-9)
+          << l << " " << r;
+  EXPECT_EQ(resident_layers(32, 0), 32);
+  EXPECT_EQ(resident_layers(32, 1), 2);
+}
+
+TEST(DeviceMemory, OffloadingPacksMoreTokensIntoTheLargestMicroBatch) {
+  const config::Config plain = big_config();
+  const config::Config off = big_config({"plan.offload=true"});
+  const DeviceMemory p = device_memory_for_run(plain, 8, true);
+  const DeviceMemory o = device_memory_for_run(off, 8, true);
+  EXPECT_EQ(p.input.tokens, 32768);
+  EXPECT_EQ(o.input.tokens, 131072);  // data.seq_len caps C x 32 / 2
+  EXPECT_GT(o.input.offload, 0.0);
+  // As many layer-tokens of activations (what the planner's capacity keeps),
+  // within the store's rounding to whole layers, but 4x the logits.
+  EXPECT_NEAR(double(o.activations) / double(p.activations), 1.0, 0.5 / 5.0);
+  EXPECT_EQ(o.logits, 4 * p.logits);
+  EXPECT_GT(o.total(), p.total());
+}
+
+TEST(DeviceMemory, TheErrorNamesTheKeysToChange) {
+  const config::Config c = big_config();
+  const DeviceMemory m = device_memory_for_run(c, 8, true);
+  const std::string msg = device_memory_error(c, m, 10e9, 1), terms = m.describe(3);
+  for (const std::string& want :
+       {std::string("plan.capacity (32768"), std::string("optim.zero1: true"),
+        std::string("9.3 GiB of GPU memory is free"), terms})
+    EXPECT_NE(msg.find(want), std::string::npos) << want << "\n" << msg;
+  EXPECT_EQ(msg.find("plan.offload"), std::string::npos) << msg;
+  const config::Config z = big_config({"optim.zero1=true", "plan.offload=true"});
+  const std::string zmsg = device_memory_error(z, device_memory_for_run(z, 8, true), 10e9, 2);
+  EXPECT_EQ(zmsg.find("optim.zero1"), std::string::npos) << zmsg;
+  EXPECT_NE(zmsg.find("plan.offload: false"), std::string::npos) << zmsg;
+  EXPECT_NE(zmsg.find("2 trainers that share this GPU"), std::string::npos) << zmsg;
+}
