@@ -76,9 +76,10 @@ grep -q "loader rank 1 did not answer .* its shadow, rank 2, takes over" "$dir/h
 same_as_clean hang
 echo "ok: injected loader hang at step 100: batches identical"
 
-# A real kill -9 from outside, while the job runs (loaders slowed a little so
-# the run lasts long enough to be hit in the middle).
-data kill --set 'faults.inject=[{kind: slow, rank: 1, step: 0, seconds: 0.004}, {kind: slow, rank: 2, step: 0, seconds: 0.004}, {kind: slow, rank: 3, step: 0, seconds: 0.004}]' &
+# A real kill -9 from outside, while the job runs (loaders slowed so the run
+# lasts about 5 s after its first step: at 0.004 s a step, a loaded CI machine
+# sometimes saw the job finish before the kill landed).
+data kill --set 'faults.inject=[{kind: slow, rank: 1, step: 0, seconds: 0.02}, {kind: slow, rank: 2, step: 0, seconds: 0.02}, {kind: slow, rank: 3, step: 0, seconds: 0.02}]' &
 job=$!
 victim=$(rank_pid "meshloom data -c $dir/c.yaml" 1 100 0.1) || fail "could not find loader rank 1"
 # Hit it once steps flow: a rank lost during start-up (MPI_Init, the config
@@ -87,7 +88,7 @@ for _ in $(seq 1200); do
   grep -q '\[data\] step' "$dir/kill.txt" && break
   sleep 0.1
 done
-kill -9 "$victim" || fail "kill -9 $victim"
+kill -9 "$victim" || fail "kill -9 $victim: loader rank 1 had already exited (the job ended before the kill?)"
 wait $job || { cat "$dir/kill.txt"; fail "the job died with its loader"; }
 grep -q "loader rank 1 did not answer" "$dir/kill.txt" || { cat "$dir/kill.txt"; fail "kill -9 not detected (too late?)"; }
 same_as_clean kill
