@@ -162,8 +162,8 @@ int main(int argc, char** argv) {
   set_flash_kernel(FlashKernel::mma);
   const double fwd_mma_ms = time_ms(forward);
   const double bwd_mma_ms = time_ms(backward);
-  CUDA_CHECK(cudaMemcpy(out_mma.data(), out, out_mma.size() * sizeof(bf16),
-                        cudaMemcpyDeviceToHost));
+  CUDA_CHECK(
+      cudaMemcpy(out_mma.data(), out, out_mma.size() * sizeof(bf16), cudaMemcpyDeviceToHost));
   set_flash_kernel(FlashKernel::wmma);
   const double fwd_wmma_ms = time_ms(forward);
   const double bwd_wmma_ms = time_ms(backward);

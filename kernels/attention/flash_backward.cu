@@ -151,13 +151,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(const BwdParam
 template <class T, int D>
 void launch_backward(const BwdParams<T>& p, cudaStream_t stream) {
   using L = BwdSmem<T, D>;
-  auto kernel = flash_backward_kernel<T, D>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(L::bytes)));
-  const dim3 grid(static_cast<unsigned>((p.nk + L::BK - 1) / L::BK),
-                  static_cast<unsigned>(p.n_heads));
-  kernel<<<grid, kThreads, L::bytes, stream>>>(p);
-  CUDA_CHECK(cudaGetLastError());
+  launch_tiles(flash_backward_kernel<T, D>, p.nk, L::BK, p.n_heads, kThreads, L::bytes, p, stream);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "kernels/attention/flash_backward.cuh"
+#include "kernels/attention/flash_rows.cuh"
 #include "kernels/attention/mma_tiles.cuh"
 #include "kernels/common/check.cuh"
 
@@ -71,11 +72,7 @@ __global__ void __launch_bounds__(kThreads8, 1) flash_backward_mma_kernel(const 
   const int64_t n_qt = (p.nq + BQ - 1) / BQ;
   const TileRange kr = p.k_ranges[kt];
 
-  auto next_visible = [&](int64_t qt) {
-    for (++qt; qt < n_qt; ++qt)
-      if (may_see(p.q_ranges[qt], kr)) break;
-    return qt;
-  };
+  auto next_visible = [&](int64_t qt) { return next_query_tile(p.q_ranges, n_qt, qt, kr); };
   int64_t qt = next_visible(-1);
   if (qt >= n_qt) return;  // no query sees these keys (the same in every thread)
 
@@ -140,18 +137,8 @@ __global__ void __launch_bounds__(kThreads8, 1) flash_backward_mma_kernel(const 
 #pragma unroll
     for (int j = 0; j < NQ; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
     mma_rows_by_rows<D, NQ>(s, k_rows, LD, q_t, LD);
-    // Pᵀ from the final lse; 0 where masked or where a query saw no key.
-#pragma unroll
-    for (int j = 0; j < NQ; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = e / 2, c = j * 8 + 2 * t + (e % 2);
-        const float l2 = lse2[c];
-        const bool visible = full || (ks[i] == qs[c] && kp[i] <= qp[c]);
-        s[j][e] = visible && l2 != -INFINITY ? fast_exp2(s[j][e] * scale2 - l2) : 0.0f;
-      }
-    }
-    mma_frags_by_rows<NQ, DT>(dv, s, do_t, LD);  // dV += Pᵀ dO
+    probabilities_t(s, scale2, full, ks, kp, qs, qp, lse2);  // Pᵀ from the final lse
+    mma_frags_by_rows<NQ, DT>(dv, s, do_t, LD);              // dV += Pᵀ dO
     // dPᵀ = V dOᵀ, then dSᵀ = Pᵀ ⊙ (dPᵀ − delta) in place.
     float ds[NQ][4];
 #pragma unroll
@@ -190,15 +177,7 @@ __global__ void __launch_bounds__(kThreads8, 1) flash_backward_mma_kernel(const 
           mma_bf16(dq[2 * dd + 1], a, b[2], b[3]);
         }
       }
-#pragma unroll
-      for (int j = 0; j < D / 16; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = qr0 + g + 8 * (e / 2);
-          if (r < rows)
-            atomicAdd(p.dq + (row0 + r) * p.lddq + h * D + c0 + j * 8 + 2 * t + (e % 2),
-                      p.scale * dq[j][e]);
-        }
+      add_dq_rows(p.dq, p.lddq, p.scale, dq, row0, rows, qr0 + g, h * D + c0);
     }
     __syncthreads();  // dS and this stage are free for the next tiles
     stage ^= 1;
@@ -206,31 +185,14 @@ __global__ void __launch_bounds__(kThreads8, 1) flash_backward_mma_kernel(const 
   }
   cp_async_wait<0>();
 
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int key = warp * 16 + g + 8 * i;
-    if (key >= krows) continue;
-    float* dk_row = p.dk + (k0 + key) * p.lddk + kvh * D;
-    float* dv_row = p.dv + (k0 + key) * p.lddv + kvh * D;
-#pragma unroll
-    for (int j = 0; j < DT; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        atomicAdd(dk_row + j * 8 + 2 * t + e, p.scale * dk[j][2 * i + e]);
-        atomicAdd(dv_row + j * 8 + 2 * t + e, dv[j][2 * i + e]);
-      }
-  }
+  add_key_rows(p.dk + k0 * p.lddk + kvh * D, p.lddk, p.dv + k0 * p.lddv + kvh * D, p.lddv, p.scale,
+               dk, dv, krows, warp * 16 + g);
 }
 
 template <int D>
 void launch(const BwdParams<bf16>& p, cudaStream_t stream) {
-  using L = BwdMmaSmem<D>;
-  auto kernel = flash_backward_mma_kernel<D>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(L::bytes)));
-  const dim3 grid(static_cast<unsigned>((p.nk + BK - 1) / BK), static_cast<unsigned>(p.n_heads));
-  kernel<<<grid, kThreads8, L::bytes, stream>>>(p);
-  CUDA_CHECK(cudaGetLastError());
+  launch_tiles(flash_backward_mma_kernel<D>, p.nk, BK, p.n_heads, kThreads8, BwdMmaSmem<D>::bytes,
+               p, stream);
 }
 
 }  // namespace

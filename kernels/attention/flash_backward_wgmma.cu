@@ -19,6 +19,7 @@
 #include <cmath>
 
 #include "kernels/attention/flash_backward.cuh"
+#include "kernels/attention/flash_rows.cuh"
 #include "kernels/attention/wgmma_tiles.cuh"
 #include "kernels/common/check.cuh"
 
@@ -36,12 +37,12 @@ struct WgBwdSmem {
   static constexpr size_t tile_q = size_t(BQ) * D * sizeof(bf16);
   static constexpr size_t k = 0;
   static constexpr size_t v = k + tile_k;
-  static constexpr size_t q = v + tile_k;                       // 2 stages
-  static constexpr size_t dout = q + 2 * tile_q;                // 2 stages
-  static constexpr size_t ds = dout + 2 * tile_q;               // [BQ][BK], swizzled
-  static constexpr size_t qs = ds + size_t(BQ) * BK * sizeof(bf16);  // per stage: sample,
-  static constexpr size_t qp = qs + 2 * size_t(BQ) * sizeof(int32_t);   // position,
-  static constexpr size_t lse = qp + 2 * size_t(BQ) * sizeof(int32_t);  // lse·log2(e),
+  static constexpr size_t q = v + tile_k;                                // 2 stages
+  static constexpr size_t dout = q + 2 * tile_q;                         // 2 stages
+  static constexpr size_t ds = dout + 2 * tile_q;                        // [BQ][BK], swizzled
+  static constexpr size_t qs = ds + size_t(BQ) * BK * sizeof(bf16);      // per stage: sample,
+  static constexpr size_t qp = qs + 2 * size_t(BQ) * sizeof(int32_t);    // position,
+  static constexpr size_t lse = qp + 2 * size_t(BQ) * sizeof(int32_t);   // lse·log2(e),
   static constexpr size_t delta = lse + 2 * size_t(BQ) * sizeof(float);  // delta
   static constexpr size_t bytes = delta + 2 * size_t(BQ) * sizeof(float);
   static constexpr size_t alloc = bytes + 1024;  // room to align the base
@@ -51,7 +52,7 @@ struct WgBwdSmem {
 
 // acc (64 keys x D) += A (64 x 16 fragment) · B (16 queries x D, MN-major).
 template <int D>
-__device__ __forceinline__ void wgmma_rs_d(float (&acc)[D / 2], const uint32_t (&a)[4],
+__device__ __forceinline__ void wgmma_rs_d(float (&acc)[D / 8][4], const uint32_t (&a)[4],
                                            uint64_t desc) {
   if constexpr (D == 128) {
     wgmma_m64n128k16_rs(acc, a, desc, 1);
@@ -62,22 +63,11 @@ __device__ __forceinline__ void wgmma_rs_d(float (&acc)[D / 2], const uint32_t (
 
 // dq (64 queries x D/2) += dS (K-major) · K (MN-major).
 template <int D>
-__device__ __forceinline__ void wgmma_dq(float (&dq)[D / 4], uint64_t desc_a, uint64_t desc_b) {
+__device__ __forceinline__ void wgmma_dq(float (&dq)[D / 16][4], uint64_t desc_a, uint64_t desc_b) {
   if constexpr (D == 128) {
     wgmma_m64n64k16_ss<1>(dq, desc_a, desc_b, 1);
   } else {
     wgmma_m64n32k16_ss<1>(dq, desc_a, desc_b, 1);
-  }
-}
-
-// P's or dS's accumulators (m64n64, keys x queries) as A fragments, 16 queries a step.
-__device__ __forceinline__ void pack_frags(uint32_t (&f)[BQ / 16][4], const float (&x)[BQ / 2]) {
-#pragma unroll
-  for (int kk = 0; kk < BQ / 16; ++kk) {
-    f[kk][0] = pack_bf16(x[8 * kk + 0], x[8 * kk + 1]);
-    f[kk][1] = pack_bf16(x[8 * kk + 2], x[8 * kk + 3]);
-    f[kk][2] = pack_bf16(x[8 * kk + 4], x[8 * kk + 5]);
-    f[kk][3] = pack_bf16(x[8 * kk + 6], x[8 * kk + 7]);
   }
 }
 
@@ -88,8 +78,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   __trap();  // never launched: this file is built for sm_90a only
 #else
   using L = WgBwdSmem<D>;
-  constexpr int NS = BQ / 2;  // Sᵀ, dPᵀ accumulator floats per thread (m64n64)
-  constexpr int ND = D / 2;   // dK, dV accumulator floats per thread (m64nD)
+  constexpr int NQ = BQ / 8;  // 8-query n-tiles of Sᵀ and dPᵀ (m64n64)
+  constexpr int DT = D / 8;   // 8-column n-tiles of dK, dV (m64nD)
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
@@ -112,11 +102,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   const int64_t n_qt = (p.nq + BQ - 1) / BQ;
   const TileRange kr = p.k_ranges[kt];
 
-  auto next_visible = [&](int64_t qt) {
-    for (++qt; qt < n_qt; ++qt)
-      if (may_see(p.q_ranges[qt], kr)) break;
-    return qt;
-  };
+  auto next_visible = [&](int64_t qt) { return next_query_tile(p.q_ranges, n_qt, qt, kr); };
   int64_t qt = next_visible(-1);
   if (qt >= n_qt) return;  // no query sees these keys (the same in every thread)
 
@@ -149,17 +135,18 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     ks[i] = key < krows ? p.k_sample[k0 + key] : -1;
     kp[i] = key < krows ? p.k_pos[k0 + key] : 0;
   }
-  float dk[ND], dv[ND];
+  float dk[DT][4], dv[DT][4];
 #pragma unroll
-  for (int i = 0; i < ND; ++i) dk[i] = dv[i] = 0.0f;
+  for (int j = 0; j < DT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[j][e] = dv[j][e] = 0.0f;
   const float scale2 = p.scale * kLog2e;
   // This warpgroup's 64 keys of K and V (A operands), in each 64-column half.
   const uint32_t k_rows = smem_addr(sk) + static_cast<uint32_t>(wg * 64 * 128);
   const uint32_t v_rows = smem_addr(sv) + static_cast<uint32_t>(wg * 64 * 128);
   // For dQ: this warpgroup's D/2 columns of K (B, MN-major): a half of its
   // own for D = 128, 32 columns (64 bytes) into the one half for D = 64.
-  const uint32_t k_cols =
-      smem_addr(sk) + static_cast<uint32_t>(D == 128 ? wg * BK * 128 : wg * 64);
+  const uint32_t k_cols = smem_addr(sk) + static_cast<uint32_t>(D == 128 ? wg * BK * 128 : wg * 64);
   const uint32_t ds_addr = smem_addr(sds);
 
   int stage = 0;
@@ -189,9 +176,9 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     // Sᵀ = K Qᵀ: 64 keys x BQ queries per warpgroup.
     uint32_t pf[BQ / 16][4], dsf[BQ / 16][4];
     {
-      float s[NS];
+      float s[NQ][4];
 #pragma unroll
-      for (int i = 0; i < NS; ++i) s[i] = 0.0f;
+      for (int j = 0; j < NQ; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -202,25 +189,16 @@ __global__ void __launch_bounds__(kWgThreads, 1)
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(s);
-      // Pᵀ from the final lse; 0 where masked or where a query saw no key.
+      probabilities_t(s, scale2, full, ks, kp, qs, qp, lse2);  // Pᵀ from the final lse
 #pragma unroll
-      for (int j = 0; j < BQ / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = e / 2, c = j * 8 + 2 * t + (e % 2);
-          const float l2 = lse2[c];
-          const bool visible = full || (ks[i] == qs[c] && kp[i] <= qp[c]);
-          s[4 * j + e] = visible && l2 != -INFINITY ? fast_exp2(s[4 * j + e] * scale2 - l2) : 0.0f;
-        }
-      }
-      pack_frags(pf, s);
+      for (int kk = 0; kk < BQ / 16; ++kk) a_fragment(pf[kk], s, kk);
     }
     // dPᵀ = V dOᵀ, then dSᵀ = Pᵀ ⊙ (dPᵀ − delta). One product at a time: dK,
     // dV and the fp32 Sᵀ and dPᵀ together would not fit in 255 registers.
     {
-      float dp[NS];
+      float dp[NQ][4];
 #pragma unroll
-      for (int i = 0; i < NS; ++i) dp[i] = 0.0f;
+      for (int j = 0; j < NQ; ++j) dp[j][0] = dp[j][1] = dp[j][2] = dp[j][3] = 0.0f;
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -236,22 +214,23 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {  // P back from its bf16 fragment, as the GPU rounds it
           const __nv_bfloat162 p2 = *reinterpret_cast<const __nv_bfloat162*>(&pf[kk][r]);
-          const int i0 = 8 * kk + 2 * r;
-          dp[i0] = __low2float(p2) * (dp[i0] - delta[(i0 / 4) * 8 + 2 * t]);
-          dp[i0 + 1] = __high2float(p2) * (dp[i0 + 1] - delta[(i0 / 4) * 8 + 2 * t + 1]);
+          const int j = 2 * kk + r / 2, e = 2 * (r % 2), c = j * 8 + 2 * t;
+          dp[j][e] = __low2float(p2) * (dp[j][e] - delta[c]);
+          dp[j][e + 1] = __high2float(p2) * (dp[j][e + 1] - delta[c + 1]);
         }
       }
       // dS to shared memory as [query][key] (swizzled, keys 64·wg.. in half wg) for dQ.
 #pragma unroll
-      for (int j = 0; j < BQ / 8; ++j) {
+      for (int j = 0; j < NQ; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int q = j * 8 + 2 * t + (e % 2), key = key_lo + 8 * (e / 2);
           const uint32_t at = sw128_offset(BQ, q, key / 8) + (key % 8) * 2;
-          *reinterpret_cast<bf16*>(sds + at) = __float2bfloat16_rn(dp[4 * j + e]);
+          *reinterpret_cast<bf16*>(sds + at) = __float2bfloat16_rn(dp[j][e]);
         }
       }
-      pack_frags(dsf, dp);
+#pragma unroll
+      for (int kk = 0; kk < BQ / 16; ++kk) a_fragment(dsf[kk], dp, kk);
     }
     fence_proxy_async();
 
@@ -267,9 +246,9 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     __syncthreads();  // both warpgroups' dS are in shared memory
 
     // dQ += scale · dS K: BQ queries x this warpgroup's D/2 columns, BK/16 key steps.
-    float dq[D / 4];
+    float dq[D / 16][4];
 #pragma unroll
-    for (int i = 0; i < D / 4; ++i) dq[i] = 0.0f;
+    for (int j = 0; j < D / 16; ++j) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
@@ -284,47 +263,22 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     fence_registers(dv);
     fence_registers(pf);  // read by the dV and dK products until the wait
     fence_registers(dsf);
-#pragma unroll
-    for (int j = 0; j < D / 16; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = (warp % 4) * 16 + g + 8 * (e / 2);
-        if (r < rows)
-          atomicAdd(p.dq + (row0 + r) * p.lddq + h * D + wg * (D / 2) + j * 8 + 2 * t + (e % 2),
-                    p.scale * dq[4 * j + e]);
-      }
+    add_dq_rows(p.dq, p.lddq, p.scale, dq, row0, rows, (warp % 4) * 16 + g, h * D + wg * (D / 2));
     __syncthreads();  // dS and this stage are free for the next tiles
     stage ^= 1;
     qt = nxt;
   }
   cp_async_wait<0>();
 
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int key = key_lo + 8 * i;
-    if (key >= krows) continue;
-    float* dk_row = p.dk + (k0 + key) * p.lddk + kvh * D;
-    float* dv_row = p.dv + (k0 + key) * p.lddv + kvh * D;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        atomicAdd(dk_row + j * 8 + 2 * t + e, p.scale * dk[4 * j + 2 * i + e]);
-        atomicAdd(dv_row + j * 8 + 2 * t + e, dv[4 * j + 2 * i + e]);
-      }
-  }
+  add_key_rows(p.dk + k0 * p.lddk + kvh * D, p.lddk, p.dv + k0 * p.lddv + kvh * D, p.lddv, p.scale,
+               dk, dv, krows, key_lo);
 #endif
 }
 
 template <int D>
 void launch(const BwdParams<bf16>& p, cudaStream_t stream) {
-  using L = WgBwdSmem<D>;
-  auto kernel = flash_backward_wgmma_kernel<D>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(L::alloc)));
-  const dim3 grid(static_cast<unsigned>((p.nk + BK - 1) / BK), static_cast<unsigned>(p.n_heads));
-  kernel<<<grid, kWgThreads, L::alloc, stream>>>(p);
-  CUDA_CHECK(cudaGetLastError());
+  launch_tiles(flash_backward_wgmma_kernel<D>, p.nk, BK, p.n_heads, kWgThreads, WgBwdSmem<D>::alloc,
+               p, stream);
 }
 
 }  // namespace

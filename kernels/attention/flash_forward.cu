@@ -152,13 +152,8 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(const FwdParams
 template <class T, class TO, int D>
 void launch_forward(const FwdParams<T, TO>& p, cudaStream_t stream) {
   using L = FwdSmem<T, D>;
-  auto kernel = flash_forward_kernel<T, TO, D>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(L::bytes)));
-  const dim3 grid(static_cast<unsigned>((p.nq + L::BQ - 1) / L::BQ),
-                  static_cast<unsigned>(p.n_heads));
-  kernel<<<grid, kThreads, L::bytes, stream>>>(p);
-  CUDA_CHECK(cudaGetLastError());
+  launch_tiles(flash_forward_kernel<T, TO, D>, p.nq, L::BQ, p.n_heads, kThreads, L::bytes, p,
+               stream);
 }
 
 }  // namespace

@@ -31,7 +31,6 @@ void launch_forward_mma(const FwdParams<__nv_bfloat16, TO>& p, int head_dim, cud
 // device), with tiles of kWgmmaBQ query rows and kWgmmaBK keys.
 constexpr int kWgmmaBQ = 128, kWgmmaBK = 128;
 template <class TO>
-void launch_forward_wgmma(const FwdParams<__nv_bfloat16, TO>& p, int head_dim,
-                          cudaStream_t stream);
+void launch_forward_wgmma(const FwdParams<__nv_bfloat16, TO>& p, int head_dim, cudaStream_t stream);
 
 }  // namespace meshloom::kernels::flash

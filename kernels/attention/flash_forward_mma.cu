@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "kernels/attention/flash_forward.cuh"
+#include "kernels/attention/flash_rows.cuh"
 #include "kernels/attention/mma_tiles.cuh"
 #include "kernels/common/check.cuh"
 
@@ -56,7 +57,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   int32_t* kpos = reinterpret_cast<int32_t*>(smem + L::kp);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int g = lane / 4, t = lane % 4;
+  const int g = lane / 4;
   const int64_t qt = gridDim.x - 1 - blockIdx.x;  // latest query tiles (most keys) first
   const int h = blockIdx.y, kvh = h / p.group;
   const int64_t row0 = qt * BQ;
@@ -64,11 +65,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   const int64_t n_kt = (p.nk + BK - 1) / BK;
   const TileRange qr = p.q_ranges[qt];
 
-  auto next_visible = [&](int64_t kt) {
-    for (++kt; kt < n_kt; ++kt)
-      if (may_see(qr, p.k_ranges[kt])) break;
-    return kt;
-  };
+  auto next_visible = [&](int64_t kt) { return next_key_tile(p.k_ranges, n_kt, kt, qr); };
   auto load_kv = [&](int64_t kt, int stage) {
     const int64_t k0 = kt * BK;
     const int krows = static_cast<int>(p.nk - k0 < BK ? p.nk - k0 : BK);
@@ -138,53 +135,13 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
       }
     }
 
-    // Scale to base 2 and mask. Tiles every query sees skip the mask.
+    // Scale to base 2 and mask (tiles every query sees skip the mask), then
+    // the online softmax per row.
     const TileRange kr = p.k_ranges[kt];
     const bool full = qr.x == qr.y && kr.x == kr.y && qr.x == kr.x && kr.w <= qr.z &&
                       (kt + 1) * BK <= p.nk && rows == BQ;
-    const int32_t* ts = ksam + stage * BK;
-    const int32_t* tp = kpos + stage * BK;
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[j][e] * scale2;
-        if (!full) {
-          const int i = e / 2, c = j * 8 + 2 * t + (e % 2);
-          if (ts[c] != qsam[i] || tp[c] > qpos[i]) x = -INFINITY;
-        }
-        s[j][e] = x;
-      }
-    }
-
-    // Online softmax per row; a row's values are spread over its 4 lanes.
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * i], s[j][2 * i + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[i], mx);
-      // With nothing visible yet every exponent is of -inf: use 0 as the
-      // base so they give 0 (not NaN); the accumulator is still 0 then.
-      const float base = m_new == -INFINITY ? 0.0f : m_new;
-      const float corr = fast_exp2(m[i] - base);
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        s[j][2 * i] = fast_exp2(s[j][2 * i] - base);
-        s[j][2 * i + 1] = fast_exp2(s[j][2 * i + 1] - base);
-        sum += s[j][2 * i] + s[j][2 * i + 1];
-      }
-      l[i] = l[i] * corr + sum;
-      m[i] = m_new;
-#pragma unroll
-      for (int j = 0; j < DT; ++j) {
-        o[j][2 * i] *= corr;
-        o[j][2 * i + 1] *= corr;
-      }
-    }
+    scale_and_mask(s, scale2, full, ksam + stage * BK, kpos + stage * BK, qsam, qpos);
+    online_softmax(s, m, l, o);
 
     mma_frags_by_rows<NT, DT>(o, s, v_tile, LD);  // O += P V
     __syncthreads();                              // this stage is free for the load two tiles ahead
@@ -193,35 +150,14 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   }
   cp_async_wait<0>();
 
-  // Epilogue: the full row sums, O / l, and lse = ln-sum-exp of the scaled scores.
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float sum = l[i];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int r = r_lo + 8 * i;
-    if (r >= rows) continue;
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    TO* out = p.out + (row0 + r) * p.ldo + h * D;
-#pragma unroll
-    for (int j = 0; j < DT; ++j) {
-      out[j * 8 + 2 * t] = from_float<TO>(o[j][2 * i] * inv);
-      out[j * 8 + 2 * t + 1] = from_float<TO>(o[j][2 * i + 1] * inv);
-    }
-    if (t == 0)
-      p.lse[(row0 + r) * p.n_heads + h] = sum > 0.0f ? m[i] * kLn2 + logf(sum) : -INFINITY;
-  }
+  store_rows(p.out + row0 * p.ldo + h * D, p.ldo, p.lse + row0 * p.n_heads + h, p.n_heads, o, m, l,
+             rows, r_lo);
 }
 
 template <class TO, int D>
 void launch(const FwdParams<bf16, TO>& p, cudaStream_t stream) {
-  using L = MmaSmem<D>;
-  auto kernel = flash_forward_mma_kernel<TO, D>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(L::bytes)));
-  const dim3 grid(static_cast<unsigned>((p.nq + BQ - 1) / BQ), static_cast<unsigned>(p.n_heads));
-  kernel<<<grid, kMmaThreads, L::bytes, stream>>>(p);
-  CUDA_CHECK(cudaGetLastError());
+  launch_tiles(flash_forward_mma_kernel<TO, D>, p.nq, BQ, p.n_heads, kMmaThreads, MmaSmem<D>::bytes,
+               p, stream);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <cmath>
 
 #include "kernels/attention/flash_forward.cuh"
+#include "kernels/attention/flash_rows.cuh"
 #include "kernels/attention/wgmma_tiles.cuh"
 #include "kernels/common/check.cuh"
 
@@ -49,7 +50,8 @@ struct WgSmem {
 
 // O += P V for this warpgroup's 64 rows: D = 128 or 64 columns.
 template <int D>
-__device__ __forceinline__ void wgmma_pv(float (&o)[D / 2], const uint32_t (&a)[4], uint64_t desc) {
+__device__ __forceinline__ void wgmma_pv(float (&o)[D / 8][4], const uint32_t (&a)[4],
+                                         uint64_t desc) {
   if constexpr (D == 128) {
     wgmma_m64n128k16_rs(o, a, desc, 1);
   } else {
@@ -64,8 +66,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   __trap();  // never launched: this file is built for sm_90a only
 #else
   using L = WgSmem<D>;
-  constexpr int NS = BK / 2;  // S accumulator floats per thread (m64n128)
-  constexpr int NO = D / 2;   // O accumulator floats per thread (m64nD)
+  constexpr int NT = BK / 8;  // 8-key n-tiles of S (m64n128)
+  constexpr int DT = D / 8;   // 8-column n-tiles of O (m64nD)
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
@@ -76,7 +78,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   int32_t* kpos = reinterpret_cast<int32_t*>(smem + L::kp);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int wg = warp / 4, g = lane / 4, t = lane % 4;
+  const int wg = warp / 4, g = lane / 4;
   const int64_t qt = gridDim.x - 1 - blockIdx.x;  // latest query tiles (most keys) first
   const int h = blockIdx.y, kvh = h / p.group;
   const int64_t row0 = qt * BQ;
@@ -84,18 +86,14 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   const int64_t n_kt = (p.nk + BK - 1) / BK;
   const TileRange qr = p.q_ranges[qt];
 
-  auto next_visible = [&](int64_t kt) {
-    for (++kt; kt < n_kt; ++kt)
-      if (may_see(qr, p.k_ranges[kt])) break;
-    return kt;
-  };
+  auto next_visible = [&](int64_t kt) { return next_key_tile(p.k_ranges, n_kt, kt, qr); };
   auto load_kv = [&](int64_t kt, int stage) {
     const int64_t k0 = kt * BK;
     const int krows = static_cast<int>(p.nk - k0 < BK ? p.nk - k0 : BK);
-    load_tile_sw128_async<D, kWgThreads>(sk + stage * L::tile_kv, p.k + k0 * p.ldk + kvh * D,
-                                         p.ldk, krows, BK);
-    load_tile_sw128_async<D, kWgThreads>(sv + stage * L::tile_kv, p.v + k0 * p.ldv + kvh * D,
-                                         p.ldv, krows, BK);
+    load_tile_sw128_async<D, kWgThreads>(sk + stage * L::tile_kv, p.k + k0 * p.ldk + kvh * D, p.ldk,
+                                         krows, BK);
+    load_tile_sw128_async<D, kWgThreads>(sv + stage * L::tile_kv, p.v + k0 * p.ldv + kvh * D, p.ldv,
+                                         krows, BK);
     for (int c = tid; c < BK; c += kWgThreads) {
       // Keys past the end get a sample id no query has (ids are >= 0).
       ksam[stage * BK + c] = c < krows ? p.k_sample[k0 + c] : -1;
@@ -117,9 +115,9 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   if (kt < n_kt) load_kv(kt, 0);
   cp_async_commit();
 
-  float o[NO];
+  float o[DT][4];
 #pragma unroll
-  for (int i = 0; i < NO; ++i) o[i] = 0.0f;
+  for (int j = 0; j < DT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY};  // running max, base-2 scaled units
   float l[2] = {0.0f, 0.0f};            // this thread's share of the running sum
   const float scale2 = p.scale * kLog2e;
@@ -138,9 +136,9 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const uint32_t v_addr = smem_addr(sv + stage * L::tile_kv);
 
     // S = Q Kᵀ: 64 rows x BK keys per warpgroup, D/16 k steps.
-    float s[NS];
+    float s[NT][4];
 #pragma unroll
-    for (int i = 0; i < NS; ++i) s[i] = 0.0f;
+    for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -153,63 +151,18 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     wgmma_wait<0>();
     fence_registers(s);
 
-    // Scale to base 2 and mask. Tiles every query sees skip the mask.
+    // Scale to base 2 and mask (tiles every query sees skip the mask), then
+    // the online softmax per row.
     const TileRange kr = p.k_ranges[kt];
     const bool full = qr.x == qr.y && kr.x == kr.y && qr.x == kr.x && kr.w <= qr.z &&
                       (kt + 1) * BK <= p.nk && rows == BQ;
-    const int32_t* ts = ksam + stage * BK;
-    const int32_t* tp = kpos + stage * BK;
-#pragma unroll
-    for (int j = 0; j < BK / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[4 * j + e] * scale2;
-        if (!full) {
-          const int i = e / 2, c = j * 8 + 2 * t + (e % 2);
-          if (ts[c] != qsam[i] || tp[c] > qpos[i]) x = -INFINITY;
-        }
-        s[4 * j + e] = x;
-      }
-    }
-
-    // Online softmax per row; a row's values are spread over its 4 lanes.
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < BK / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * i], s[4 * j + 2 * i + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[i], mx);
-      // With nothing visible yet every exponent is of -inf: use 0 as the
-      // base so they give 0 (not NaN); the accumulator is still 0 then.
-      const float base = m_new == -INFINITY ? 0.0f : m_new;
-      const float corr = fast_exp2(m[i] - base);
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < BK / 8; ++j) {
-        s[4 * j + 2 * i] = fast_exp2(s[4 * j + 2 * i] - base);
-        s[4 * j + 2 * i + 1] = fast_exp2(s[4 * j + 2 * i + 1] - base);
-        sum += s[4 * j + 2 * i] + s[4 * j + 2 * i + 1];
-      }
-      l[i] = l[i] * corr + sum;
-      m[i] = m_new;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[4 * j + 2 * i] *= corr;
-        o[4 * j + 2 * i + 1] *= corr;
-      }
-    }
+    scale_and_mask(s, scale2, full, ksam + stage * BK, kpos + stage * BK, qsam, qpos);
+    online_softmax(s, m, l, o);
 
     // O += P V: P's A fragments are S's accumulators, 16 keys a step.
     uint32_t pf[BK / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      pf[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
-      pf[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-      pf[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-      pf[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-    }
+    for (int kk = 0; kk < BK / 16; ++kk) a_fragment(pf[kk], s, kk);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk)
@@ -223,36 +176,15 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   }
   cp_async_wait<0>();
 
-  // Epilogue: the full row sums, O / l, and lse = ln-sum-exp of the scaled scores.
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float sum = l[i];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int r = r_lo + 8 * i;
-    if (r >= rows) continue;
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    TO* out = p.out + (row0 + r) * p.ldo + h * D;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      out[j * 8 + 2 * t] = from_float<TO>(o[4 * j + 2 * i] * inv);
-      out[j * 8 + 2 * t + 1] = from_float<TO>(o[4 * j + 2 * i + 1] * inv);
-    }
-    if (t == 0)
-      p.lse[(row0 + r) * p.n_heads + h] = sum > 0.0f ? m[i] * kLn2 + logf(sum) : -INFINITY;
-  }
+  store_rows(p.out + row0 * p.ldo + h * D, p.ldo, p.lse + row0 * p.n_heads + h, p.n_heads, o, m, l,
+             rows, r_lo);
 #endif
 }
 
 template <class TO, int D>
 void launch(const FwdParams<bf16, TO>& p, cudaStream_t stream) {
-  using L = WgSmem<D>;
-  auto kernel = flash_forward_wgmma_kernel<TO, D>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(L::alloc)));
-  const dim3 grid(static_cast<unsigned>((p.nq + BQ - 1) / BQ), static_cast<unsigned>(p.n_heads));
-  kernel<<<grid, kWgThreads, L::alloc, stream>>>(p);
-  CUDA_CHECK(cudaGetLastError());
+  launch_tiles(flash_forward_wgmma_kernel<TO, D>, p.nq, BQ, p.n_heads, kWgThreads, WgSmem<D>::alloc,
+               p, stream);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "kernels/attention/flash_attention.hpp"
+#include "kernels/common/check.cuh"
 
 namespace meshloom::kernels::flash {
 
@@ -171,6 +172,21 @@ __device__ __forceinline__ bool may_see(TileRange q, TileRange k) {
   return !(k.y < q.x || k.x > q.y || k.z > q.w);
 }
 
+// The first of the n key tiles after kt that queries of range q may see (n
+// if none); and the first query tile after qt that may see keys of range k.
+__device__ __forceinline__ int64_t next_key_tile(const TileRange* k_ranges, int64_t n, int64_t kt,
+                                                 TileRange q) {
+  for (++kt; kt < n; ++kt)
+    if (may_see(q, k_ranges[kt])) break;
+  return kt;
+}
+__device__ __forceinline__ int64_t next_query_tile(const TileRange* q_ranges, int64_t n, int64_t qt,
+                                                   TileRange k) {
+  for (++qt; qt < n; ++qt)
+    if (may_see(q_ranges[qt], k)) break;
+  return qt;
+}
+
 // Host: allocates (cudaMallocAsync on `stream`) and fills the ranges of the
 // ceil(n / tile) tiles of rows; the caller frees with cudaFreeAsync.
 // Returns a valid one-element allocation even when n == 0.
@@ -227,6 +243,18 @@ void set_qkv(QkvParams<T>* p, const FlashDims& dims, const FlashQuery<T>& q, con
   p->vec_q = rows_aligned16(q.q, q.ld);
   p->vec_k = rows_aligned16(kv.k, kv.ldk);
   p->vec_v = rows_aligned16(kv.v, kv.ldv);
+}
+
+// Host: kernel(p) on ceil(n / tile) x heads blocks of `threads` threads with
+// `smem` bytes of dynamic shared memory (the kernel's limit raised first).
+template <class Params>
+void launch_tiles(void (*kernel)(Params), int64_t n, int tile, int heads, int threads, size_t smem,
+                  const Params& p, cudaStream_t stream) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>((n + tile - 1) / tile), static_cast<unsigned>(heads));
+  kernel<<<grid, threads, smem, stream>>>(p);
+  CUDA_CHECK(cudaGetLastError());
 }
 
 // Host: fails unless the dimensions are ones the kernels handle.

@@ -81,6 +81,16 @@ __device__ __forceinline__ float fast_exp2(float x) {  // 0 for -inf
   return y;
 }
 
+// The A fragment of the 16-wide k step kk, from a result still in
+// accumulator fragments (its n tiles 2kk and 2kk + 1), rounded to bf16.
+template <int CT>
+__device__ __forceinline__ void a_fragment(uint32_t (&a)[4], const float (&c)[CT][4], int kk) {
+  a[0] = pack_bf16(c[2 * kk][0], c[2 * kk][1]);
+  a[1] = pack_bf16(c[2 * kk][2], c[2 * kk][3]);
+  a[2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+  a[3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
 // acc (16 x 8·NT) += A · Bᵀ ("Q Kᵀ"): A is 16 rows of K elements at `a`
 // (leading dimension lda), B is 8·NT rows of K elements at `b` (ldb).
 template <int K, int NT>
@@ -113,10 +123,8 @@ __device__ __forceinline__ void mma_frags_by_rows(float (&acc)[NT][4], const flo
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int kk = 0; kk < CT / 2; ++kk) {
-    const uint32_t af[4] = {pack_bf16(c[2 * kk][0], c[2 * kk][1]),
-                            pack_bf16(c[2 * kk][2], c[2 * kk][3]),
-                            pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]),
-                            pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3])};
+    uint32_t af[4];
+    a_fragment(af, c, kk);
 #pragma unroll
     for (int nn = 0; nn < NT / 2; ++nn) {
       uint32_t bf[4];

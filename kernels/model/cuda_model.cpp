@@ -38,6 +38,10 @@ namespace {
 
 using model::Op;
 
+// The GPU of the trainer with index `local_index` among its node's trainers:
+// more trainers than GPUs share them.
+int device_of(int local_index, int devices) { return local_index % devices; }
+
 template <class T>
 class CudaModel final : public DeviceModel {
  public:
@@ -206,11 +210,9 @@ class CudaModel final : public DeviceModel {
   // all have measured before any goes on. Collective over `trainers`.
   DeviceMemoryInfo measure_memory(MPI_Comm trainers) {
     DeviceMemoryInfo m;
-    // Trainers share GPUs as make_gpu_device_model assigns them: by their
-    // index on the node, modulo the visible devices.
     const kernels::NodeRanks node = kernels::node_ranks(trainers);
     m.sharers = 0;
-    for (int j = 0; j < node.local_size; ++j) m.sharers += j % devices_ == device_;
+    for (int j = 0; j < node.local_size; ++j) m.sharers += device_of(j, devices_) == device_;
     MPI_CHECK(MPI_Barrier(trainers));
     CUDA_CHECK(cudaMemGetInfo(&m.free_bytes, &m.total_bytes));
     MPI_CHECK(MPI_Barrier(trainers));
@@ -258,7 +260,7 @@ std::unique_ptr<DeviceModel> make_gpu_device_model(const model::Shape& shape,
   std::string why;
   const int n = cuda_device_count(&why);
   if (n == 0) throw Error("run.backend: cuda, but no GPU is visible: " + why);
-  const int device = local_index % n;  // more trainers than GPUs share them
+  const int device = device_of(local_index, n);
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   const std::string name = strf("GPU %d (%s, sm_%d%d), %s", device, prop.name, prop.major,

@@ -28,7 +28,7 @@ struct Config {
   bool bf16;     // bf16 inputs (else fp32)
   bool out_f32;  // bf16 inputs with an fp32 forward output
   int head_dim;
-  int pad;            // extra columns in the Q and KV leading dimensions (1: unaligned rows)
+  int pad;  // extra columns in the Q and KV leading dimensions (1: unaligned rows)
   FlashKernel kernel = FlashKernel::automatic;
   double tol() const { return bf16 ? 1e-2 : 1e-5; }
   std::string name() const {
@@ -37,10 +37,14 @@ struct Config {
   }
   std::string suffix() const {
     switch (kernel) {
-      case FlashKernel::wmma: return "_wmma";
-      case FlashKernel::mma: return "_mma";
-      case FlashKernel::wgmma: return "_wgmma";
-      default: return "";
+      case FlashKernel::wmma:
+        return "_wmma";
+      case FlashKernel::mma:
+        return "_mma";
+      case FlashKernel::wgmma:
+        return "_wgmma";
+      default:
+        return "";
     }
   }
 };
@@ -264,11 +268,11 @@ class FlashAttention : public ::testing::TestWithParam<Config> {
   } while (0)
 
 // A named wgmma case needs an sm_90 (elsewhere it would test mma.sync twice).
-#define ML_REQUIRE_KERNEL()                                                             \
-  do {                                                                                  \
-    ML_REQUIRE_GPU();                                                                   \
-    if (GetParam().kernel == FlashKernel::wgmma && !flash_wgmma_available())            \
-      GTEST_SKIP() << "the wgmma kernel needs a compute capability 9.0 GPU";           \
+#define ML_REQUIRE_KERNEL()                                                  \
+  do {                                                                       \
+    ML_REQUIRE_GPU();                                                        \
+    if (GetParam().kernel == FlashKernel::wgmma && !flash_wgmma_available()) \
+      GTEST_SKIP() << "the wgmma kernel needs a compute capability 9.0 GPU"; \
   } while (0)
 
 TEST_P(FlashAttention, PackedDocumentsMatchCpu) {
@@ -291,21 +295,22 @@ TEST_P(FlashAttention, NoVisibleKeyGivesZerosAndNoGradient) {
   ML_FOR_TYPES(GetParam(), no_visible_keys);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Types, FlashAttention,
-    ::testing::Values(Config{true, false, 64, 0}, Config{true, false, 128, 0},
-                      Config{true, false, 128, 1}, Config{true, true, 128, 0},
-                      Config{true, false, 64, 0, FlashKernel::mma},
-                      Config{true, false, 128, 0, FlashKernel::mma},
-                      Config{true, true, 128, 0, FlashKernel::mma},
-                      Config{true, false, 64, 0, FlashKernel::wgmma},
-                      Config{true, false, 128, 0, FlashKernel::wgmma},
-                      Config{true, true, 128, 0, FlashKernel::wgmma},
-                      Config{true, false, 64, 0, FlashKernel::wmma},
-                      Config{true, false, 128, 0, FlashKernel::wmma},
-                      Config{true, true, 128, 0, FlashKernel::wmma}, Config{false, false, 64, 0},
-                      Config{false, false, 128, 0}, Config{false, false, 64, 1}),
-    [](const ::testing::TestParamInfo<Config>& p) { return p.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Types, FlashAttention,
+                         ::testing::Values(Config{true, false, 64, 0}, Config{true, false, 128, 0},
+                                           Config{true, false, 128, 1}, Config{true, true, 128, 0},
+                                           Config{true, false, 64, 0, FlashKernel::mma},
+                                           Config{true, false, 128, 0, FlashKernel::mma},
+                                           Config{true, true, 128, 0, FlashKernel::mma},
+                                           Config{true, false, 64, 0, FlashKernel::wgmma},
+                                           Config{true, false, 128, 0, FlashKernel::wgmma},
+                                           Config{true, true, 128, 0, FlashKernel::wgmma},
+                                           Config{true, false, 64, 0, FlashKernel::wmma},
+                                           Config{true, false, 128, 0, FlashKernel::wmma},
+                                           Config{true, true, 128, 0, FlashKernel::wmma},
+                                           Config{false, false, 64, 0},
+                                           Config{false, false, 128, 0},
+                                           Config{false, false, 64, 1}),
+                         [](const ::testing::TestParamInfo<Config>& p) { return p.param.name(); });
 
 TEST(FlashAttentionApi, HeadDims) {
   EXPECT_TRUE(flash_attention_supports_head_dim(64));
