@@ -116,8 +116,7 @@ int run_lead(const World& w, const DataArgs& args) {
   Assembled all;
   all.keep_tokens = !args.dump.empty();
   int64_t processed = 0;
-  const bool tty = isatty(fileno(stdout));
-  double last_print = 0;
+  Progress progress(STDOUT_FILENO);
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
@@ -128,20 +127,21 @@ int run_lead(const World& w, const DataArgs& args) {
   for (int64_t s = 0; s < args.steps; ++s) {
     lead.dispatch_step(s + 1 == args.steps);
     process_completed();
-    if (tty && (elapsed() - last_print > 0.5 || s + 1 == args.steps)) {
-      last_print = elapsed();
+    if (progress.due(elapsed(), s + 1 == args.steps)) {
       const double done = double(s + 1) / double(args.steps);
-      std::printf("\r[data] step %lld/%lld  %.1fM tokens  %.2fM tokens/s  ETA %s   ",
+      const std::string eta =
+          done < 1 ? "ETA " + human_seconds(elapsed() / done * (1 - done)) : "done";
+      std::printf("%s[data] step %lld/%lld  %.1fM tokens  %.2fM tokens/s  %s%s", progress.begin(),
                   (long long)s + 1, (long long)args.steps, double(all.token_count) / 1e6,
-                  double(all.token_count) / 1e6 / std::max(elapsed(), 1e-9),
-                  human_seconds(elapsed() / done * (1 - done)).c_str());
+                  double(all.token_count) / 1e6 / std::max(elapsed(), 1e-9), eta.c_str(),
+                  progress.end());
       std::fflush(stdout);
     }
   }
   lead.drain_acks();
   process_completed();
   const double seconds = elapsed();
-  if (tty) std::printf("\n");
+  if (progress.redraw()) std::printf("\n");
   std::vector<proto::Report> reports = lead.stop();
 
   const double total = double(all.token_count);

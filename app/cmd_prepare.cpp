@@ -9,6 +9,7 @@
 
 #include "app/commands.hpp"
 #include "base/check.hpp"
+#include "base/log.hpp"
 #include "base/strings.hpp"
 #include "data/indexed_dataset.hpp"
 #include "data/prepare.hpp"
@@ -29,16 +30,18 @@ std::string with_commas(unsigned long long v) {
   return out;
 }
 
-// One progress line, rewritten in place (only on a terminal).
-void print_progress(const data::PrepareProgress& p) {
+// The progress line: rewritten in place on a terminal, else a line now and then.
+void print_progress(Progress* shown, const data::PrepareProgress& p) {
+  const bool last = p.input_done >= p.input_total;
+  if (!shown->due(p.seconds, last)) return;
   const double rate = p.seconds > 0 ? mb(static_cast<double>(p.input_done)) / p.seconds : 0;
-  std::string eta = "?";
-  if (rate > 0 && p.input_total >= p.input_done)
-    eta = human_seconds(mb(static_cast<double>(p.input_total - p.input_done)) / rate);
-  std::fprintf(stderr, "\r\033[K  %s docs, %.1f / %.1f MB, %.1f MB/s, %s tokens, ETA %s",
+  std::string eta = last ? "done" : "ETA ?";
+  if (!last && rate > 0)
+    eta = "ETA " + human_seconds(mb(static_cast<double>(p.input_total - p.input_done)) / rate);
+  std::fprintf(stderr, "%s  %s docs, %.1f / %.1f MB, %.1f MB/s, %s tokens, %s%s", shown->begin(),
                with_commas(p.documents).c_str(), mb(static_cast<double>(p.input_done)),
                mb(static_cast<double>(p.input_total)), rate, with_commas(p.tokens).c_str(),
-               eta.c_str());
+               eta.c_str(), shown->end());
   std::fflush(stderr);
 }
 
@@ -92,11 +95,13 @@ int run_prepare(const PrepareArgs& a) {
   options.reader.json_key = a.json_key;
   options.out_prefix = a.out;
   options.threads = a.threads;
-  const bool tty = ::isatty(STDERR_FILENO) == 1;
-  if (tty) options.on_progress = print_progress;
+  Progress progress(STDERR_FILENO);
+  options.on_progress = [&progress](const data::PrepareProgress& p) {
+    print_progress(&progress, p);
+  };
   std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(a.tokenizer);
   data::PrepareReport report = data::prepare_dataset(options, *tokenizer);
-  if (tty) std::fputc('\n', stderr);
+  if (progress.redraw()) std::fputc('\n', stderr);
   print_report(report, a.out, *tokenizer);
   return kExitOk;
 }

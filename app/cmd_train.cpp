@@ -108,7 +108,7 @@ int run_lead(const World& w, const TrainArgs& args) {
     metrics = std::fopen(path.c_str(), first > 0 ? "a" : "w");
     if (!metrics) ML_FAIL("cannot write " + path);
   }
-  const bool tty = isatty(fileno(stdout));
+  Progress progress(STDOUT_FILENO);
   const auto start = std::chrono::steady_clock::now();
   auto now = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -182,19 +182,26 @@ int run_lead(const World& w, const TrainArgs& args) {
             100 * mfu);
     }
     const double lr = train::learning_rate(w.config.optim, s, steps);
-    if (tty) std::printf("\r\033[K");
+    if (progress.redraw()) std::printf("\r\033[K");
     if (s % w.config.log.every == 0 || s + 1 == steps)
       LOG_INFO(
           "step %5lld  loss %.4f  lr %.2e  |g| %.3f  %7.0f tok/s  MFU %4.1f%%  imbalance %.2f  "
           "data wait %s",
           (long long)s, loss, lr, grad_norm, double(tokens) / std::max(dt, 1e-9), 100 * mfu,
           imbalance, human_seconds(max_wait).c_str());
-    if (tty) {
+    // Redrawn, the bar follows every step's log line; as lines, one now and then.
+    if (progress.redraw() || progress.due(t, s + 1 == steps)) {
       const double frac = double(s + 1 - first) / double(steps - first);
-      const int bar = int(30 * frac);
-      std::printf("[%s%s] %lld/%lld  ETA %s", std::string(size_t(bar), '#').c_str(),
-                  std::string(size_t(30 - bar), '.').c_str(), (long long)s + 1, (long long)steps,
-                  human_seconds(t / frac * (1 - frac)).c_str());
+      const std::string eta = frac < 1 ? "ETA " + human_seconds(t / frac * (1 - frac)) : "done";
+      if (progress.redraw()) {
+        const int bar = int(30 * frac);
+        std::printf("[%s%s] %lld/%lld  %s", std::string(size_t(bar), '#').c_str(),
+                    std::string(size_t(30 - bar), '.').c_str(), (long long)s + 1, (long long)steps,
+                    eta.c_str());
+      } else {
+        std::printf("[train] step %lld/%lld  %s\n", (long long)s + 1, (long long)steps,
+                    eta.c_str());
+      }
       std::fflush(stdout);
     }
     if (metrics) {
@@ -226,7 +233,7 @@ int run_lead(const World& w, const TrainArgs& args) {
   }
   lead.drain_acks();
   for (; done < lead.steps_completed(); ++done) report(done);
-  if (tty) std::printf("\n");
+  if (progress.redraw()) std::printf("\n");
   std::vector<proto::Report> reports = lead.stop();
   if (metrics) {
     // The last line: every rank's busy time and memory (loaders and

@@ -1,6 +1,9 @@
 #include "base/log.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 #include "base/check.hpp"
@@ -45,6 +48,24 @@ void log_printf(LogLevel level, const char* fmt, ...) {
   FILE* out = level >= LogLevel::warn ? stderr : stdout;
   std::fprintf(out, "%s%s\n", prefix.c_str(), body.c_str());
   std::fflush(out);
+}
+
+Progress::Progress(int fd) {
+  const char* env = std::getenv("MESHLOOM_PROGRESS");
+  const std::string choice = env ? env : "";
+  if (choice == "redraw" || choice == "lines")
+    redraw_ = choice == "redraw";
+  else if (choice.empty())
+    redraw_ = ::isatty(fd) == 1 && !std::getenv("OMPI_COMM_WORLD_SIZE");
+  else
+    ML_FAIL("MESHLOOM_PROGRESS=" + choice + ": expected redraw or lines");
+  interval_ = redraw_ ? 0.5 : 30.0;
+}
+
+bool Progress::due(double seconds, bool last) {
+  if (!last && seconds - last_ < interval_) return false;
+  last_ = seconds;
+  return true;
 }
 
 }  // namespace meshloom
