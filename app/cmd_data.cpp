@@ -235,7 +235,7 @@ void add_data(CLI::App& app, Runner* run, int* argc, char*** argv) {
       "data", "Run the data path alone (loaders, constructors, trainers) and report on it");
   cmd->add_option("--config,-c", args.file, "Experiment YAML")->required();
   cmd->add_option("--set", args.sets, "Override a key (repeatable)");
-  cmd->add_option("--steps", args.steps, "Steps to deliver")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", args.steps, "Steps to deliver")->check(at_least_one());
   cmd->add_option("--dump", args.dump, "Write the global batches to this HDF5 file");
   cmd->add_option("--report", args.report,
                   "Write the summary (tokens/s, memory per role) to this JSON file");

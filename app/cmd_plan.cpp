@@ -252,7 +252,9 @@ void add_plan(CLI::App& app, Runner* run) {
   cmd->add_option("--config,-c", a.config,
                   "Plan the steps the data plane of this experiment chooses (needs --trainers)");
   cmd->add_option("--set", a.sets, "Override a config key (repeatable)");
-  cmd->add_option("--steps", a.steps, "Steps to plan with --config")->capture_default_str();
+  cmd->add_option("--steps", a.steps, "Steps to plan with --config")
+      ->check(at_least_one())
+      ->capture_default_str();
   cmd->add_option("--lengths", a.lengths,
                   "Lengths: .tsv with a gpt2_tokens column, one per line, or .idx");
   cmd->add_option("--trainers,-T", a.trainers, "Trainers");

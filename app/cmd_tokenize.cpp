@@ -87,7 +87,7 @@ void add_tokenize(CLI::App& app, Runner* run) {
   cmd->add_option("files", args.files, "Files to tokenize")->check(CLI::ExistingFile);
   cmd->add_flag("--bench", args.bench, "Print encode throughput (MB/s, one thread) instead of ids");
   cmd->add_option("--reps", args.reps, "With --bench: passes over the input")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least_one());
   cmd->add_flag("--special", args.special, "Map the text <|endoftext|> to its id (default: text)");
   cmd->callback([run] { *run = [] { return run_tokenize(args); }; });
 }

@@ -17,6 +17,7 @@
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "ckpt/writer.hpp"
+#include "comm/mpi_check.hpp"
 #include "comm/mpi_util.hpp"
 #include "runtime/data_path.hpp"
 #include "runtime/faults.hpp"
@@ -53,6 +54,39 @@ void save_effective_config(const World& w) {
     ML_FAIL("cannot write the effective config to '" + path +
             "': " + (ec ? ec.message() : std::string(std::strerror(errno))));
   LOG_INFO("effective config saved to %s", path.c_str());
+}
+
+// A folder the run writes into, named by its key: made now and probed, so
+// that a bad one is found before start-up ends rather than mid-run.
+void require_writable_dir(const std::string& dir, const std::string& key) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(key + ": cannot create the folder '" + dir + "': " + ec.message());
+  const std::string probe = dir + "/.meshloom-write-probe-" + std::to_string(::getpid());
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  if (!f) throw Error(key + ": cannot write into '" + dir + "': " + std::strerror(errno));
+  std::fclose(f);
+  fs::remove(probe, ec);
+}
+
+// What the run will write, and the step options against run.steps.
+void check_outputs(const config::Config& c, const TrainArgs& a) {
+  require_writable_dir(c.run.dir, "run.dir");
+  if (c.checkpoint.every > 0)
+    require_writable_dir(checkpoint_dir(c), c.checkpoint.dir.empty()
+                                                ? "run.dir (checkpoints go to run.dir/checkpoints)"
+                                                : "checkpoint.dir");
+  if (a.dump_step >= c.run.steps)
+    throw Error(strf("--dump-step %lld: run.steps is %lld, so that step never runs",
+                     (long long)a.dump_step, (long long)c.run.steps));
+  if (!a.dump_file.empty()) {  // made and removed again: only trying tells (root, /proc)
+    const bool existed = std::filesystem::exists(a.dump_file);
+    std::FILE* f = std::fopen(a.dump_file.c_str(), "a");
+    if (!f) throw Error("--dump-step: cannot write '" + a.dump_file + "': " + std::strerror(errno));
+    std::fclose(f);
+    if (!existed) std::filesystem::remove(a.dump_file);
+  }
 }
 
 int dry_run(const World& w) {
@@ -373,8 +407,8 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
                   "Write step N's batch, loss, parameters and gradients to HDF5 FILE")
       ->expected(2)
       ->type_name("N FILE");
-  cmd->callback([run, argc, argv] {
-    *run = [argc, argv] {
+  cmd->callback([cmd, run, argc, argv] {
+    *run = [cmd, argc, argv] {
       if (!dump.empty()) {
         char* end = nullptr;
         args.dump_step = std::strtoll(dump[0].c_str(), &end, 10);
@@ -382,17 +416,49 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
           throw Error("--dump-step: '" + dump[0] + "' is not a step number");
         args.dump_file = dump[1];
       }
+      if (cmd->count("--stop-at") > 0 && args.stop_at < 0)
+        throw Error(strf("--stop-at %lld: give a step, 0 or more", (long long)args.stop_at));
       mpi_start(argc, argv);
       World w;
       if (!world_from_config(args.file, args.sets, &w)) return mpi_finish(kExitBadInput);
       if (args.dry_run) return mpi_finish(dry_run(w));
-      if (!preflight_on_root(w, [&] { check_sources(w.config); })) return mpi_finish(kExitBadInput);
-      // Rank 0 picks the checkpoint (skipping torn ones); every rank learns which.
+      if (!preflight_on_root(w, [&] {
+            check_sources(w.config);
+            check_outputs(w.config, args);
+          }))
+        return mpi_finish(kExitBadInput);
+      // Rank 0 picks the checkpoint (skipping torn ones); every rank learns
+      // which, and the step training continues at.
+      int64_t first = 0;
       if (!run_on_root(
-              MPI_COMM_WORLD, [&] { return choose_checkpoint(w.config, args.resume); },
+              MPI_COMM_WORLD,
+              [&] {
+                ResumePoint p = choose_checkpoint(w.config, args.resume);
+                first = p.first_step;
+                return p.path;
+              },
               &args.resume_from)) {
         if (w.rank == 0) std::fprintf(stderr, "meshloom: error: %s\n", args.resume_from.c_str());
         return mpi_finish(kExitBadInput);
+      }
+      MPI_CHECK(MPI_Bcast(&first, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
+      if (args.dump_step >= 0 && args.dump_step < first) {
+        if (w.rank == 0)
+          std::fprintf(stderr, "meshloom: error: --dump-step %lld: the run resumes at step %lld\n",
+                       (long long)args.dump_step, (long long)first);
+        return mpi_finish(kExitBadInput);
+      }
+      const int64_t end =
+          args.stop_at >= 0 ? std::min(w.config.run.steps, args.stop_at) : w.config.run.steps;
+      if (first >= end) {  // a finished run requeued, or --stop-at at or before the start
+        if (w.rank == 0)
+          LOG_INFO("nothing to train: %s, and the run stops before step %lld (%s)",
+                   args.resume_from.empty()
+                       ? "a fresh run starts at step 0"
+                       : strf("%s ends step %lld", args.resume_from.c_str(), (long long)first - 1)
+                             .c_str(),
+                   (long long)end, end < w.config.run.steps ? "--stop-at" : "run.steps");
+        return mpi_finish(kExitOk);
       }
       start_finished();
       if (w.rank == 0) save_effective_config(w);

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <functional>
+#include <string>
 
 namespace meshloom::app {
 
@@ -13,6 +15,20 @@ using Runner = std::function<int()>;
 constexpr int kExitOk = 0;
 constexpr int kExitFatal = 1;     // a runtime failure
 constexpr int kExitBadInput = 2;  // a bad config, file or argument
+
+// CLI11's PositiveNumber says "Value 0 not in range 0 to 1.8e308": this says
+// what is wanted.
+inline CLI::Validator at_least_one() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const long long n = std::strtoll(text.c_str(), &end, 10);
+        return end != text.c_str() && *end == '\0' && n >= 1
+                   ? ""
+                   : "'" + text + "' is not a whole number of 1 or more";
+      },
+      "N>=1");
+}
 
 void add_train(CLI::App& app, Runner* run, int* argc, char*** argv);
 void add_config(CLI::App& app, Runner* run);

@@ -1,8 +1,13 @@
 // meshloom: one SPMD executable; the subcommand says what this run does.
+#include <chrono>
 #include <cstdio>
+#include <exception>
+#include <new>
+#include <thread>
 
 #include "app/commands.hpp"
 #include "base/check.hpp"
+#include "runtime/world.hpp"
 
 int main(int argc, char** argv) {
   using namespace meshloom::app;
@@ -19,16 +24,52 @@ int main(int argc, char** argv) {
   add_data(app, &run, &argc, &argv);
   add_simulate(app, &run);
   add_plan(app, &run);
+  // Under a launcher every rank parses the same command line: rank 0 reports
+  // what is wrong with it, the others only leave with the same code.
+  const std::string rank = meshloom::launcher_rank();
+  const bool reporter = rank == "0" || rank == "?";
+  // mpirun ends the job at the first non-zero exit: the others leave a moment
+  // after rank 0, so that its message is out first.
+  auto leave_after_reporter = [&] {
+    meshloom::record_exit(kExitBadInput);
+    if (!reporter) std::this_thread::sleep_for(std::chrono::seconds(1));
+    return kExitBadInput;
+  };
+  auto bad_input = [&](const std::string& message) {
+    if (reporter) std::fprintf(stderr, "meshloom: error: %s\n", message.c_str());
+    return leave_after_reporter();
+  };
+  if (argc > 1 && argv[1][0] != '-') {  // CLI11 would say only "A subcommand is required"
+    std::string names;
+    bool known = false;
+    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->check_name(argv[1]);
+    }
+    if (!known)
+      return bad_input("unknown command '" + std::string(argv[1]) + "'; the commands are " + names);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitBadInput;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    return bad_input(std::string(e.what()) + " (--help lists the options)");
   }
   try {
     return run ? run() : kExitFatal;
   } catch (const meshloom::Error& e) {
-    std::fprintf(stderr, "meshloom: error: %s\n", e.what());
-    return kExitBadInput;
+    return bad_input(e.what());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "meshloom: error [rank %s]: out of host memory (std::bad_alloc): the model or "
+                 "the batch is too large for this node (model.*, data.tokens_per_step, "
+                 "plan.capacity)\n",
+                 rank.c_str());
+    meshloom::record_exit(kExitFatal);
+    return kExitFatal;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "meshloom: error [rank %s]: %s\n", rank.c_str(), e.what());
+    meshloom::record_exit(kExitFatal);
+    return kExitFatal;
   }
 }

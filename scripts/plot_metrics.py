@@ -3,6 +3,10 @@
 throughput and imbalance per step, and each trainer's compute time.
 
 Usage: plot_metrics.py RUN_DIR/metrics.jsonl [OUT.png]
+
+A resumed run appends to the same file, so steps between the checkpoint and
+the stop appear twice: the later row (the one the run continued from) is
+plotted.
 """
 import json
 import sys
@@ -14,12 +18,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
-        sys.exit(__doc__)
+    if len(sys.argv) not in (2, 3) or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if len(sys.argv) == 2 else 2)
     path = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) == 3 else path.rsplit(".", 1)[0] + ".png"
     rows = [json.loads(line) for line in open(path) if line.strip()]
-    rows = [r for r in rows if "step" in r]  # the last line is the ranks' summary
+    by_step = {r["step"]: r for r in rows if "step" in r}  # not the ranks' summaries
+    rows = [by_step[s] for s in sorted(by_step)]
     if not rows:
         sys.exit(f"{path}: no steps")
     steps = [r["step"] for r in rows]

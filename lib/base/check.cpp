@@ -8,7 +8,9 @@
 namespace meshloom {
 namespace {
 
-void exiting_fatal_handler(const std::string&) { std::exit(1); }
+int g_exit_code = 1;
+
+void exiting_fatal_handler(const std::string&) { std::exit(g_exit_code); }
 
 FatalHandler g_handler = exiting_fatal_handler;
 int g_rank = -1;
@@ -42,10 +44,19 @@ const std::string& host_name() {
   return name;
 }
 
+int fatal_exit_code() { return g_exit_code; }
+
+void fail_waited(const char* file, int line, const std::string& message) {
+  g_exit_code = 3;
+  fail(file, line, "meshloom", message);
+}
+
 void fail(const char* file, int line, const char* lib, const std::string& message) {
   std::string where = "meshloom: error";
   if (g_rank >= 0) where += " [rank " + std::to_string(g_rank) + " " + host_name() + "]";
-  std::string text = where + " " + file + ":" + std::to_string(line) + ": " + lib + ": " + message;
+  std::string text = where + " " + file + ":" + std::to_string(line) + ": ";
+  if (std::string(lib) != "meshloom") text += std::string(lib) + ": ";  // MPI, HDF5, CUDA, check
+  text += message;
   std::fprintf(stderr, "%s\n", text.c_str());
   std::fflush(stderr);
   g_handler(text);

@@ -37,6 +37,11 @@ const std::string& process_role();
 const std::string& host_name();
 
 [[noreturn]] void fail(const char* file, int line, const char* lib, const std::string& message);
+// fail() for a wait that ran past its deadline (a peer dead or hung): the
+// process exits with 3, the code the watchdog uses, not 1.
+[[noreturn]] void fail_waited(const char* file, int line, const std::string& message);
+// The code the fatal handlers exit with: 1, or 3 after fail_waited().
+int fatal_exit_code();
 
 }  // namespace meshloom
 
@@ -46,6 +51,7 @@ const std::string& host_name();
   } while (0)
 
 #define ML_FAIL(msg) ::meshloom::fail(__FILE__, __LINE__, "meshloom", (msg))
+#define ML_FAIL_WAITED(msg) ::meshloom::fail_waited(__FILE__, __LINE__, (msg))
 
 #ifdef NDEBUG
 #define ML_DCHECK(cond, msg) \

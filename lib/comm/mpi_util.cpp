@@ -22,6 +22,9 @@ bool run_on_root(MPI_Comm comm, const std::function<std::string()>& work, std::s
     } catch (const Error& e) {
       ok = 0;
       *out = e.what();
+    } catch (const std::exception& e) {  // a library's own (yaml-cpp, HDF5 wrappers, std)
+      ok = 0;
+      *out = e.what();
     }
   }
   MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, comm));

@@ -80,7 +80,7 @@ std::string recv_bytes(int source, int tag, MPI_Comm comm, double timeout_s, con
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_s) {
       std::string peer = source == MPI_ANY_SOURCE ? "any rank" : "rank " + std::to_string(source);
-      ML_FAIL(
+      ML_FAIL_WAITED(
           strf("waited %.0f s for %s from %s (tag %d) and got nothing: that rank is dead, "
                "hung or far behind (run.timeout sets this limit)",
                waited, what, peer.c_str(), tag));

@@ -33,10 +33,14 @@ void RingShift::wait(std::vector<char>* in, double timeout_s) {
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_s)
-      ML_FAIL(
-          strf("ring attention: waited %.0f s for trainer %d (previous in the ring) or %d "
-               "(next)",
-               waited, prev_, next_));
+      ML_FAIL_WAITED(
+          prev_ == next_
+              ? strf("ring attention: waited %.0f s for trainer %d, the other member of the "
+                     "ring: dead, hung or far behind (run.timeout sets this limit)",
+                     waited, prev_)
+              : strf("ring attention: waited %.0f s for trainer %d (previous in the ring) or "
+                     "%d (next): dead, hung or far behind (run.timeout sets this limit)",
+                     waited, prev_, next_));
     backoff(&idle);
   }
   int count = 0;

@@ -5,7 +5,10 @@
 #include <sys/resource.h>
 
 #include <csignal>
+#include <cstdlib>
+#include <exception>
 #include <map>
+#include <new>
 #include <thread>
 
 #include "base/bytes.hpp"
@@ -312,6 +315,18 @@ void run_constructor(const World& w) {
   send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
 }
 
+namespace {
+// One message, the code in the exit file, and the job ends (a lone exiting
+// rank would leave the others waiting).
+[[noreturn]] void leave(int rank, int code, const std::string& message) {
+  std::fprintf(stderr, "meshloom: error [rank %d]: %s\n", rank, message.c_str());
+  std::fflush(stderr);
+  record_exit(code);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+}  // namespace
+
 int run_role(const World& w, const std::function<int()>& lead,
              const std::function<int()>& trainer) {
   int code = 0;
@@ -331,9 +346,13 @@ int run_role(const World& w, const std::function<int()>& lead,
         break;
     }
   } catch (const Error& e) {
-    std::fprintf(stderr, "meshloom: error [rank %d]: %s\n", w.rank, e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    leave(w.rank, 2, e.what());
+  } catch (const std::bad_alloc&) {
+    leave(w.rank, 1,
+          "out of host memory (std::bad_alloc): the model or the batch is too large for this "
+          "node (model.*, data.tokens_per_step, plan.capacity)");
+  } catch (const std::exception& e) {
+    leave(w.rank, 1, e.what());
   }
   return code;
 }

@@ -298,7 +298,8 @@ void Lead::dispatch_step(bool last) {
   for (int t = 0; t < w_.layout.trainers; ++t) predicted.push_back(last_plan_.trainer_time(t));
   predicted_.push_back(std::move(predicted));
   const int64_t every = w_.config.checkpoint.every;
-  if (every > 0 && (m.step + 1) % every == 0) {
+  // Also after the run's last step: a finished run requeued then has nothing to redo.
+  if (every > 0 && ((m.step + 1) % every == 0 || m.step + 1 == w_.config.run.steps)) {
     work.checkpoint = true;
     work.ckpt_data = checkpoint_data();
   }

@@ -6,6 +6,7 @@
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "ckpt/checkpoint.hpp"
+#include "config/diff.hpp"
 
 namespace meshloom {
 
@@ -18,8 +19,8 @@ void reset_resume_attempts(const std::string& dir) {
   std::filesystem::remove(dir + "/resume_attempts", ec);
 }
 
-std::string choose_checkpoint(const config::Config& config, const std::string& resume) {
-  if (resume.empty()) return "";
+ResumePoint choose_checkpoint(const config::Config& config, const std::string& resume) {
+  if (resume.empty()) return {};
   const std::string dir = checkpoint_dir(config);
   std::string chosen;
   if (resume != "auto") {
@@ -37,9 +38,19 @@ std::string choose_checkpoint(const config::Config& config, const std::string& r
     }
     if (chosen.empty()) {
       LOG_INFO("--resume auto: no good checkpoint in %s, starting from step 0", dir.c_str());
-      return "";
+      return {};
     }
   }
+  const ckpt::Checkpoint meta = ckpt::read_checkpoint(chosen, /*only_meta=*/true);
+  ResumePoint point{chosen, meta.step + 1};
+  try {
+    check_resume_config(config::parse_config(meta.config, chosen + ":/meta/config"), config,
+                        chosen);
+  } catch (const config::ConfigError& e) {  // written by another version of meshloom
+    LOG_WARN("cannot compare the config with %s's (%s): resuming without that check",
+             chosen.c_str(), e.what());
+  }
+  if (point.first_step >= config.run.steps) return point;  // not an attempt: the run is done
   // Count resumes from this checkpoint.
   const std::string counter = dir + "/resume_attempts";
   std::string last;
@@ -59,7 +70,32 @@ std::string choose_checkpoint(const config::Config& config, const std::string& r
   std::ofstream(counter) << chosen << " " << count << "\n";
   LOG_INFO("resuming from %s (attempt %lld of %lld)", chosen.c_str(), (long long)count,
            (long long)config.checkpoint.max_restarts);
-  return chosen;
+  return point;
+}
+
+void check_resume_config(const config::Config& saved, const config::Config& now,
+                         const std::string& checkpoint) {
+  // What picks the function and the samples; everything else (optimizer,
+  // schedule, layout, folders) may change between attempts.
+  auto must_keep = [](const std::string& key) {
+    if (key.rfind("model.", 0) == 0 || key == "run.seed" || key == "data.sources.size") return true;
+    if (key.rfind("data.sources[", 0) != 0) return false;
+    const std::string leaf = key.substr(key.find("].") + 2);
+    return leaf == "name" || leaf == "format" || leaf == "tokenizer";
+  };
+  std::string refused, listed;
+  for (const config::KeyChange& c : config::changed_keys(saved, now)) {
+    std::string& into = must_keep(c.key) ? refused : listed;
+    into += strf("%s%s %s -> %s", into.empty() ? "" : ", ", c.key.c_str(), c.before.c_str(),
+                 c.after.c_str());
+  }
+  if (!refused.empty())
+    throw Error(checkpoint + " was written by a run with another config: " + refused +
+                ". A resume must keep the model, run.seed and the sources' names, order, "
+                "formats and tokenizers (they decide the function and which samples come "
+                "next); start a new run (another run.dir or checkpoint.dir) to change them");
+  if (!listed.empty())
+    LOG_INFO("resuming with keys changed since %s: %s", checkpoint.c_str(), listed.c_str());
 }
 
 }  // namespace meshloom

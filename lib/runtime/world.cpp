@@ -20,8 +20,8 @@ namespace meshloom {
 namespace {
 
 void abort_job(const std::string&) {
-  record_exit(1);
-  MPI_Abort(MPI_COMM_WORLD, 1);
+  record_exit(fatal_exit_code());
+  MPI_Abort(MPI_COMM_WORLD, fatal_exit_code());
 }
 
 // A detached thread that ends the process with `code` (after printing
@@ -48,13 +48,6 @@ std::atomic<bool> g_starting{false};
 // died (mpirun --enable-recovery) that fence now and then never completes,
 // though the survivors' work is done and written.
 std::atomic<bool> g_finalizing{false};
-
-// This process's rank as the launcher tells it (MPI_Init may not have returned).
-std::string launcher_rank() {
-  for (const char* name : {"PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
-    if (const char* value = std::getenv(name)) return value;
-  return "?";
-}
 
 double start_timeout_seconds() {
   const char* text = std::getenv("MESHLOOM_START_TIMEOUT");
@@ -88,6 +81,12 @@ void mpi_start(int* argc, char*** argv) {
 }
 
 void start_finished() { g_starting = false; }
+
+std::string launcher_rank() {
+  for (const char* name : {"PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
+    if (const char* value = std::getenv(name)) return value;
+  return "?";
+}
 
 void record_exit(int code) {
   static std::atomic<bool> recorded{false};  // a process leaves once: its first code stands

@@ -47,6 +47,9 @@ void start_finished();
 // guard (once per process: the first code stands). A rank killed by a
 // signal writes nothing.
 void record_exit(int code);
+// This process's rank as the launcher tells it (PMIX_RANK, OMPI_COMM_WORLD_RANK,
+// SLURM_PROCID), usable before MPI_Init; "?" when no launcher says.
+std::string launcher_rank();
 // MPI_Finalize, bounded: a process still in it after kFinalizeGraceSeconds
 // (a dead rank can stall its fence) exits with `code` without it. Returns
 // `code` for main to return.

@@ -7,7 +7,9 @@
 #  - a torn checkpoint (truncated, flipped byte, missing dataset) is skipped
 #    with a clear message and the previous good one is used;
 #  - a job that keeps failing from the same checkpoint stops after
-#    checkpoint.max_restarts tries with a clear message.
+#    checkpoint.max_restarts tries with a clear message;
+#  - a finished run resumed finds nothing to train; a checkpoint of another
+#    model or seed is refused.
 #   resume_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
@@ -51,6 +53,29 @@ diff <(table full | awk '$1 >= 6') <(table cut | tail -n 8) ||
   fail "resumed losses or batches are not bit-identical"
 echo "ok: stop at 7, resume from step 5: steps 6-13 bit-identical (losses and data)"
 
+# A finished run requeued: --resume auto finds nothing to train and exits 0 at
+# once (it used to wait for a batch until run.timeout).
+start=$SECONDS
+out=$(timeout 60 "$mpiexec" --oversubscribe --bind-to none -np 4 "$meshloom" train -c "$dir/c.yaml" \
+  --set run.dir="$dir/cut" --resume auto 2>&1) || { echo "$out"; fail "resuming a finished run failed"; }
+grep -q "nothing to train: .*step_00000013.h5 ends step 13" <<<"$out" || { echo "$out"; fail "no 'nothing to train'"; }
+((SECONDS - start < 30)) || fail "resuming a finished run took $((SECONDS - start)) s"
+echo "ok: a finished run resumed: $(grep -o 'nothing to train.*' <<<"$out" | sed "s|$dir/||")"
+
+# A checkpoint of another model or seed is refused, naming the keys; other
+# changes are listed.
+ck5=$dir/cut/checkpoints/step_00000005.h5
+out=$(timeout 60 "$mpiexec" --oversubscribe --bind-to none -np 4 "$meshloom" train -c "$dir/c.yaml" \
+  --set run.dir="$dir/other" --resume "$ck5" --set model.n_heads=2 --set run.seed=9 2>&1)
+rc=$?
+((rc == 2)) || { echo "$out"; fail "a checkpoint of another model: exit $rc, not 2"; }
+grep -q "another config: run.seed 1234 -> 9, model.n_heads 4 -> 2\." <<<"$out" ||
+  { echo "$out"; fail "the refusal does not name run.seed and model.n_heads"; }
+train other 2 --resume "$ck5" --set optim.lr=1e-3 --stop-at 7 || { cat "$dir/other.log"; fail "resume with another lr"; }
+grep -q "resuming with keys changed since .*optim.lr 0.003 -> 0.001" "$dir/other.log" ||
+  { cat "$dir/other.log"; fail "the changed learning rate is not listed"; }
+echo "ok: another model or seed refused; a changed learning rate listed"
+
 # Elastic: 4 trainers, stop, resume on 2 and on 3.
 train el4 4 || { cat "$dir/el4.log"; fail "4-trainer run"; }
 for t in 2 3; do
@@ -74,7 +99,7 @@ PY
 done
 
 # Torn checkpoints: the newest is truncated, the next has a flipped byte, the
-# next lacks a dataset: --resume auto must skip all three and use step 2.
+# next lacks a dataset: --resume auto must skip all three and use the fourth.
 ck=$dir/full/checkpoints
 ls "$ck"/step_*.h5 >/dev/null || fail "no checkpoints written"
 newest=$(ls "$ck"/step_*.h5 | sort | tail -1)
@@ -85,6 +110,7 @@ offset=$(/usr/bin/python3 -c 'import h5py,sys; print(h5py.File(sys.argv[1],"r")[
 byte=$(dd if="$second" bs=1 skip=$((offset + 101)) count=1 status=none | od -An -tu1 | tr -d ' ')
 printf "$(printf '\\%03o' $(((byte ^ 0x10) & 0xff)))" | dd of="$second" bs=1 seek=$((offset + 101)) conv=notrunc status=none
 third=$(ls "$ck"/step_*.h5 | sort | tail -3 | head -1)
+fourth=$(ls "$ck"/step_*.h5 | sort | tail -4 | head -1)
 /usr/bin/python3 -c 'import h5py,sys; f=h5py.File(sys.argv[1],"r+"); del f["optim/m/layers.0.wq"]' "$third"
 "$meshloom" inspect "$ck/step_00000002.h5" | grep -q "every checksum right" || fail "inspect of a good checkpoint"
 "$meshloom" inspect "$newest" >"$dir/inspect.txt" 2>&1 && fail "inspect accepted a torn checkpoint"
@@ -100,8 +126,8 @@ for f in "$newest" "$second" "$third"; do
   grep -q "skipping a bad checkpoint: $f" "$dir/full.log" || { cat "$dir/full.log"; fail "$f not reported"; }
 done
 grep "skipping a bad checkpoint" "$dir/full.log"
-grep -q "resuming from $ck/step_00000002.h5" "$dir/full.log" || fail "did not fall back to step 2"
-echo "ok: three torn checkpoints skipped with a message, resumed from step 2"
+grep -q "resuming from $fourth" "$dir/full.log" || fail "did not fall back to $fourth"
+echo "ok: three torn checkpoints skipped with a message, resumed from $(basename "$fourth")"
 
 # A job that fails again and again from the same checkpoint gives up.
 cat "$dir/c.yaml" >"$dir/c2.yaml"

@@ -79,7 +79,9 @@ echo "ok: injected loader hang at step 100: batches identical"
 # A real kill -9 from outside, while the job runs (loaders slowed so the run
 # lasts about 5 s after its first step: at 0.004 s a step, a loaded CI machine
 # sometimes saw the job finish before the kill landed).
-data kill --set 'faults.inject=[{kind: slow, rank: 1, step: 0, seconds: 0.02}, {kind: slow, rank: 2, step: 0, seconds: 0.02}, {kind: slow, rank: 3, step: 0, seconds: 0.02}]' &
+# (MESHLOOM_PROGRESS=redraw: a progress line every 0.5 s, which the wait
+# below looks for; in a log file they come every 30 s.)
+MESHLOOM_PROGRESS=redraw data kill --set 'faults.inject=[{kind: slow, rank: 1, step: 0, seconds: 0.02}, {kind: slow, rank: 2, step: 0, seconds: 0.02}, {kind: slow, rank: 3, step: 0, seconds: 0.02}]' &
 job=$!
 victim=$(rank_pid "meshloom data -c $dir/c.yaml" 1 100 0.1) || fail "could not find loader rank 1"
 # Hit it once steps flow: a rank lost during start-up (MPI_Init, the config
