@@ -57,6 +57,7 @@ StepManifest DataPlane::next() {
     if (long_share_ > 0 && state_.long_target - state_.long_delivered > 0) {
       source = pick_source(true, w);
       if (source >= 0) lane = Lane::long_docs;
+      if (source < 0 && state_.long_delivered == 0) long_lane_empty_ = true;
     }
     if (source < 0) {
       source = pick_source(false, w);

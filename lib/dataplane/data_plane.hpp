@@ -50,6 +50,10 @@ class DataPlane {
   const State& state() const;
   void restore(const State& state);
   const std::vector<SourceStream>& streams() const { return streams_; }
+  // True once a long piece was due but no source (of positive weight) has a
+  // document longer than data.long_policy.threshold: with nothing long
+  // delivered before, the whole epoch was looked at, so the long share is 0.
+  bool long_lane_empty() const { return long_lane_empty_; }
   size_t sources() const { return streams_.size(); }
 
  private:
@@ -62,6 +66,7 @@ class DataPlane {
   LengthFn length_;
   std::vector<SourceStream> streams_;
   mutable State state_;
+  bool long_lane_empty_ = false;
 };
 
 // Binary form of the state (checkpoints, shadows).

@@ -85,8 +85,8 @@ void run_loader(const World& w) {
   auto source_at = [&](int32_t s) -> DocSource& {
     ML_CHECK(s >= 0 && size_t(s) < sources.size(), "request for an unknown source");
     if (!open[s])
-      open[s] = open_doc_source(
-          sources[s], w.config.data.cache_tokens);  // a reassignment may bring new sources
+      open[s] = open_doc_source(sources[s], w.config.data.cache_tokens,
+                                w.config.model.vocab_size);  // a reassignment may bring new sources
     return *open[s];
   };
   proto::Report report;
@@ -198,7 +198,7 @@ Constructor::Constructor(const World& w, LoaderRouter* router)
 
 // The whole token list of every sample that `trainers` touch.
 static std::map<int32_t, std::vector<int32_t>> fetch_samples(
-    const config::DataConfig& data, const proto::StepWork& work,
+    const config::Config& config, const proto::StepWork& work,
     std::vector<std::unique_ptr<DocSource>>* local, LoaderRouter* router) {
   std::map<int32_t, std::vector<int32_t>> tokens;
   std::map<int32_t, std::vector<int32_t>> by_owner;  // owner rank -> sample indices
@@ -210,7 +210,9 @@ static std::map<int32_t, std::vector<int32_t>> fetch_samples(
     const proto::Sample& s = work.samples[size_t(idx)];
     if (local) {
       auto& src = (*local)[size_t(s.source)];
-      if (!src) src = open_doc_source(data.sources[size_t(s.source)], data.cache_tokens);
+      if (!src)
+        src = open_doc_source(config.data.sources[size_t(s.source)], config.data.cache_tokens,
+                              config.model.vocab_size);
       src->read(s.doc, s.offset, s.length, &tokens[idx]);
     } else {
       by_owner[s.owner].push_back(idx);
@@ -267,15 +269,15 @@ static proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& 
   return b;
 }
 
-proto::Batch local_batch(const config::DataConfig& data, const proto::StepWork& work,
+proto::Batch local_batch(const config::Config& config, const proto::StepWork& work,
                          std::vector<std::unique_ptr<DocSource>>* local) {
   ML_CHECK(work.trainers.size() == 1, "colocated step work is for one trainer");
-  if (local->empty()) local->resize(data.sources.size());
-  return pack(work, work.trainers[0], fetch_samples(data, work, local, nullptr));
+  if (local->empty()) local->resize(config.data.sources.size());
+  return pack(work, work.trainers[0], fetch_samples(config, work, local, nullptr));
 }
 
 int64_t Constructor::construct(const proto::StepWork& work) {
-  auto tokens = fetch_samples(w_.config.data, work, nullptr, router_);
+  auto tokens = fetch_samples(w_.config, work, nullptr, router_);
   int64_t packed = 0;
   const int first_trainer = w_.layout.first_rank(Role::trainer);
   for (const auto& t : work.trainers) {
@@ -379,7 +381,7 @@ proto::Batch receive_batch(const World& w, double* wait_seconds) {
     // Per-rank data loading: this trainer opens every source itself.
     static std::vector<std::unique_ptr<DocSource>> local;
     b = local_batch(
-        w.config.data,
+        w.config,
         proto::decode_step_work(recv_bytes(0, proto::kStepWork, MPI_COMM_WORLD,
                                            w.config.run.timeout, "step work from the lead")),
         &local);

@@ -40,7 +40,7 @@ void run_constructor(const World& w);
 
 // Colocated mode: the batch of `work` (for one trainer) read from sources this
 // process opens itself (in *local, on first use).
-proto::Batch local_batch(const config::DataConfig& data, const proto::StepWork& work,
+proto::Batch local_batch(const config::Config& config, const proto::StepWork& work,
                          std::vector<std::unique_ptr<DocSource>>* local);
 
 // Fetches the tokens of `work` from the loaders (or from local sources in
@@ -129,6 +129,7 @@ class Lead {
   std::vector<std::vector<int64_t>> learned_;  // per source: documents in the order learned
   std::vector<size_t> logged_;                 // per source: learned_ entries checkpointed
   int64_t checkpoints_ = 0;
+  bool warned_long_ = false;                    // about a long/short policy no document meets
   std::vector<uint64_t> hashes_;                // per dispatched step
   std::vector<std::vector<double>> predicted_;  // per dispatched step, per trainer
   std::string last_full_;                      // file name of the last checkpoint with full lengths

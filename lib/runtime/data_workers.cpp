@@ -190,7 +190,7 @@ int run_data_worker(int fd, int rank, int index) {
     std::vector<std::unique_ptr<DocSource>> local;
     std::string msg;
     while (read_frame(fd, &msg)) {
-      const proto::Batch b = local_batch(config.data, proto::decode_step_work(msg), &local);
+      const proto::Batch b = local_batch(config, proto::decode_step_work(msg), &local);
       if (!write_frame(fd, proto::encode(b))) return 0;  // the trainer is gone
     }
     return 0;

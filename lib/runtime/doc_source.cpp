@@ -12,6 +12,8 @@
 #include <unordered_map>
 
 #include "base/check.hpp"
+#include "base/log.hpp"
+#include "base/strings.hpp"
 #include "data/documents.hpp"
 #include "data/indexed_dataset.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -83,10 +85,29 @@ class TokenizePool {
   std::exception_ptr error_;
 };
 
+// Why a raw source delivered no document: "3 unreadable (first: f.jsonl:1:
+// not valid JSON), 1 empty".
+std::string why_no_document(const data::InputReport& r) {
+  std::string why = strf("%llu unreadable", (unsigned long long)r.unreadable);
+  if (!r.problems.empty()) why += " (first: " + r.problems.front() + ")";
+  return why + strf(", %llu empty", (unsigned long long)r.empty);
+}
+
+// A bad token id; its message already names the source.
+struct TokenError : Error {
+  using Error::Error;
+};
+
 class IndexedDocSource final : public DocSource {
  public:
-  explicit IndexedDocSource(const std::string& prefix) : ds_(prefix) {
+  // vocab_size > 0: every token read must lie in [0, vocab_size).
+  IndexedDocSource(const std::string& name, const std::string& prefix, int64_t vocab_size)
+      : name_(name), ds_(prefix), vocab_(vocab_size) {
     if (ds_.size() == 0) throw Error("indexed dataset '" + prefix + "' has no documents");
+    // The data plane needs a token to deliver; an all-empty source would fail mid-run.
+    if (ds_.num_tokens() == 0)
+      throw Error(
+          strf("indexed dataset '%s' holds %zu documents, all empty", prefix.c_str(), ds_.size()));
     // Its preparation cost is reading tokens out of the mapped file: measure
     // it once on the first documents, so it compares with raw sources'.
     const auto start = std::chrono::steady_clock::now();
@@ -104,11 +125,26 @@ class IndexedDocSource final : public DocSource {
     data::TokenView v = ds_.tokens(size_t(doc));
     ML_CHECK(offset >= 0 && offset + n <= int64_t(v.size), "token range past the document");
     out->reserve(out->size() + size_t(n));
-    for (int64_t k = 0; k < n; ++k) out->push_back(int32_t(v[size_t(offset + k)]));
+    // The ids are checked here, on the tokens read anyway: a corrupt .bin or
+    // a vocabulary too small is named now, not as a trainer's internal check.
+    int64_t lo = 0, hi = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t t = v[size_t(offset + k)];
+      lo = std::min(lo, t);
+      hi = std::max(hi, t);
+      out->push_back(int32_t(t));
+    }
+    if (vocab_ > 0 && (lo < 0 || hi >= vocab_))
+      throw TokenError(
+          strf("source '%s' (%s) document %lld: token %lld is outside model.vocab_size %lld",
+               name_.c_str(), data::bin_path(ds_.prefix()).c_str(), (long long)doc,
+               (long long)(lo < 0 ? lo : hi), (long long)vocab_));
   }
 
  private:
+  std::string name_;
   data::IndexedDataset ds_;
+  int64_t vocab_;
   double cost_ = 0;
 };
 
@@ -160,7 +196,8 @@ class RawDocSource final : public DocSource {
       arena_ += doc.text;
     }
     offsets_.push_back(int64_t(arena_.size()));
-    if (docs() == 0) throw Error("'" + source.path + "' holds no document");
+    if (docs() == 0)
+      throw Error("'" + source.path + "' holds no document: " + why_no_document(reader.report()));
   }
   int64_t docs() const override { return int64_t(offsets_.size()) - 1; }
   int64_t length(int64_t doc) override { return tokens(doc)->size(); }
@@ -229,27 +266,63 @@ class RawDocSource final : public DocSource {
 
 }  // namespace
 
-std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source,
-                                           int64_t cache_tokens) {
+std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source, int64_t cache_tokens,
+                                           int64_t vocab_size) {
   try {
-    if (source.format == "indexed") return std::make_unique<IndexedDocSource>(source.path);
+    if (source.format == "indexed")
+      return std::make_unique<IndexedDocSource>(source.name, source.path, vocab_size);
     return std::make_unique<RawDocSource>(source, cache_tokens);
+  } catch (const TokenError&) {
+    throw;
   } catch (const Error& e) {
     throw Error("source '" + source.name + "': " + e.what());
   }
 }
 
 void check_sources(const config::Config& config) {
+  const int64_t vocab = config.model.vocab_size;
   for (const auto& s : config.data.sources) {
     if (s.format == "indexed") {
-      open_doc_source(s);
+      open_doc_source(s, int64_t(1) << 20, vocab);  // checks the first documents' ids
       continue;
     }
     std::error_code ec;
     if (!std::filesystem::exists(s.path, ec))
       throw Error("source '" + s.name + "': cannot read input " + s.path +
                   ": No such file or directory");
-    if (s.tokenizer != "byte") make_tokenizer(s.tokenizer);  // vocabulary files present
+    const auto tokenizer = make_tokenizer(s.tokenizer);  // vocabulary files present
+    if (tokenizer->vocab_size() > vocab)
+      throw Error(
+          strf("source '%s': tokenizer '%s' has %d ids, more than model.vocab_size %lld "
+               "(which must cover the tokenizer's ids)",
+               s.name.c_str(), s.tokenizer.c_str(), tokenizer->vocab_size(), (long long)vocab));
+    // Read the text once here: the loaders drop bad lines and repair bad
+    // UTF-8 as `meshloom prepare` does, and this is the one place to say so.
+    data::ReaderOptions opt;
+    opt.format = data::parse_input_format(s.format);
+    data::DocumentReader reader({s.path}, opt);
+    data::Document doc;
+    while (reader.next(&doc)) {
+    }
+    const data::InputReport& r = reader.report();
+    if (r.documents == 0)
+      throw Error("source '" + s.name + "': '" + s.path +
+                  "' holds no document: " + why_no_document(r));
+    if (r.unreadable > 0) {
+      std::string first;
+      for (const std::string& p : r.problems) first += "\n  " + p;
+      LOG_WARN("source '%s': %llu of %llu items in %s skipped as unreadable (first %zu below)%s",
+               s.name.c_str(), (unsigned long long)r.unreadable,
+               (unsigned long long)(r.unreadable + r.documents + r.empty), s.path.c_str(),
+               r.problems.size(), first.c_str());
+    }
+    if (r.invalid_utf8_documents > 0)
+      LOG_WARN(
+          "source '%s': invalid UTF-8 in %llu of %llu documents of %s (%llu sequences "
+          "replaced by U+FFFD)",
+          s.name.c_str(), (unsigned long long)r.invalid_utf8_documents,
+          (unsigned long long)r.documents, s.path.c_str(),
+          (unsigned long long)r.invalid_utf8_sequences);
   }
 }
 

@@ -32,14 +32,20 @@ class DocSource {
 };
 
 // Opens data.sources[i]; throws meshloom::Error naming the source and file.
-// `cache_tokens`: for raw sources, the token cache's size.
+// `cache_tokens`: for raw sources, the token cache's size. `vocab_size` > 0:
+// an indexed source's read() throws Error naming the source, file and
+// document for an id outside [0, vocab_size) (raw sources' tokenizers are
+// checked by check_sources).
 std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source,
-                                           int64_t cache_tokens = int64_t(1) << 20);
+                                           int64_t cache_tokens = int64_t(1) << 20,
+                                           int64_t vocab_size = 0);
 
 // Validates every source and throws the first problem: indexed ones are
-// opened (their indexes checked), raw ones must exist and be readable (their
-// text is read by the loaders). Run by rank 0 before the roles start, so a
-// bad path is one clear message.
+// opened (their indexes and first documents' ids checked, documents not all
+// empty); raw ones are read once (no document: an error saying why; lines
+// skipped or UTF-8 repaired: a warning) and their tokenizer's ids must fit
+// model.vocab_size. Run by rank 0 before the roles start, so a bad path is
+// one clear message.
 void check_sources(const config::Config& config);
 
 }  // namespace meshloom

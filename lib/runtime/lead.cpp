@@ -24,7 +24,8 @@ Lead::Lead(const World& w) : w_(w) {
   if (colocated) {
     // No loader ranks: the lead reads lengths itself, trainers read tokens.
     for (size_t i = 0; i < n; ++i) {
-      local_.push_back(open_doc_source(sources[i], w.config.data.cache_tokens));
+      local_.push_back(
+          open_doc_source(sources[i], w.config.data.cache_tokens, w.config.model.vocab_size));
       docs[i] = local_.back()->docs();
     }
   } else {
@@ -287,6 +288,17 @@ void Lead::dispatch_step(bool last) {
   while (next_step_ - steps_completed() > prefetch) receive_ack();
   maybe_reassign();
   dataplane::StepManifest m = plane_->next();
+  if (plane_->long_lane_empty() && !warned_long_) {
+    warned_long_ = true;
+    int64_t longest = 0;
+    for (const auto& source : lengths_)
+      for (int64_t n : source) longest = std::max(longest, n);
+    LOG_WARN(
+        "data.long_policy: no document is longer than data.long_policy.threshold %lld (the "
+        "longest seen has %lld tokens), so the long share %g is 0",
+        (long long)w_.config.data.long_policy.threshold, (long long)longest,
+        w_.config.data.long_policy.share);
+  }
   proto::StepWork work = place(m, last);
   uint64_t h = 1469598103934665603ULL;
   for (const auto& p : m.samples) {

@@ -192,6 +192,24 @@ std::string raw_index(uint8_t code, const std::vector<int32_t>& lengths,
   return s;
 }
 
+// A .bin truncated while mapped: reading it is a bus error, which names the
+// file and exits 2 (bad input) instead of a bare "Bus error".
+TEST(IndexedDatasetDeathTest, TruncatedWhileMappedNamesTheFile) {
+  TempDir dir;
+  const std::string prefix = dir.file("live");
+  write_docs(prefix, TokenDtype::kUint16, random_docs(7, 50, 1000));
+  IndexedDataset ds(prefix);
+  std::filesystem::resize_file(bin_path(prefix), 0);
+  EXPECT_EXIT(
+      {
+        int64_t sum = 0;
+        for (size_t i = 0; i < ds.size(); ++i)
+          for (int32_t t : ds.tokens(i).to_vector()) sum += t;
+        std::printf("%lld\n", static_cast<long long>(sum));
+      },
+      testing::ExitedWithCode(2), "live.bin: bus error reading it: the file was truncated");
+}
+
 TEST(IndexedDataset, MultiSequenceDocuments) {
   TempDir dir;
   const std::string p = dir.file("m");

@@ -157,6 +157,18 @@ TEST(DataPlane, LongPolicyReachesItsShare) {
     total += double(steps.back().tokens());
   }
   EXPECT_NEAR(long_tokens / total, 0.25, 0.02);
+  EXPECT_FALSE(plane.long_lane_empty());
+}
+
+// A threshold above every document: the share cannot be met, and the plane
+// says so (the lead warns) instead of silently delivering no long token.
+TEST(DataPlane, LongPolicyNoDocumentMeetsIsFlagged) {
+  Corpus corpus;
+  config::Config c = make_config("  long_policy: {threshold: 100000, share: 0.5}\n");
+  DataPlane plane(c, corpus.docs(), corpus.fn());
+  EXPECT_FALSE(plane.long_lane_empty());
+  for (const auto& p : plane.next().samples) EXPECT_FALSE(p.long_lane);
+  EXPECT_TRUE(plane.long_lane_empty());
 }
 
 TEST(DataPlane, CorruptStateIsRefused) {

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Bad data in sources, end to end on a tiny model (a few seconds in all):
+#  - token ids outside model.vocab_size: a raw source's tokenizer and an
+#    indexed source's first documents (refused in the preflight), and a later
+#    document (the loader names the source, file and document): one message
+#    and exit 2, not a trainer's internal check mid-run;
+#  - an indexed source whose documents are all empty is refused in the
+#    preflight, naming the file;
+#  - a raw JSONL source with bad lines: a warning with the counts and the
+#    first bad lines; an all-bad one says why it holds no document;
+#  - a long/short policy whose threshold no document reaches is a warning.
+#   bad_sources_test.sh MESHLOOM MPIEXEC
+set -u
+meshloom=$1 mpiexec=$2
+source "$(dirname "$0")/../common/testlib.sh"
+
+# idx PREFIX TOKEN:COUNT...: a uint16 indexed dataset, one document per pair
+# (COUNT tokens of id TOKEN).
+idx() {
+  /usr/bin/python3 - "$@" <<'PY'
+import struct, sys
+prefix, docs = sys.argv[1], [tuple(map(int, a.split(':'))) for a in sys.argv[2:]]
+n = len(docs)
+with open(prefix + '.idx', 'wb') as f:
+    f.write(b'MMIDIDX\0\0' + struct.pack('<QBQQ', 1, 8, n, n + 1))
+    f.write(struct.pack('<%di' % n, *[c for _, c in docs]))
+    ptr = [2 * sum(c for _, c in docs[:i]) for i in range(n)]
+    f.write(struct.pack('<%dq' % n, *ptr) + struct.pack('<%dq' % (n + 1), *range(n + 1)))
+with open(prefix + '.bin', 'wb') as f:
+    for t, c in docs: f.write(struct.pack('<H', t) * c)
+PY
+}
+idx "$dir/ok" $(for i in $(seq 40); do echo "$((60 + i)):$((50 + 10 * i))"; done)
+# 70000 good tokens first (the preflight reads the first 65536), then bad ones.
+idx "$dir/late" 65:70000 $(for i in $(seq 30); do echo "60000:100"; done)
+idx "$dir/empty" 65:0 65:0 65:0
+printf '%s\n' '{"text": "good line one"}' '{not json' '{"body": "no text"}' '{"text": 12}' \
+  '[1, 2]' '{"text": "good line two"}' >"$dir/mixed.jsonl"
+printf '{"text": "bad \xff utf8"}\n' >>"$dir/mixed.jsonl"
+printf '{oops\n{"text": ""}\n' >"$dir/allbad.jsonl"
+cat >"$dir/c.yaml" <<YAML
+run: {dir: $dir/run, steps: 3, timeout: 30, peak_gflops: 10}
+cluster: {roles: {constructors: 1, loaders: 1}}
+model: {vocab_size: 260, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 2, ffn_dim: 64}
+data:
+  seq_len: 256
+  tokens_per_step: 512
+  sources: [{name: s, path: $dir/ok}]
+plan: {capacity: 256}
+checkpoint: {every: 0}
+YAML
+
+train() {  # expected-rc args...
+  local want=$1; shift
+  local start=$SECONDS
+  timeout 60 "$mpiexec" --oversubscribe --bind-to none -np 4 "$meshloom" train -c "$dir/c.yaml" \
+    "$@" >"$dir/out.txt" 2>&1
+  local rc=$?
+  ((rc == want)) || { cat "$dir/out.txt"; fail "rc=$rc (want $want) for $*"; }
+  ((SECONDS - start < 20)) || fail "took $((SECONDS - start)) s for $*"
+}
+bad() {  # expect args...
+  local expect=$1; shift
+  train 2 "$@"
+  grep -qF -- "$expect" "$dir/out.txt" || { cat "$dir/out.txt"; fail "message lacks: $expect"; }
+  (($(grep -c '^meshloom: error' "$dir/out.txt") == 1)) || { cat "$dir/out.txt"; fail "not one message"; }
+  echo "ok: $(grep '^meshloom: error' "$dir/out.txt")"
+}
+warned() {  # expect args...
+  local expect=$1; shift
+  train 0 "$@"
+  grep -qF -- "$expect" "$dir/out.txt" || { cat "$dir/out.txt"; fail "no warning: $expect"; }
+  echo "ok: $(grep -F -- "$expect" "$dir/out.txt" | head -1)"
+}
+
+src() { echo "data.sources=[{name: s, path: $dir/$1${2:+, format: $2, tokenizer: byte}}]"; }
+bad "source 's' ($dir/ok.bin) document 19: token 80 is outside model.vocab_size 80" \
+  --set model.vocab_size=80
+bad "source 's': tokenizer 'byte' has 257 ids, more than model.vocab_size 200" \
+  --set "$(src mixed.jsonl jsonl)" --set model.vocab_size=200
+bad "source 's' ($dir/late.bin) document " --set "$(src late)"
+grep -q "document [1-9][0-9]*: token 60000 is outside model.vocab_size 260" "$dir/out.txt" ||
+  fail "the loader did not name the bad document"
+bad "source 's': indexed dataset '$dir/empty' holds 3 documents, all empty" --set "$(src empty)"
+bad "'$dir/allbad.jsonl' holds no document: 1 unreadable (first: $dir/allbad.jsonl:1: not valid JSON" \
+  --set "$(src allbad.jsonl jsonl)"
+warned "source 's': 4 of 7 items in $dir/mixed.jsonl skipped as unreadable" --set "$(src mixed.jsonl jsonl)"
+grep -qF "$dir/mixed.jsonl:2: not valid JSON" "$dir/out.txt" || fail "the first bad line is not named"
+grep -qF "source 's': invalid UTF-8 in 1 of 3 documents of $dir/mixed.jsonl" "$dir/out.txt" ||
+  { cat "$dir/out.txt"; fail "no invalid UTF-8 warning"; }
+warned "no document is longer than data.long_policy.threshold 100000 (the longest seen has 450 tokens)" \
+  --set data.long_policy.threshold=100000 --set data.long_policy.share=0.5
+(($(grep -c 'long_policy' "$dir/out.txt") == 1)) || fail "the long/short warning is not once"
+echo "bad sources test passed"
