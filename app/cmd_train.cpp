@@ -100,7 +100,7 @@ int dry_run(const World& w) {
   std::printf(" (CPU-only build)\n");
 #endif
   save_effective_config(w);
-  std::printf("# dry run OK: config valid, roles fit; nothing trained\n");
+  std::printf("# dry run OK: config valid, roles fit, sources open, outputs writable; nothing trained\n");
   return kExitOk;
 }
 
@@ -395,7 +395,8 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
   cmd->add_option("--config,-c", args.file, "Experiment YAML")->required();
   cmd->add_option("--set", args.sets, "Override a key: --set optim.lr=1e-3 (repeatable)");
   cmd->add_flag("--dry-run", args.dry_run,
-                "Check the config and the rank/role layout, print them, and exit");
+                "Check the config, the rank/role layout, the sources and the output folders; print the "
+                "config and the layout, and exit");
   cmd->add_option("--resume", args.resume,
                   "Continue from a checkpoint: auto (the newest good one in the checkpoint "
                   "folder, or a fresh start) or a checkpoint file");
@@ -421,12 +422,12 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
       mpi_start(argc, argv);
       World w;
       if (!world_from_config(args.file, args.sets, &w)) return mpi_finish(kExitBadInput);
-      if (args.dry_run) return mpi_finish(dry_run(w));
       if (!preflight_on_root(w, [&] {
             check_sources(w.config);
             check_outputs(w.config, args);
           }))
         return mpi_finish(kExitBadInput);
+      if (args.dry_run) return mpi_finish(dry_run(w));
       // Rank 0 picks the checkpoint (skipping torn ones); every rank learns
       // which, and the step training continues at.
       int64_t first = 0;
