@@ -100,7 +100,8 @@ int dry_run(const World& w) {
   std::printf(" (CPU-only build)\n");
 #endif
   save_effective_config(w);
-  std::printf("# dry run OK: config valid, roles fit, sources open, outputs writable; nothing trained\n");
+  std::printf(
+      "# dry run OK: config valid, roles fit, sources open, outputs writable; nothing trained\n");
   return kExitOk;
 }
 
@@ -285,8 +286,10 @@ int run_lead(const World& w, const TrainArgs& args) {
     std::fprintf(metrics, "]}\n");
     std::fclose(metrics);
   }
-  LOG_INFO("trained steps %lld-%lld in %s: loss %.4f -> %.4f", (long long)first, (long long)end - 1,
-           human_seconds(now()).c_str(), first_loss, last_loss);
+  LOG_INFO(
+      "trained steps %lld-%lld in %s: loss %.4f -> %.4f%s", (long long)first, (long long)end - 1,
+      human_seconds(now()).c_str(), first_loss, last_loss,
+      end < steps ? strf("; stopped before step %lld (--stop-at)", (long long)end).c_str() : "");
   return kExitOk;
 }
 
@@ -365,6 +368,8 @@ int run_trainer(const World& w, const TrainArgs& args) {
       if (writer) writer->wait();  // one HDF5 user at a time: the library is not thread-safe
       write_step_dump(args.dump_file, w.role_comm, b, trainer.model().layout(), before,
                       trainer.full_grads(), ack.loss_sum);
+      if (w.role_index == 0)
+        ack.note = strf("step %lld dumped to %s", (long long)b.step, args.dump_file.c_str());
     }
     if (b.checkpoint) {
       ckpt::Checkpoint c = trainer.snapshot(b.step, b.ckpt_data);
@@ -379,6 +384,7 @@ int run_trainer(const World& w, const TrainArgs& args) {
     }
     send_ack(ack);
     for (const auto& mb : b.micro) report.tokens += int64_t(mb.tokens.size());
+    report.busy_seconds += ack.step_seconds;  // the step, data wait excluded
     if (b.last) break;
   }
   if (writer) writer->wait();
@@ -394,9 +400,10 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
   CLI::App* cmd = app.add_subcommand("train", "Train under mpirun/srun (one process per rank)");
   cmd->add_option("--config,-c", args.file, "Experiment YAML")->required();
   cmd->add_option("--set", args.sets, "Override a key: --set optim.lr=1e-3 (repeatable)");
-  cmd->add_flag("--dry-run", args.dry_run,
-                "Check the config, the rank/role layout, the sources and the output folders; print the "
-                "config and the layout, and exit");
+  cmd->add_flag(
+      "--dry-run", args.dry_run,
+      "Check the config, the rank/role layout, the sources and the output folders; print the "
+      "config and the layout, and exit");
   cmd->add_option("--resume", args.resume,
                   "Continue from a checkpoint: auto (the newest good one in the checkpoint "
                   "folder, or a fresh start) or a checkpoint file");

@@ -136,6 +136,7 @@ class Lead {
   std::vector<std::vector<proto::Ack>> acks_;  // per step, until taken
   std::vector<int> ack_count_;                 // per step
   int reassignments_ = 0;
+  double busy_seconds_ = 0;  // choosing, planning, placing and constructing steps
   plan::CostModel plan_cost_;
   plan::Plan last_plan_;
 };

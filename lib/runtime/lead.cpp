@@ -1,5 +1,6 @@
 // The lead (world rank 0): data plane, loader assignment, placement, flow control.
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 
 #include "base/bytes.hpp"
@@ -87,8 +88,8 @@ void Lead::send_assignment() {
     for (size_t s = 0; s < a.loaders_of_source.size(); ++s)
       text +=
           strf(" %s:%zu", w_.config.data.sources[s].name.c_str(), a.loaders_of_source[s].size());
-    LOG_INFO("step %lld: loaders re-partitioned by measured cost:%s", (long long)next_step_,
-             text.c_str());
+    LOG_INFO("preparing step %lld: loaders re-partitioned by measured cost:%s",
+             (long long)next_step_, text.c_str());
   }
   // Only the first assignment is sent: later ones change who is asked (loaders
   // open a source on its first request), so nothing has to move.
@@ -286,6 +287,7 @@ void Lead::dispatch_step(bool last) {
   // Flow control: at most `prefetch` steps ahead of the slowest trainer.
   const int64_t prefetch = w_.config.data.prefetch;
   while (next_step_ - steps_completed() > prefetch) receive_ack();
+  const auto busy = std::chrono::steady_clock::now();  // from here on, the lead's own work
   maybe_reassign();
   dataplane::StepManifest m = plane_->next();
   if (plane_->long_lane_empty() && !warned_long_) {
@@ -347,6 +349,7 @@ void Lead::dispatch_step(bool last) {
     if (!s.done()) still.push_back(std::move(s));
   in_flight_ = std::move(still);
   ++next_step_;
+  busy_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy).count();
 }
 
 void Lead::receive_ack() {
@@ -392,6 +395,7 @@ std::vector<proto::Report> Lead::stop() {
   }
   proto::Report mine;
   mine.role = int(Role::constructor);
+  mine.busy_seconds = busy_seconds_;
   fill_memory(&mine);
   reports.push_back(mine);
   return reports;
