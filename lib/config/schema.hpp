@@ -11,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -160,7 +161,8 @@ void Reader::read(const YAML::Node& n, const std::string& path, T& value, const 
   } else if constexpr (std::is_integral_v<T>) {
     double d = 0;
     read_number(n, path, &d, true, rule);
-    value = static_cast<T>(d);
+    // From the text again: a double rounds above 2^53 (INT64_MAX to 2^63, which overflows).
+    value = static_cast<T>(std::strtoll(n.Scalar().c_str(), nullptr, 10));
   } else if constexpr (std::is_floating_point_v<T>) {
     double d = 0;
     read_number(n, path, &d, false, rule);

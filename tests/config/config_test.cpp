@@ -212,3 +212,11 @@ TEST(Config, RoleCountsHaveAMaximum) {
             std::string::npos)
       << e;
 }
+
+TEST(Config, LargeIntegersAreReadExactly) {
+  config::Config c =
+      config::parse_config(std::string(kMinimal) + "run: {seed: 9223372036854775807}\n", "x.yaml");
+  EXPECT_EQ(c.run.seed, INT64_MAX);
+  c = config::parse_config(std::string(kMinimal) + "run: {seed: 9007199254740993}\n", "x.yaml");
+  EXPECT_EQ(c.run.seed, 9007199254740993);
+}
