@@ -57,14 +57,17 @@ struct RunConfig {
 
 struct RolesConfig {
   ML_CONFIG_SECTION;
+  // The layout counts ranks in int (as MPI does); a bound here names the key.
+  static constexpr int64_t kMaxRanks = int64_t(1) << 20;
   int64_t constructors = 1;
   int64_t loaders = 1;
   template <class V>
   void visit(V& v) {
     v.field("constructors", constructors,
-            "Data constructor ranks (rank 0 is the lead constructor and planner)", at_least(1));
+            "Data constructor ranks (rank 0 is the lead constructor and planner)",
+            in_range(1, kMaxRanks));
     v.field("loaders", loaders, "Source loader ranks (0 only with data.mode: colocated)",
-            at_least(0));
+            in_range(0, kMaxRanks));
   }
 };
 

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "base/strings.hpp"
@@ -26,7 +28,12 @@ const std::string* Origin::override_for(const std::string& path) const {
 
 std::string Origin::where(const std::string& path, const YAML::Mark& mark) const {
   if (const std::string* text = override_for(path)) return "--set " + *text;
-  if (mark.is_null()) return file_;
+  if (mark.is_null()) {
+    // No file wrote this node: an override made it on the way to a deeper key.
+    for (const auto& [key, text] : overrides_)
+      if (starts_with(key, path + ".") || starts_with(key, path + "[")) return "--set " + text;
+    return file_;
+  }
   return strf("%s:%d:%d", file_.c_str(), mark.line + 1, mark.column + 1);
 }
 
@@ -59,12 +66,21 @@ std::string scalar_text(const YAML::Node& node) {
   return "nothing";
 }
 
+std::string key_name(const YAML::Node& key, const std::string& parent, const Origin& origin) {
+  if (key.IsScalar()) return key.Scalar();
+  const std::string what = key.IsNull() ? "empty" : scalar_text(key);
+  origin.error(parent, key.Mark(),
+               (parent.empty() ? std::string("a top-level key") : "a key in '" + parent + "'") +
+                   " is " + what + "; keys must be plain names");
+}
+
 std::string nearest_choice(const std::string& word, const std::vector<std::string>& choices) {
   return nearest(word, choices);
 }
 
 static std::string number_text(double x) {
-  if (std::fabs(x) >= 1e15 && std::fabs(x) == std::floor(std::fabs(x))) return strf("%.0f", x);
+  // Whole numbers in full: "1.04858e+06" for 1 << 20 would misstate the bound.
+  if (std::fabs(x) < 1e18 && x == std::floor(x)) return strf("%.0f", x);
   std::ostringstream os;
   os << x;
   return os.str();
@@ -105,10 +121,16 @@ void Reader::read_number(const YAML::Node& n, const std::string& path, double* o
   *out = value;
 }
 
+YAML::Mark Reader::key_mark(const char* key) const {
+  for (auto it = node_.begin(); it != node_.end(); ++it)
+    if (it->first.IsScalar() && it->first.Scalar() == key) return it->first.Mark();
+  return YAML::Mark::null_mark();
+}
+
 void Reader::finish() const {
   if (!node_.IsMap()) return;
   for (auto it = node_.begin(); it != node_.end(); ++it) {
-    const std::string key = it->first.as<std::string>();
+    const std::string key = key_name(it->first, path_, *origin_);
     bool known = false;
     for (const auto& name : names_) known = known || name == key;
     if (known) continue;
@@ -123,7 +145,44 @@ void Reader::finish() const {
   }
 }
 
+// yaml-cpp keeps both copies of a duplicate key and lookups see only the first,
+// so every mapping is checked for keys written twice (and for non-name keys).
+static void check_keys(const YAML::Node& n, const std::string& path, const Origin& origin) {
+  if (n.IsSequence())
+    for (size_t i = 0; i < n.size(); ++i)
+      check_keys(n[i], path + "[" + std::to_string(i) + "]", origin);
+  if (!n.IsMap()) return;
+  std::map<std::string, YAML::Mark> seen;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const std::string key = key_name(it->first, path, origin);
+    const std::string sub = path.empty() ? key : path + "." + key;
+    auto [first, fresh] = seen.emplace(key, it->first.Mark());
+    if (!fresh)
+      origin.error(
+          sub, it->first.Mark(),
+          "duplicate key '" + sub + "' (first at " + origin.where(sub, first->second) + ")");
+    check_keys(it->second, sub, origin);
+  }
+}
+
 // --- overrides -----------------------------------------------------------------
+
+// "a.b[0].c" -> "a.b.0.c": messages print list items as [i], so users type them.
+static std::string dotted_path(const std::string& path, const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '[') {
+      out += '.';
+    } else if (path[i] == ']') {
+      // The '.' or '[' that follows is the separator.
+      if (i + 1 < path.size() && path[i + 1] != '.' && path[i + 1] != '[')
+        throw ConfigError("--set " + text + ": expected '.' or '[' after ']' in '" + path + "'");
+    } else {
+      out += path[i];
+    }
+  }
+  return out;
+}
 
 // Sets root[a][b]... = value for "a.b...=value"; numeric parts index lists.
 static void apply_override(YAML::Node root, const std::string& text, Origin* origin) {
@@ -131,7 +190,7 @@ static void apply_override(YAML::Node root, const std::string& text, Origin* ori
   if (eq == std::string::npos || eq == 0)
     throw ConfigError("--set " + text + ": expected key.path=value");
   const std::string path = text.substr(0, eq);
-  const std::vector<std::string> parts = split(path, '.');
+  const std::vector<std::string> parts = split(dotted_path(path, text), '.');
   YAML::Node value;
   try {
     value = YAML::Load(text.substr(eq + 1));
@@ -171,6 +230,9 @@ static void apply_override(YAML::Node root, const std::string& text, Origin* ori
     }
   }
   origin->add_override(norm, text);
+  // "--set run.steps=" would otherwise silently mean the default, "--set run=" reset a section.
+  if (value.IsNull()) throw ConfigError("--set " + text + ": '" + norm + "' has no value");
+  check_keys(value, norm, *origin);
 }
 
 // --- loading -------------------------------------------------------------------
@@ -193,16 +255,29 @@ Config parse_config(const std::string& text, const std::string& name,
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) throw ConfigError(name + ": the config must be a mapping of sections");
-  for (const auto& o : overrides) apply_override(root, o, &origin);
-  Config config;
-  Reader reader(root, "", &origin);
-  config.visit(reader);
-  reader.finish();
-  validate(config, origin);
-  return config;
+  // The checks above should leave no yaml-cpp exception to escape; should one
+  // still, it becomes a config error with the place, not a terminate.
+  try {
+    check_keys(root, "", origin);
+    for (const auto& o : overrides) apply_override(root, o, &origin);
+    Config config;
+    Reader reader(root, "", &origin);
+    config.visit(reader);
+    reader.finish();
+    validate(config, origin);
+    return config;
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null()) throw ConfigError(name + ": " + e.msg);
+    throw ConfigError(
+        strf("%s:%d:%d: %s", name.c_str(), e.mark.line + 1, e.mark.column + 1, e.msg.c_str()));
+  }
 }
 
 Config load_config(const std::string& file, const std::vector<std::string>& overrides) {
+  // An ifstream opens a directory and reads nothing, which would read as an empty config.
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec))
+    throw ConfigError("config '" + file + "' is a directory");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError("cannot read config '" + file + "': " + std::strerror(errno));
   std::ostringstream text;

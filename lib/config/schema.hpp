@@ -11,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -77,6 +78,8 @@ using WeightMap = std::map<std::string, double>;
 
 std::string describe_rule(const Rule& rule);
 std::string scalar_text(const YAML::Node& node);
+// The text of a mapping key under `parent`; a ConfigError unless it is a plain name.
+std::string key_name(const YAML::Node& key, const std::string& parent, const Origin& origin);
 std::string nearest_choice(const std::string& word, const std::vector<std::string>& choices);
 
 // --- reading ---------------------------------------------------------------
@@ -90,9 +93,18 @@ class Reader {
     names_.push_back(key);
     const std::string path = path_.empty() ? key : path_ + "." + key;
     const YAML::Node child = node_[key];
-    if (!child || child.IsNull()) {
+    if (!child) {
       if (rule.required) origin_->error(path, node_.Mark(), "missing required key '" + path + "'");
       return;
+    }
+    if (child.IsNull()) {
+      // An empty section or list says "nothing here"; an empty value would
+      // silently mean the default.
+      if constexpr (has_section_tag<T>::value || is_vector<T>::value ||
+                    std::is_same_v<T, WeightMap>)
+        return;
+      origin_->error(path, key_mark(key),
+                     "'" + path + "' has no value (remove the key to use the default)");
     }
     origin_->record(path, child.Mark());
     read(child, path, value, rule);
@@ -105,6 +117,7 @@ class Reader {
   void read(const YAML::Node& n, const std::string& path, T& value, const Rule& rule);
   void read_number(const YAML::Node& n, const std::string& path, double* out, bool integer,
                    const Rule& rule);
+  YAML::Mark key_mark(const char* key) const;
 
   YAML::Node node_;
   std::string path_;
@@ -132,7 +145,7 @@ void Reader::read(const YAML::Node& n, const std::string& path, T& value, const 
     if (!n.IsMap()) origin_->error(path, n.Mark(), "'" + path + "' must map names to numbers");
     value.clear();
     for (auto it = n.begin(); it != n.end(); ++it) {
-      const std::string name = it->first.as<std::string>();
+      const std::string name = key_name(it->first, path, *origin_);
       const std::string item = path + "." + name;
       origin_->record(item, it->second.Mark());
       double w = 0;
@@ -148,7 +161,8 @@ void Reader::read(const YAML::Node& n, const std::string& path, T& value, const 
   } else if constexpr (std::is_integral_v<T>) {
     double d = 0;
     read_number(n, path, &d, true, rule);
-    value = static_cast<T>(d);
+    // From the text again: a double rounds above 2^53 (INT64_MAX to 2^63, which overflows).
+    value = static_cast<T>(std::strtoll(n.Scalar().c_str(), nullptr, 10));
   } else if constexpr (std::is_floating_point_v<T>) {
     double d = 0;
     read_number(n, path, &d, false, rule);

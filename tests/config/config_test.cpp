@@ -117,3 +117,106 @@ TEST(Config, ReferenceListsEveryKeyOnce) {
   EXPECT_TRUE(seen.count("cluster.roles.loaders"));
   EXPECT_TRUE(seen.count("data.schedule[].weights"));
 }
+
+TEST(Config, KeysThatAreNotNamesAreErrorsNotCrashes) {
+  std::string e = error_of(std::string(kMinimal) + "? [a, b]\n: 1\n");
+  EXPECT_NE(e.find("x.yaml:5:3: a top-level key is a list; keys must be plain names"),
+            std::string::npos)
+      << e;
+  const std::string schedule = std::string(kMinimal) + "  schedule:\n";
+  e = error_of(schedule + "    - {step: 0, weights: {[docs]: 1}}\n");
+  EXPECT_NE(e.find("x.yaml:6:27: a key in 'data.schedule[0].weights' is a list"), std::string::npos)
+      << e;
+  e = error_of(kMinimal, {"data.schedule=[{step: 0, weights: {[docs]: 1}}]"});
+  EXPECT_NE(e.find("--set data.schedule=[{step: 0, weights: {[docs]: 1}}]: a key in "
+                   "'data.schedule[0].weights' is a list"),
+            std::string::npos)
+      << e;
+  e = error_of(std::string(kMinimal) + "model: {{a: 1}: 2}\n");
+  EXPECT_NE(e.find("a key in 'model' is a mapping"), std::string::npos) << e;
+}
+
+TEST(Config, DuplicateKeysAreErrors) {
+  std::string e = error_of(std::string(kMinimal) + "run:\n  steps: 3\n  steps: 500\n");
+  EXPECT_NE(e.find("x.yaml:7:3: duplicate key 'run.steps' (first at x.yaml:6:3)"),
+            std::string::npos)
+      << e;
+  e = error_of(std::string(kMinimal) + "log: {every: 2}\nlog: {level: warn}\n");
+  EXPECT_NE(e.find("x.yaml:6:1: duplicate key 'log' (first at x.yaml:5:1)"), std::string::npos)
+      << e;
+  e = error_of("data:\n  sources:\n    - {name: a, path: p, name: b}\n");
+  EXPECT_NE(e.find("duplicate key 'data.sources[0].name' (first at x.yaml:3:8)"), std::string::npos)
+      << e;
+  e = error_of(kMinimal, {"run={steps: 1, steps: 2}"});
+  EXPECT_NE(e.find("--set run={steps: 1, steps: 2}: duplicate key 'run.steps'"), std::string::npos)
+      << e;
+}
+
+TEST(Config, EmptyValuesAreErrorsEmptySectionsAreNot) {
+  std::string e = error_of(std::string(kMinimal) + "run:\n  steps:\n");
+  EXPECT_NE(e.find("x.yaml:6:3: 'run.steps' has no value"), std::string::npos) << e;
+  e = error_of("data:\n  sources:\n    - {name: a, path: }\n");
+  EXPECT_NE(e.find("'data.sources[0].path' has no value"), std::string::npos) << e;
+  e = error_of(kMinimal, {"model.d_model="});
+  EXPECT_NE(e.find("--set model.d_model=: 'model.d_model' has no value"), std::string::npos) << e;
+  e = error_of(std::string(kMinimal) + "run: {steps: 7}\n", {"run="});
+  EXPECT_NE(e.find("--set run=: 'run' has no value"), std::string::npos) << e;
+  e = error_of(kMinimal, {"plan.calibration=~"});
+  EXPECT_NE(e.find("'plan.calibration' has no value"), std::string::npos) << e;
+  // An empty section or list means "nothing here": the defaults.
+  config::Config c =
+      config::parse_config(std::string(kMinimal) + "log:\nfaults:\n  inject:\n", "x.yaml");
+  EXPECT_EQ(c.log.every, 1);
+  EXPECT_TRUE(c.faults.inject.empty());
+}
+
+TEST(Config, OverridesTakeBracketIndexesAndBlameTheSet) {
+  config::Config c = config::parse_config(kMinimal, "x.yaml", {"data.sources[0].name=x"});
+  EXPECT_EQ(c.data.sources[0].name, "x");
+  std::string e = error_of(kMinimal, {"data.sources[0].nme=x"});
+  EXPECT_NE(e.find("--set data.sources[0].nme=x: unknown key 'data.sources[0].nme'; did you "
+                   "mean 'data.sources[0].name'?"),
+            std::string::npos)
+      << e;
+  // A section the override itself made: the --set is to blame, not the file.
+  e = error_of(kMinimal, {"data.sourcs.0.name=x"});
+  EXPECT_NE(e.find("--set data.sourcs.0.name=x: unknown key 'data.sourcs'"), std::string::npos)
+      << e;
+  e = error_of(kMinimal, {"data.sources[5].name=x"});
+  EXPECT_NE(e.find("'data.sources' is a list of 1; '5' is not an index in it"), std::string::npos)
+      << e;
+  e = error_of(kMinimal, {"data.sources[0]name=x"});
+  EXPECT_NE(e.find("--set data.sources[0]name=x: expected '.' or '[' after ']'"), std::string::npos)
+      << e;
+}
+
+TEST(Config, LoadNamesADirectory) {
+  test::TempDir dir;
+  try {
+    config::load_config(dir.path());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "config '" + dir.path() + "' is a directory");
+  }
+}
+
+TEST(Config, RoleCountsHaveAMaximum) {
+  for (const char* text : {"cluster: {roles: {constructors: 3000000000}}\n",
+                           "cluster: {roles: {constructors: 4294967297}}\n"}) {
+    std::string e = error_of(std::string(kMinimal) + text);
+    EXPECT_NE(e.find("'cluster.roles.constructors' is"), std::string::npos) << e;
+    EXPECT_NE(e.find("out of range (from 1 to 1048576)"), std::string::npos) << e;
+  }
+  std::string e = error_of(kMinimal, {"cluster.roles.loaders=4294967296"});
+  EXPECT_NE(e.find("'cluster.roles.loaders' is 4294967296, out of range (from 0 to 1048576)"),
+            std::string::npos)
+      << e;
+}
+
+TEST(Config, LargeIntegersAreReadExactly) {
+  config::Config c =
+      config::parse_config(std::string(kMinimal) + "run: {seed: 9223372036854775807}\n", "x.yaml");
+  EXPECT_EQ(c.run.seed, INT64_MAX);
+  c = config::parse_config(std::string(kMinimal) + "run: {seed: 9007199254740993}\n", "x.yaml");
+  EXPECT_EQ(c.run.seed, 9007199254740993);
+}
