@@ -11,6 +11,13 @@
 #
 #   scripts/bench_plan.sh                 (after building: cmake --build build)
 #   BUILD_DIR=build-plan C=32768 STEPS=9 scripts/bench_plan.sh
+#   LENGTHS=/path/to/linux_c_h.tsv scripts/bench_plan.sh   (relative: from the repo root)
+#
+# LENGTHS (default ../shared/data/lengths/linux_c_h.tsv, a folder beside the
+# repository on the development machine; a clone does not have it) is a TSV
+# with a header and a gpt2_tokens column, one document per row, or a prepared
+# dataset's .idx (meshloom prepare). Other lengths give other figures than
+# bench/results (see docs/plan.md, "Benchmark").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}

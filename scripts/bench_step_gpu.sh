@@ -34,13 +34,15 @@ if [[ -n ${RAW:-} ]]; then
   date=$(date -u -r "$RAW/step_gpu_model.txt" +%Y-%m-%dT%H:%M:%SZ)
   echo "# bench_step_gpu.sh: outputs of $RAW, measured on $gpu, $date"
 else
+  # The GPU first, so that a machine without one is told at once, not after a build.
+  if ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "bench_step_gpu: no GPU here (nvidia-smi lists none): nothing to measure" \
+      "(RAW=DIR turns outputs measured elsewhere into the table)"
+    exit 0
+  fi
   [[ -f $BUILD/build.ninja ]] || scripts/setup.sh
   cmake --build "$BUILD" --target attention_bench gpu_step_bench >/dev/null ||
     { echo "bench_step_gpu: attention_bench / gpu_step_bench do not build (a CPU-only build?)" >&2; exit 1; }
-  if ! nvidia-smi -L >/dev/null 2>&1; then
-    echo "bench_step_gpu: no GPU here (nvidia-smi lists none): nothing to measure"
-    exit 0
-  fi
   date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   echo "# bench_step_gpu.sh on $gpu, $date"

@@ -4,6 +4,7 @@
 # constructors, planner, trainers). Weak scaling: each trainer gets 2048
 # tokens per step of real text (Python docs, byte tokens), d 256, 2 layers.
 # Prints a markdown table; writes bench/results/throughput.csv and .png.
+# Progress, one line per run, goes to stderr (about 2 minutes in all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MESHLOOM=${MESHLOOM:-build/app/meshloom}
@@ -13,6 +14,7 @@ out=bench/results
 mkdir -p "$out" data/bench_step
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+[[ -f data/bench_step/pydocs.idx ]] || echo "[throughput] preparing data/bench_step/pydocs (byte tokens)" >&2
 [[ -f data/bench_step/pydocs.idx ]] || "$MESHLOOM" prepare --input /usr/share/doc/python3.11/html/_sources \
   --format text --tokenizer byte --out data/bench_step/pydocs >/dev/null
 cat >"$work/c.yaml" <<YAML
@@ -28,6 +30,7 @@ for np in 2 4 8 12 16; do
   if ((np == 2)); then roles=(--set cluster.roles.loaders=0 --set data.mode=colocated); k=1; l=0
   else roles=(--set cluster.roles.loaders=1); k=1; l=1; fi
   t=$((np - k - l))
+  echo "[throughput] $np ranks: $k constructor, $l loader(s), $t trainer(s), 10 steps" >&2
   timeout 600 mpirun --oversubscribe --bind-to none -np $np "$MESHLOOM" train -c "$work/c.yaml" \
     "${roles[@]}" --set data.tokens_per_step=$((2048 * t)) --set run.dir="$work/r$np" \
     >"$work/r$np.log" 2>&1 || { tail -20 "$work/r$np.log"; exit 1; }

@@ -46,6 +46,8 @@
 #   scripts/gpu_bundle_selftest.sh   run it here first, the system's OpenMPI hidden
 #   device tool: run with carry ["build-bundle"] (it must sit in the checkout
 #   the session calls from) and command `build-bundle/run.sh [parts]`
+#   any other GPU machine: copy build-bundle/ there, run
+#   `OUT=DIR build-bundle/run.sh [parts]`, copy DIR back (docs/gpu.md)
 #   scripts/gpu_bundle_check.sh DIR  back here: the returned train dumps
 #                                    against a CPU reference made here
 set -euo pipefail
