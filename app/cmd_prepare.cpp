@@ -61,10 +61,10 @@ void print_report(const data::PrepareReport& r, const std::string& prefix,
   const double secs = std::max(r.seconds, 1e-9);
   std::printf(
       "  time        %s, %.1f MB/s of text (%.1f MB/s of input), %.2f M tokens/s, "
-      "%d threads\n",
+      "%d thread%s\n",
       human_seconds(r.seconds).c_str(), mb(static_cast<double>(r.text_bytes)) / secs,
       mb(static_cast<double>(r.input_bytes)) / secs, static_cast<double>(r.tokens) / secs / 1e6,
-      r.threads);
+      r.threads, r.threads == 1 ? "" : "s");
   std::printf("  skipped     %s empty, %s unreadable\n", with_commas(in.empty).c_str(),
               with_commas(in.unreadable).c_str());
   std::printf("  invalid     %s documents with invalid UTF-8 (%s sequences replaced by U+FFFD)\n",

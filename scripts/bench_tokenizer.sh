@@ -66,7 +66,7 @@ for corpus in python-docs python-stdlib; do
       exit 1
     fi
     ratio=$(echo "scale=2; $best_ml / $best_js" | bc)
-    rows+=("| $corpus | $enc | ${#files[@]} | $(echo "scale=1; $bytes / 1000000" | bc) | $ml_tokens | $best_ml | $best_js | ${ratio}x |")
+    rows+=("| $corpus | $enc | ${#files[@]} | $(printf '%.1f' "$(echo "scale=3; $bytes / 1000000" | bc)") | $ml_tokens | $best_ml | $best_js | ${ratio}x |")
     echo "$corpus,$enc,${#files[@]},$bytes,$ml_tokens,$best_ml,$best_js,$ratio,$cpu,$date" >>"$OUT"
   done
 done

@@ -1,6 +1,7 @@
 #include "base/strings.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 
 namespace meshloom {
@@ -94,6 +95,15 @@ std::string human_seconds(double seconds) {
   if (seconds < 120.0) return strf("%.1f s", seconds);
   if (seconds < 7200.0) return strf("%dm%02ds", int(seconds) / 60, int(seconds) % 60);
   return strf("%dh%02dm", int(seconds) / 3600, (int(seconds) / 60) % 60);
+}
+
+std::string shortest_text(double value) {
+  char fixed[400], sci[32];  // fixed notation of the largest double fits
+  const auto f = std::to_chars(fixed, fixed + sizeof(fixed), value, std::chars_format::fixed);
+  const auto e = std::to_chars(sci, sci + sizeof(sci), value, std::chars_format::scientific);
+  // Plain decimals unless much longer: 0.0006 (not 6e-04), but 1e-08.
+  if (f.ec == std::errc() && f.ptr - fixed <= e.ptr - sci + 2) return std::string(fixed, f.ptr);
+  return std::string(sci, e.ptr);
 }
 
 }  // namespace meshloom

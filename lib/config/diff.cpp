@@ -1,6 +1,5 @@
 #include "config/diff.hpp"
 
-#include <charconv>
 #include <utility>
 
 #include "base/strings.hpp"
@@ -38,13 +37,11 @@ class Flattener {
     } else if constexpr (std::is_same_v<T, WeightMap>) {
       YAML::Emitter e;
       e << YAML::Flow << YAML::BeginMap;
-      for (const auto& [k, v] : value) e << YAML::Key << k << YAML::Value << v;
+      for (const auto& [k, v] : value) e << YAML::Key << k << YAML::Value << shortest_text(v);
       e << YAML::EndMap;
       out_->push_back({prefix_, e.c_str()});
     } else if constexpr (std::is_floating_point_v<T>) {
-      char text[32];  // the shortest text that reads back as the same double
-      const auto end = std::to_chars(text, text + sizeof(text), value).ptr;
-      out_->push_back({prefix_, std::string(text, end)});
+      out_->push_back({prefix_, shortest_text(value)});
     } else {
       YAML::Emitter e;
       e << value;

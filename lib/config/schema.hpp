@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/check.hpp"
+#include "base/strings.hpp"
 
 namespace meshloom::config {
 
@@ -208,8 +209,10 @@ class Writer {
       out_ << YAML::EndSeq;
     } else if constexpr (std::is_same_v<T, WeightMap>) {
       out_ << YAML::Flow << YAML::BeginMap;
-      for (const auto& [k, v] : value) out_ << YAML::Key << k << YAML::Value << v;
+      for (const auto& [k, v] : value) out_ << YAML::Key << k << YAML::Value << shortest_text(v);
       out_ << YAML::EndMap;
+    } else if constexpr (std::is_floating_point_v<T>) {
+      out_ << shortest_text(value);  // yaml-cpp writes 0.0060000000000000001
     } else {
       out_ << value;
     }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 using namespace meshloom;
 
 TEST(Strings, SplitJoinRoundTrip) {
@@ -23,4 +25,14 @@ TEST(Strings, HumanUnits) {
   EXPECT_EQ(human_seconds(0.0412), "41 ms");
   EXPECT_EQ(human_seconds(150), "2m30s");
   EXPECT_EQ(strf("%d-%s", 7, "x"), "7-x");
+}
+
+TEST(Strings, ShortestTextReadsBackExactlyAndStaysPlain) {
+  EXPECT_EQ(shortest_text(0.006), "0.006");
+  EXPECT_EQ(shortest_text(6e-4), "0.0006");
+  EXPECT_EQ(shortest_text(1e-8), "1e-08");
+  EXPECT_EQ(shortest_text(10000), "10000");
+  EXPECT_EQ(shortest_text(0.1 + 0.2), "0.30000000000000004");
+  for (double v : {0.006, 3e-3 / 7, 1e300, -2.5e-310, 123456789.125})
+    EXPECT_EQ(std::strtod(shortest_text(v).c_str(), nullptr), v) << shortest_text(v);
 }
