@@ -162,6 +162,8 @@ int64_t write_checkpoint(const std::string& path, const Checkpoint& c) {
 Checkpoint read_checkpoint(const std::string& path, bool only_meta) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error("checkpoint " + path + " does not exist");
+  if (fs::is_directory(path, ec))
+    throw Error("checkpoint " + path + " is a folder; give a checkpoint file in it (or auto)");
   Checkpoint c;
   try {
     H5File f(path, "r");
