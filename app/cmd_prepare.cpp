@@ -178,7 +178,9 @@ void add_prepare(CLI::App& app, Runner* run) {
                   "text field; tar: one per archive member (.gz, .xz ok)")
       ->check(CLI::IsMember({"text", "jsonl", "tar"}))
       ->capture_default_str();
-  cmd->add_option("--tokenizer", prep.tokenizer, "byte | gpt2 | tiktoken:FILE")->required();
+  cmd->add_option("--tokenizer", prep.tokenizer,
+                  "byte, gpt2, or tiktoken:NAME|FILE (cl100k_base, o200k_base or a rank file)")
+      ->required();
   cmd->add_option("--out,-o", prep.out, "Output prefix: writes PREFIX.bin and PREFIX.idx")
       ->required();
   cmd->add_option("--threads", prep.threads, "Tokenizing threads (0: one per core)")

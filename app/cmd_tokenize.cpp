@@ -81,7 +81,8 @@ void add_tokenize(CLI::App& app, Runner* run) {
   static TokenizeArgs args;
   CLI::App* cmd = app.add_subcommand(
       "tokenize", "Print the token ids of text or files (one line each), or measure encode speed");
-  cmd->add_option("--tokenizer,-t", args.spec, "byte, gpt2 or tiktoken:FILE (cl100k_base, ...)")
+  cmd->add_option("--tokenizer,-t", args.spec,
+                  "byte, gpt2, or tiktoken:NAME|FILE (cl100k_base, o200k_base or a rank file)")
       ->capture_default_str();
   cmd->add_option("--text", args.text, "Text to tokenize");
   cmd->add_option("files", args.files, "Files to tokenize")->check(CLI::ExistingFile);

@@ -152,7 +152,8 @@ struct SourceConfig {
     v.field("format", format, "How the source is stored",
             one_of({"indexed", "jsonl", "text", "tar"}));
     v.field("tokenizer", tokenizer,
-            "Tokenizer for raw text: byte, gpt2 or tiktoken:FILE (ignored for indexed)");
+            "Tokenizer for raw text: byte, gpt2 or tiktoken:NAME|FILE (cl100k_base, "
+            "o200k_base or a rank file; ignored for indexed)");
     v.field("weight", weight, "Mixture weight when no schedule entry applies", above(0.0));
   }
 };

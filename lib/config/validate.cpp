@@ -39,7 +39,7 @@ void validate(const Config& c, const Origin& origin) {
     const std::string& t = s.tokenizer;
     if (t != "byte" && t != "gpt2" && !(starts_with(t, "tiktoken:") && t.size() > 9))
       origin.error(at + ".tokenizer",
-                   "'" + at + ".tokenizer' is '" + t + "', one of: byte, gpt2, tiktoken:FILE");
+                   "'" + at + ".tokenizer' is '" + t + "', one of: byte, gpt2, tiktoken:NAME|FILE");
   }
   int64_t last_step = -1;
   for (size_t i = 0; i < d.schedule.size(); ++i) {

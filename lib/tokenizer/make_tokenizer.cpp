@@ -62,7 +62,8 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
     return std::make_unique<BpeTokenizer>(
         shared_model("tiktoken:" + path, [&] { return read_tiktoken_vocab(path); }));
   }
-  throw Error("unknown tokenizer '" + spec + "' (byte, gpt2, tiktoken:FILE)");
+  throw Error("unknown tokenizer '" + spec +
+              "' (byte, gpt2, tiktoken:NAME|FILE with NAME cl100k_base or o200k_base)");
 }
 
 }  // namespace meshloom
