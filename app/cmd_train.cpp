@@ -375,6 +375,7 @@ int run_trainer(const World& w, const TrainArgs& args) {
       ckpt::Checkpoint c = trainer.snapshot(b.step, b.ckpt_data);
       if (writer) writer->write(std::move(c));
     }
+    if (b.last && writer) writer->wait();  // so that the last ack tells of the last checkpoint
     if (writer) {
       std::string failed = writer->error();
       if (!failed.empty()) ML_FAIL("checkpoint write failed: " + failed);
