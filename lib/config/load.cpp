@@ -170,7 +170,13 @@ static void check_keys(const YAML::Node& n, const std::string& path, const Origi
 // "a.b[0].c" -> "a.b.0.c": messages print list items as [i], so users type them.
 static std::string dotted_path(const std::string& path, const std::string& text) {
   std::string out;
+  bool open = false;  // inside [ ]
   for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '[' || path[i] == ']') {
+      if (open == (path[i] == '['))
+        throw ConfigError("--set " + text + ": unbalanced brackets in '" + path + "'");
+      open = !open;
+    }
     if (path[i] == '[') {
       out += '.';
     } else if (path[i] == ']') {
@@ -181,6 +187,7 @@ static std::string dotted_path(const std::string& path, const std::string& text)
       out += path[i];
     }
   }
+  if (open) throw ConfigError("--set " + text + ": unbalanced brackets in '" + path + "'");
   return out;
 }
 

@@ -188,6 +188,11 @@ TEST(Config, OverridesTakeBracketIndexesAndBlameTheSet) {
   e = error_of(kMinimal, {"data.sources[0]name=x"});
   EXPECT_NE(e.find("--set data.sources[0]name=x: expected '.' or '[' after ']'"), std::string::npos)
       << e;
+  for (const char* set :
+       {"data.sources[0.name=x", "data.sources0].name=x", "data.sources[[0]].name=x"}) {
+    e = error_of(kMinimal, {set});
+    EXPECT_NE(e.find("unbalanced brackets"), std::string::npos) << set << ": " << e;
+  }
 }
 
 TEST(Config, LoadNamesADirectory) {
