@@ -6,6 +6,9 @@
 # that: its three ranks append "rank R exit 3" and leave, and it sleeps on
 # with SIGTERM ignored. The template must end it within WEDGE_SECONDS and
 # take the attempt's code (3) from the ranks' exit file.
+# Second case: rank 0 (the lead) leaves with code 3 (its watchdog) while a
+# loader rank waits on for requests, as under --enable-recovery nothing ends
+# it: the template must end it WEDGE_SECONDS after rank 0 left, code 3.
 #   wedged_mpirun_test.sh
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,3 +35,23 @@ cat "$dir/out.txt"
 grep -q "mpirun outlived its ranks by 3 s: ending it" "$dir/out.txt" || fail "no message"
 ((SECONDS - start < 20)) || fail "took $((SECONDS - start)) s"
 echo "ok: a wedged mpirun was ended after $((SECONDS - start)) s, attempt code 3"
+
+cat >"$dir/bin/mpirun" <<'LEFT'
+#!/usr/bin/env bash
+(echo "rank 0 exit 3" >>"$MESHLOOM_EXIT_FILE"; exit 3) &
+sleep 600 &  # a loader waiting for a lead that is gone
+echo $! >"$TMPDIR/loader.pid"
+wait
+LEFT
+start=$SECONDS
+PATH=$dir/bin:$PATH TMPDIR=$dir WEDGE_SECONDS=3 CONFIG=unused.yaml MAX_RESTARTS=0 SLURM_NTASKS=2 \
+  SLURM_JOB_ID=left SLURM_SUBMIT_DIR=$dir timeout 60 bash "$here/../../slurm/meshloom-fault-tolerant.sbatch" \
+  >"$dir/out2.txt" 2>&1
+rc=$?
+cat "$dir/out2.txt"
+((rc != 124)) || fail "the template waited on the ranks left after rank 0"
+((rc == 3)) || fail "exit code $rc, not rank 0's 3"
+grep -q "ranks still running 3 s after rank 0 left: ending them" "$dir/out2.txt" || fail "no message"
+((SECONDS - start < 20)) || fail "took $((SECONDS - start)) s"
+kill -0 "$(cat "$dir/loader.pid")" 2>/dev/null && fail "the waiting rank is still alive"
+echo "ok: ranks left after rank 0 were ended after $((SECONDS - start)) s, attempt code 3"
