@@ -11,7 +11,15 @@ shift 2
 template=$here/meshloom-1node.sbatch
 if [[ $# -gt 0 && -f $1 ]]; then template=$1; shift; fi
 MESHLOOM=${MESHLOOM:-$here/../build/app/meshloom}
-effective=$("$MESHLOOM" config show --config "$config")
+# The job's own --set options (EXTRA, split at spaces as the templates do)
+# may change the roles: size the job with them.
+sets=()
+# shellcheck disable=SC2206
+extra=(${EXTRA:-})
+for ((i = 0; i < ${#extra[@]}; i++)); do
+  [[ ${extra[i]} == --set && $((i + 1)) -lt ${#extra[@]} ]] && sets+=(--set "${extra[i + 1]}")
+done
+effective=$("$MESHLOOM" config show --config "$config" "${sets[@]}")
 k=$(echo "$effective" | sed -n 's/^    constructors: //p')
 l=$(echo "$effective" | sed -n 's/^    loaders: //p')
 n=$((k + l + trainers))

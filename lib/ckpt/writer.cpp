@@ -13,6 +13,10 @@ BackgroundWriter::BackgroundWriter(std::string dir, int64_t keep, bool backgroun
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) throw Error("cannot create checkpoint folder " + dir_ + ": " + ec.message());
+  // A job killed while writing (scancel, preemption) leaves NAME.h5.tmp: never
+  // read, and in the way of nothing, but clutter; this writer is the only one.
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec))
+    if (entry.path().string().ends_with(".h5.tmp")) std::filesystem::remove(entry.path(), ec);
   if (background_) thread_ = std::thread([this] { run(); });
 }
 

@@ -353,9 +353,23 @@ void Lead::dispatch_step(bool last) {
 }
 
 void Lead::receive_ack() {
-  proto::Ack ack =
-      proto::decode_ack(recv_bytes(MPI_ANY_SOURCE, proto::kAck, MPI_COMM_WORLD,
-                                   w_.config.run.timeout, "a trainer's acknowledgement"));
+  // Named in the message if the wait times out: who the oldest open step lacks.
+  std::string what = "a trainer's acknowledgement";
+  for (size_t i = 0; i < ack_count_.size(); ++i) {
+    if (ack_count_[i] >= w_.layout.trainers) continue;
+    std::vector<bool> got(size_t(w_.layout.trainers), false);
+    for (const proto::Ack& a : acks_[i]) got[size_t(a.trainer)] = true;
+    std::string missing;
+    for (int t = 0; t < w_.layout.trainers; ++t)
+      if (!got[size_t(t)])
+        missing += strf("%strainer %d = rank %d", missing.empty() ? "" : ", ", t,
+                        w_.layout.first_rank(Role::trainer) + t);
+    what += strf(" (step %lld still waits for %s)", (long long)(first_step_ + int64_t(i)),
+                 missing.c_str());
+    break;
+  }
+  proto::Ack ack = proto::decode_ack(
+      recv_bytes(MPI_ANY_SOURCE, proto::kAck, MPI_COMM_WORLD, w_.config.run.timeout, what.c_str()));
   const int64_t i = ack.step - first_step_;
   ML_CHECK(i >= 0 && i < int64_t(acks_.size()), "ack for an unknown step");
   ++ack_count_[size_t(i)];
