@@ -51,8 +51,23 @@ Lead::Lead(const World& w) : w_(w) {
   for (size_t i = 0; i < n; ++i) {
     lengths_[i].assign(size_t(docs[i]), -1);
     owner_[i].assign(size_t(docs[i]), -1);
-    LOG_INFO("source %-10s %lld documents (%s, %s)", sources[i].name.c_str(), (long long)docs[i],
-             sources[i].format.c_str(), sources[i].path.c_str());
+    // Who serves it, so that a drill (faults.inject) can aim at a loader that is asked.
+    std::string served;
+    if (local_.empty()) {
+      const int first = w.layout.first_rank(Role::loader), L = w.layout.loaders;
+      std::string ranks, shadows;
+      for (int l : assignment_.loaders_of_source[i]) {
+        ranks += strf("%s%d", ranks.empty() ? "" : ",", first + l);
+        if (L > 1 && w.config.data.shadows)
+          shadows += strf("%s%d", shadows.empty() ? "" : ",", first + (l + 1) % L);
+      }
+      const bool many = assignment_.loaders_of_source[i].size() > 1;
+      served =
+          strf("; loader rank%s %s, shadow%s %s", many ? "s" : "", ranks.c_str(),
+               many && !shadows.empty() ? "s" : "", shadows.empty() ? "none" : shadows.c_str());
+    }
+    LOG_INFO("source %-10s %lld documents (%s, %s%s)", sources[i].name.c_str(), (long long)docs[i],
+             sources[i].format.c_str(), sources[i].path.c_str(), served.c_str());
   }
   plane_ = std::make_unique<dataplane::DataPlane>(
       w.config, docs, [this](int s, int64_t d) { return length(s, d); });
