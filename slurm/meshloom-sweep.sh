@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # meshloom-sweep.sh: a scaling sweep. Submits one job per trainer count, each
 # running `meshloom data` (the data path; TRAIN=1 runs training) on CONFIG,
-# waits for all, and collects tokens/s and memory into a CSV.
+# waits for all, and collects tokens/s and memory into a CSV. The points run
+# one after another (one job name, --dependency=singleton), so that they do
+# not share the nodes' cores; PARALLEL=1 submits them to run side by side. A
+# point without a result is named with its output file, and the script then
+# exits 1.
 #   slurm/meshloom-sweep.sh CONFIG "1 2 4 8" [OUT.csv]
 set -euo pipefail
 [[ $# -ge 2 ]] || { echo "usage: $0 CONFIG 'TRAINERS...' [OUT.csv]" >&2; exit 2; }
@@ -23,7 +27,14 @@ for t in $counts; do
   else
     cmd="$MESHLOOM data --config $config --steps $STEPS --report $work/report-$t.json"
   fi
-  id=$(sbatch --parsable -n "$n" --output="$work/out-$t.txt" --wrap "srun --mpi=pmix $cmd")
+  order=(--job-name="meshloom-sweep-$$" --dependency=singleton)
+  [[ ${PARALLEL:-0} == 1 ]] && order=()
+  if ! id=$(sbatch --parsable -n "$n" "${order[@]}" --output="$work/out-$t.txt" \
+    --wrap "srun --mpi=pmix $cmd"); then
+    echo "[sweep] trainers=$t: sbatch refused the point; cancelling the ones submitted" >&2
+    for j in "${jobs[@]}"; do scancel "${j%%:*}"; done
+    exit 1
+  fi
   echo "[sweep] trainers=$t ranks=$n job $id" >&2
   jobs+=("$id:$t")
 done
@@ -32,18 +43,33 @@ for j in "${jobs[@]}"; do
   while squeue -h -j "$id" 2>/dev/null | grep -q .; do sleep 1; done
 done
 echo "trainers,ranks,tokens_per_s,loader_pss_kib,trainer_pss_kib" >"$out"
+missing=0
 for j in "${jobs[@]}"; do
   t=${j##*:}
-  f=$work/report-$t.json
-  if [[ -f $f ]]; then
-    /usr/bin/python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1])); roles = r["roles"]
-print(sys.argv[2], r["constructors"] + r["loaders"] + r["trainers"], round(r["tokens_per_s"]),
-      roles.get("loader", {}).get("pss_sum_kib", 0), roles.get("trainer", {}).get("pss_sum_kib", 0), sep=",")' "$f" "$t" >>"$out"
+  if [[ ${TRAIN:-0} == 1 ]]; then f=$work/run-$t/metrics.jsonl; else f=$work/report-$t.json; fi
+  # `data` writes a report; `train` writes metrics.jsonl (steps, then the
+  # ranks' final line): tokens/s is the median over steps there.
+  if [[ -f $f ]] && /usr/bin/python3 -c '
+import json, statistics, sys
+path, t = sys.argv[1], sys.argv[2]
+if path.endswith(".json"):
+    r = json.load(open(path)); roles = r["roles"]
+    print(t, r["constructors"] + r["loaders"] + r["trainers"], round(r["tokens_per_s"]),
+          roles.get("loader", {}).get("pss_sum_kib", 0), roles.get("trainer", {}).get("pss_sum_kib", 0), sep=",")
+else:
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    steps = [r for r in rows if "step" in r]
+    final = [r for r in rows if r.get("final")][-1]
+    pss = lambda role: sum(x["pss_kib"] for x in final["ranks"] if x["role"] == role)
+    print(t, len(final["ranks"]), round(statistics.median(r["tokens_per_s"] for r in steps)),
+          pss("loader"), pss("trainer"), sep=",")' "$f" "$t" >>"$out" 2>/dev/null; then
+    :
   else
+    echo "[sweep] trainers=$t: no result; see $work/out-$t.txt" >&2
     echo "$t,,,," >>"$out"
+    missing=1
   fi
 done
 echo "[sweep] $out (outputs in $work)" >&2
 column -s, -t <"$out"
+exit $missing
