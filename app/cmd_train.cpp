@@ -117,6 +117,9 @@ std::string micro_json(const std::vector<double>& m) {
 int run_lead(const World& w, const TrainArgs& args) {
   const auto& run = w.config.run;
   const int64_t steps = run.steps;
+  LOG_INFO("layout: %d ranks: %d constructor(s), %d loader(s), %d trainer(s), data %s, backend %s",
+           w.size, w.layout.constructors, w.layout.loaders, w.layout.trainers,
+           w.config.data.mode.c_str(), run.backend.c_str());
   Lead lead(w);
   if (!args.resume_from.empty()) {
     ckpt::Checkpoint c = ckpt::read_checkpoint(args.resume_from, /*only_meta=*/true);

@@ -231,6 +231,19 @@ static void apply_override(YAML::Node root, const std::string& text, Origin* ori
     if (last) {
       node[part] = value;
     } else {
+      // "faults.inject[0].kind" on a list the file does not write: there is no
+      // item 0 to change (an index never appends).
+      const std::string& next_part = parts[i + 1];
+      auto is_list = [&] {
+        for (const KeyDoc& row : reference_rows())
+          if (row.path == norm) return row.type == "list";
+        return false;
+      };
+      if (!node[part] && !next_part.empty() &&
+          next_part.find_first_not_of("0123456789") == std::string::npos && is_list())
+        throw ConfigError("--set " + text + ": the config file does not write '" + norm +
+                          "', so it has no item " + next_part +
+                          " to change; set the whole list: --set '" + norm + "=[...]'");
       if (!node[part]) node[part] = YAML::Node(YAML::NodeType::Map);
       YAML::Node next = node[part];
       node.reset(next);

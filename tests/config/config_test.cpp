@@ -185,6 +185,11 @@ TEST(Config, OverridesTakeBracketIndexesAndBlameTheSet) {
   e = error_of(kMinimal, {"data.sources[5].name=x"});
   EXPECT_NE(e.find("'data.sources' is a list of 1; '5' is not an index in it"), std::string::npos)
       << e;
+  e = error_of(kMinimal, {"faults.inject[0].kind=crash"});
+  EXPECT_NE(e.find("the config file does not write 'faults.inject', so it has no item 0 to "
+                   "change; set the whole list: --set 'faults.inject=[...]'"),
+            std::string::npos)
+      << e;
   e = error_of(kMinimal, {"data.sources[0]name=x"});
   EXPECT_NE(e.find("--set data.sources[0]name=x: expected '.' or '[' after ']'"), std::string::npos)
       << e;
