@@ -24,16 +24,21 @@ wait
 exec -a "$0" sleep 600  # keeps the name, for the cleanup below
 WEDGED
 chmod +x "$dir/bin/mpirun"
-start=$SECONDS
-PATH=$dir/bin:$PATH TMPDIR=$dir WEDGE_SECONDS=3 CONFIG=unused.yaml MAX_RESTARTS=0 SLURM_NTASKS=3 \
-  SLURM_JOB_ID=wedge SLURM_SUBMIT_DIR=$dir timeout 60 bash "$here/../../slurm/meshloom-fault-tolerant.sbatch" \
-  >"$dir/out.txt" 2>&1
-rc=$?
-cat "$dir/out.txt"
-((rc != 124)) || fail "the template waited on the wedged mpirun"
-((rc == 3)) || fail "exit code $rc, not the ranks' 3"
-grep -q "mpirun outlived its ranks by 3 s: ending it" "$dir/out.txt" || fail "no message"
-((SECONDS - start < 20)) || fail "took $((SECONDS - start)) s"
+# template NAME TASKS MESSAGE: runs the template on the stand-in mpirun (3 s
+# grace), which must end it with code 3 and MESSAGE within 20 s.
+template() {
+  start=$SECONDS
+  PATH=$dir/bin:$PATH TMPDIR=$dir WEDGE_SECONDS=3 CONFIG=unused.yaml MAX_RESTARTS=0 SLURM_NTASKS=$2 \
+    SLURM_JOB_ID=$1 SLURM_SUBMIT_DIR=$dir timeout 60 bash "$here/../../slurm/meshloom-fault-tolerant.sbatch" \
+    >"$dir/$1.txt" 2>&1
+  local rc=$?
+  cat "$dir/$1.txt"
+  ((rc != 124)) || fail "$1: the template waited on for ever"
+  ((rc == 3)) || fail "$1: exit code $rc, not the ranks' 3"
+  grep -q "$3" "$dir/$1.txt" || fail "$1: no message '$3'"
+  ((SECONDS - start < 20)) || fail "$1: took $((SECONDS - start)) s"
+}
+template wedge 3 "mpirun outlived its ranks by 3 s: ending it"
 echo "ok: a wedged mpirun was ended after $((SECONDS - start)) s, attempt code 3"
 
 cat >"$dir/bin/mpirun" <<'LEFT'
@@ -43,15 +48,6 @@ sleep 600 &  # a loader waiting for a lead that is gone
 echo $! >"$TMPDIR/loader.pid"
 wait
 LEFT
-start=$SECONDS
-PATH=$dir/bin:$PATH TMPDIR=$dir WEDGE_SECONDS=3 CONFIG=unused.yaml MAX_RESTARTS=0 SLURM_NTASKS=2 \
-  SLURM_JOB_ID=left SLURM_SUBMIT_DIR=$dir timeout 60 bash "$here/../../slurm/meshloom-fault-tolerant.sbatch" \
-  >"$dir/out2.txt" 2>&1
-rc=$?
-cat "$dir/out2.txt"
-((rc != 124)) || fail "the template waited on the ranks left after rank 0"
-((rc == 3)) || fail "exit code $rc, not rank 0's 3"
-grep -q "ranks still running 3 s after rank 0 left: ending them" "$dir/out2.txt" || fail "no message"
-((SECONDS - start < 20)) || fail "took $((SECONDS - start)) s"
+template left 2 "ranks still running 3 s after rank 0 left: ending them"
 kill -0 "$(cat "$dir/loader.pid")" 2>/dev/null && fail "the waiting rank is still alive"
 echo "ok: ranks left after rank 0 were ended after $((SECONDS - start)) s, attempt code 3"
