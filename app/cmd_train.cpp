@@ -364,6 +364,7 @@ int run_trainer(const World& w, const TrainArgs& args) {
       const std::span<const float> params = trainer.params();
       before.assign(params.begin(), params.end());
     }
+    if (faults.slow_at(b.step) > 0 && report.faults_fired == 0) report.faults_fired = 1;
     proto::Ack ack = trainer.step(b, faults.slow_at(b.step));
     ack.wait_seconds = wait;
     ack.peak_flops = peak;

@@ -93,7 +93,7 @@ void run_loader(const World& w) {
   report.role = int(Role::loader);
   const double timeout = w.config.run.timeout;
   const InjectedFaults faults(w.config, w.rank);
-  bool hung = false;
+  bool hung = false, slowed = false;
   int shadow = -1;  // where this loader mirrors what it prepares
   std::vector<PendingSend> mirrors;
   std::vector<proto::LengthRequest> to_mirror;  // deltas received as a shadow, not yet prepared
@@ -110,9 +110,13 @@ void run_loader(const World& w) {
                    (long long)step);
       std::fflush(stderr);
       hung = true;
+      ++report.faults_fired;
     }
-    if (faults.slow_at(step) > 0)
+    if (faults.slow_at(step) > 0) {
+      if (!slowed) ++report.faults_fired;
+      slowed = true;
       std::this_thread::sleep_for(std::chrono::duration<double>(faults.slow_at(step)));
+    }
   };
   IdleTrim trim;
   int idle = 0;

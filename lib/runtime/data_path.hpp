@@ -110,6 +110,7 @@ class Lead {
   proto::StepWork place(const dataplane::StepManifest& m, bool last);
   void receive_ack();
   std::string checkpoint_data();
+  void warn_unfired_faults(const std::vector<proto::Report>& reports) const;
 
   const World& w_;
   std::unique_ptr<dataplane::DataPlane> plane_;

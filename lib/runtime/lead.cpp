@@ -427,7 +427,27 @@ std::vector<proto::Report> Lead::stop() {
   mine.busy_seconds = busy_seconds_;
   fill_memory(&mine);
   reports.push_back(mine);
+  warn_unfired_faults(reports);
   return reports;
+}
+
+// A drill whose fault never fired tests nothing: say so. A rank that reported
+// nothing died (a crash fires so); trainers' crashes and hangs end the job.
+void Lead::warn_unfired_faults(const std::vector<proto::Report>& reports) const {
+  for (const auto& f : w_.config.faults.inject) {
+    const auto r = std::find_if(reports.begin(), reports.end(),
+                                [&](const proto::Report& x) { return x.rank == f.rank; });
+    if (r == reports.end() || r->faults_fired > 0) continue;
+    const Role role = w_.layout.role_of(int(f.rank));
+    LOG_WARN("faults.inject: the %s on rank %lld from step %lld never fired: %s", f.kind.c_str(),
+             (long long)f.rank, (long long)f.step,
+             role == Role::loader
+                 ? "that loader was asked nothing from then on (the source lines at start name who "
+                   "serves what; data.rebalance_every: 0 keeps it fixed)"
+             : role == Role::trainer
+                 ? "the run ended before that step (`meshloom data` runs no trainer faults)"
+                 : "faults act on loaders and trainers, and this rank is a constructor");
+  }
 }
 
 }  // namespace meshloom

@@ -155,6 +155,7 @@ struct Report {
   int64_t worker_pss_kib = 0;  // of that, the data worker processes (colocated trainers)
   double busy_seconds = 0;
   int64_t tokens = 0;
+  int32_t faults_fired = 0;  // faults.inject entries of this rank that fired
 };
 
 // `all` with only the samples `work`'s segments touch kept (the others

@@ -76,6 +76,14 @@ grep -q "loader rank 1 did not answer .* its shadow, rank 2, takes over" "$dir/h
 same_as_clean hang
 echo "ok: injected loader hang at step 100: batches identical"
 
+# A drill aimed at a loader that is never asked (rank 2 serves nothing; it
+# only shadows rank 1) fires nothing: the lead says so at the end.
+data unfired --set 'faults.inject=[{kind: crash, rank: 2, step: 10}]' || { cat "$dir/unfired.txt"; fail "unfired run"; }
+grep -q "faults.inject: the crash on rank 2 from step 10 never fired: that loader was asked nothing" "$dir/unfired.txt" ||
+  { cat "$dir/unfired.txt"; fail "no warning for a fault that never fired"; }
+grep -q "never fired" "$dir/crash.txt" && fail "a fault that fired was reported as never fired"
+echo "ok: a crash injected on a loader never asked is reported as never fired"
+
 # A real kill -9 from outside, while the job runs (loaders slowed so the run
 # lasts about 5 s after its first step: at 0.004 s a step, a loaded CI machine
 # sometimes saw the job finish before the kill landed).
