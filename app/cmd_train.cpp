@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -19,6 +20,7 @@
 #include "ckpt/writer.hpp"
 #include "comm/mpi_check.hpp"
 #include "comm/mpi_util.hpp"
+#include "plan/device_memory.hpp"
 #include "runtime/data_path.hpp"
 #include "runtime/faults.hpp"
 #include "runtime/gemm_peak.hpp"
@@ -68,6 +70,32 @@ void require_writable_dir(const std::string& dir, const std::string& key) {
   if (!f) throw Error(key + ": cannot write into '" + dir + "': " + std::strerror(errno));
   std::fclose(f);
   fs::remove(probe, ec);
+}
+
+// The CPU backend's trainers against the node's memory: a model that cannot
+// fit would otherwise meet the OOM killer mid-start, which says nothing. Only
+// rank 0's node is read (nodes assumed alike), and only the floor is counted,
+// so a run refused here could never have run.
+void check_host_memory(const World& w) {
+  if (w.config.run.backend != "cpu") return;
+  std::map<std::string, int> per_host;
+  for (int t = 0; t < w.layout.trainers; ++t)
+    ++per_host[w.hosts[size_t(w.layout.first_rank(Role::trainer) + t)]];
+  const auto busiest =
+      std::max_element(per_host.begin(), per_host.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; });
+  const double node = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+  const double need = double(plan::host_memory_floor(w.config, w.layout.trainers));
+  if (busiest == per_host.end() || node <= 0 || need * busiest->second <= node) return;
+  throw Error(strf(
+      "a trainer needs at least %s of memory (fp32 weights and gradients, AdamW moments%s, the "
+      "logits of %lld tokens), so the %d trainers on %s need %s, more than the node's %s: lower "
+      "model.vocab_size, model.d_model, model.n_layers or model.ffn_dim, set optim.zero1, or "
+      "launch on more nodes",
+      human_bytes(need).c_str(), w.config.optim.zero1 ? " (a ZeRO-1 shard)" : "",
+      (long long)std::min(w.config.plan.capacity, w.config.data.tokens_per_step), busiest->second,
+      busiest->first.c_str(), human_bytes(need * busiest->second).c_str(),
+      human_bytes(node).c_str()));
 }
 
 // What the run will write, and the step options against run.steps.
@@ -435,6 +463,7 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
       World w;
       if (!world_from_config(args.file, args.sets, &w)) return mpi_finish(kExitBadInput);
       if (!preflight_on_root(w, [&] {
+            check_host_memory(w);
             check_sources(w.config);
             check_outputs(w.config, args);
           }))

@@ -135,6 +135,14 @@ DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool n
   return best;
 }
 
+int64_t host_memory_floor(const config::Config& c, int trainers) {
+  const ModelShape shape = shape_from_config(c.model);
+  const int64_t n = shape.numel(), f = int64_t(sizeof(float));
+  const int64_t moments = c.optim.zero1 ? 2 * f * ((n + trainers - 1) / trainers) : 2 * f * n;
+  const int64_t tokens = std::min(c.plan.capacity, c.data.tokens_per_step);
+  return 2 * f * n + moments + f * tokens * shape.vocab;
+}
+
 std::string device_memory_error(const config::Config& c, const DeviceMemory& m, double free_bytes,
                                 int sharers) {
   const DeviceMemoryInput& in = m.input;

@@ -86,6 +86,12 @@ int resident_layers(int layers, double offload);
 // needs more).
 DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool nccl);
 
+// The CPU backend's host memory floor for one of `trainers` trainers: fp32
+// weights and gradients, AdamW's two moments (this trainer's shard with
+// optim.zero1) and the fp32 logits of its largest micro-batch (plan.capacity
+// tokens). Activations and buffers come on top: a run above it cannot fit.
+int64_t host_memory_floor(const config::Config& c, int trainers);
+
 // The message of a run that does not fit: the estimate's biggest terms, the
 // free bytes, and the config keys that lower it. `sharers`: trainers that
 // share the GPU, each needing the estimate.

@@ -221,3 +221,24 @@ TEST(DeviceMemory, TheErrorNamesTheKeysToChange) {
   EXPECT_NE(zmsg.find("plan.offload: false"), std::string::npos) << zmsg;
   EXPECT_NE(zmsg.find("2 trainers that share this GPU"), std::string::npos) << zmsg;
 }
+
+TEST(HostMemory, FloorIsWeightsGradientsMomentsAndLogits) {
+  config::Config c;
+  c.model.vocab_size = 1000;
+  c.model.d_model = 64;
+  c.model.n_layers = 2;
+  c.model.n_heads = 4;
+  c.model.n_kv_heads = 4;
+  c.model.ffn_dim = 128;
+  c.plan.capacity = 512;
+  c.data.tokens_per_step = 4096;
+  const int64_t P = plan::shape_from_config(c.model).numel();
+  // Tied embedding 1000x64, per layer 4 64x64 projections, 3 64x128 MLP
+  // matrices and 2 norms, and the final norm.
+  EXPECT_EQ(P, 1000 * 64 + 2 * (4 * 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64);
+  EXPECT_EQ(plan::host_memory_floor(c, 4), 16 * P + 4 * 512 * 1000);
+  c.optim.zero1 = true;
+  EXPECT_EQ(plan::host_memory_floor(c, 4), 8 * P + 8 * ((P + 3) / 4) + 4 * 512 * 1000);
+  c.data.tokens_per_step = 100;  // micro-batches never exceed the step
+  EXPECT_EQ(plan::host_memory_floor(c, 4), 8 * P + 8 * ((P + 3) / 4) + 4 * 100 * 1000);
+}

@@ -8,7 +8,8 @@
 #    preflight, naming the file;
 #  - a raw JSONL source with bad lines: a warning with the counts and the
 #    first bad lines; an all-bad one says why it holds no document;
-#  - a long/short policy whose threshold no document reaches is a warning.
+#  - a long/short policy whose threshold no document reaches is a warning;
+#  - a model larger than a node's memory is refused at start-up.
 #   bad_sources_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
@@ -91,4 +92,8 @@ grep -qF "source 's': invalid UTF-8 in 1 of 3 documents of $dir/mixed.jsonl" "$d
 warned "no document is longer than data.long_policy.threshold 100000 (the longest seen has 450 tokens)" \
   --set data.long_policy.threshold=100000 --set data.long_policy.share=0.5
 (($(grep -c 'long_policy' "$dir/out.txt") == 1)) || fail "the long/short warning is not once"
+# Not the data, but the same start-up check: a model no node could hold
+# (16M-token vocabulary x 4096) is refused before anything is allocated.
+bad "of memory (fp32 weights and gradients, AdamW moments, the logits of 256 tokens), so the 2 trainers on" \
+  --set model.vocab_size=16000000 --set model.d_model=4096 --set model.n_heads=32 --set model.n_kv_heads=32
 echo "bad sources test passed"
