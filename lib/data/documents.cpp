@@ -203,11 +203,10 @@ class JsonlUnit final : public Unit {
     while (next_line(&line, report)) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank line
       const std::string where = strf("%s:%llu", path_.c_str(), line_no_);
-      // nlohmann rejects invalid UTF-8 inside strings, so repair before parsing.
-      if (size_t bad = sanitize_utf8(&line); bad > 0) {
-        report->invalid_utf8_documents++;
-        report->invalid_utf8_sequences += bad;
-      }
+      // nlohmann rejects invalid UTF-8 inside strings, so repair before parsing;
+      // counted only for a line that becomes a document (skipped ones are
+      // reported as skipped).
+      const size_t bad = sanitize_utf8(&line);
       nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (j.is_discarded()) {
         report->add_problem(where, "not valid JSON, skipped");
@@ -221,6 +220,10 @@ class JsonlUnit final : public Unit {
       if (it == j.end() || !it->is_string()) {
         report->add_problem(where, "no string field \"" + options_.json_key + "\", skipped");
         continue;
+      }
+      if (bad > 0) {
+        report->invalid_utf8_documents++;
+        report->invalid_utf8_sequences += bad;
       }
       doc->name = where;
       doc->text = std::move(it->get_ref<std::string&>());

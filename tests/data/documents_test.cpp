@@ -236,7 +236,7 @@ TEST(JsonlReader, GoodBadAndInvalidLines) {
   write_file(path,
              "{\"text\": \"first doc\", \"id\": 1}\n"
              "{\"text\": \"caf\xC3\xA9 \\u00e9\\n\"}\r\n"  // CRLF, escapes
-             "{\"text\": broken json}\n"                   // line 3: bad JSON
+             "{\"text\": broken \xFE json}\n"              // line 3: bad JSON (and UTF-8)
              "\n"                                          // blank: ignored
              "{\"id\": 5}\n"                               // line 5: no text
              "{\"text\": 42}\n"                            // line 6: text not a string
@@ -257,8 +257,8 @@ TEST(JsonlReader, GoodBadAndInvalidLines) {
   const InputReport& rep = r.report();
   EXPECT_EQ(rep.documents, 4u);
   EXPECT_EQ(rep.empty, 1u);
-  EXPECT_EQ(rep.unreadable, 4u);  // lines 3, 5, 6, 8
-  EXPECT_EQ(rep.invalid_utf8_documents, 1u);
+  EXPECT_EQ(rep.unreadable, 4u);              // lines 3, 5, 6, 8
+  EXPECT_EQ(rep.invalid_utf8_documents, 1u);  // line 9; line 3 is counted as skipped only
   ASSERT_EQ(rep.problems.size(), 4u);
   EXPECT_EQ(rep.problems[0], path + ":3: not valid JSON, skipped");
   EXPECT_EQ(rep.problems[1], path + ":5: no string field \"text\", skipped");
