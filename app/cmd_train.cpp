@@ -42,6 +42,11 @@ struct TrainArgs {
   std::string resume;       // "", "auto" or a checkpoint path
   std::string resume_from;  // the checkpoint chosen by rank 0 ("" : fresh start)
   int64_t stop_at = -1;     // stop before this step, as a preempted job would
+
+  // The step this attempt stops before: run.steps, or --stop-at if earlier.
+  int64_t end(const config::Config& c) const {
+    return stop_at >= 0 ? std::min(c.run.steps, stop_at) : c.run.steps;
+  }
 };
 
 // Writes the effective config into the run folder, so a run can be repeated.
@@ -292,7 +297,7 @@ int run_lead(const World& w, const TrainArgs& args) {
       std::fflush(metrics);
     }
   };
-  const int64_t end = args.stop_at >= 0 ? std::min(steps, args.stop_at) : steps;
+  const int64_t end = args.end(w.config);
   for (int64_t s = first; s < end; ++s) {
     lead.dispatch_step(s + 1 == end);
     for (; done < lead.steps_completed(); ++done) report(done);
@@ -418,9 +423,8 @@ int run_trainer(const World& w, const TrainArgs& args) {
     send_ack(ack);
     for (const auto& mb : b.micro) report.tokens += int64_t(mb.tokens.size());
     report.busy_seconds += ack.step_seconds;  // the step, data wait excluded
-    if (b.last) break;
+    if (b.last) break;                        // the writer was waited for above
   }
-  if (writer) writer->wait();
   fill_memory(&report);
   send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
   return kExitOk;
@@ -490,8 +494,7 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
                        (long long)args.dump_step, (long long)first);
         return mpi_finish(kExitBadInput);
       }
-      const int64_t end =
-          args.stop_at >= 0 ? std::min(w.config.run.steps, args.stop_at) : w.config.run.steps;
+      const int64_t end = args.end(w.config);
       if (first >= end) {  // a finished run requeued, or --stop-at at or before the start
         if (w.rank == 0)
           LOG_INFO("nothing to train: %s, and the run stops before step %lld (%s)",

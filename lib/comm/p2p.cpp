@@ -70,6 +70,12 @@ bool poll_message(int source, int tag, MPI_Comm comm, int* found_source, int* fo
 
 std::string recv_bytes(int source, int tag, MPI_Comm comm, double timeout_s, const char* what,
                        int* from) {
+  return recv_bytes(
+      source, tag, comm, timeout_s, [what] { return std::string(what); }, from);
+}
+
+std::string recv_bytes(int source, int tag, MPI_Comm comm, double timeout_s,
+                       const std::function<std::string()>& what, int* from) {
   const auto start = std::chrono::steady_clock::now();
   int idle = 0;
   MPI_Status status;
@@ -83,7 +89,7 @@ std::string recv_bytes(int source, int tag, MPI_Comm comm, double timeout_s, con
       ML_FAIL_WAITED(
           strf("waited %.0f s for %s from %s (tag %d) and got nothing: that rank is dead, "
                "hung or far behind (run.timeout sets this limit)",
-               waited, what, peer.c_str(), tag));
+               waited, what().c_str(), peer.c_str(), tag));
     }
     backoff(&idle);
   }

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -37,6 +38,10 @@ class PendingSend {
 // gets the sender. Fails naming `what` and the peer after `timeout_s`.
 std::string recv_bytes(int source, int tag, MPI_Comm comm, double timeout_s, const char* what,
                        int* from = nullptr);
+// The same, with `what` worked out only if the wait times out (a description
+// too costly to build for every message).
+std::string recv_bytes(int source, int tag, MPI_Comm comm, double timeout_s,
+                       const std::function<std::string()>& what, int* from = nullptr);
 
 // Whether a message with `tag` (any tag: MPI_ANY_TAG) is waiting; fills
 // *source and *tag.

@@ -369,9 +369,10 @@ void Lead::dispatch_step(bool last) {
 
 void Lead::receive_ack() {
   // Named in the message if the wait times out: who the oldest open step lacks.
-  std::string what = "a trainer's acknowledgement";
-  for (size_t i = 0; i < ack_count_.size(); ++i) {
-    if (ack_count_[i] >= w_.layout.trainers) continue;
+  auto what = [this] {
+    std::string text = "a trainer's acknowledgement";
+    const size_t i = size_t(steps_completed() - first_step_);
+    if (i >= ack_count_.size()) return text;
     std::vector<bool> got(size_t(w_.layout.trainers), false);
     for (const proto::Ack& a : acks_[i]) got[size_t(a.trainer)] = true;
     std::string missing;
@@ -379,12 +380,11 @@ void Lead::receive_ack() {
       if (!got[size_t(t)])
         missing += strf("%strainer %d = rank %d", missing.empty() ? "" : ", ", t,
                         w_.layout.first_rank(Role::trainer) + t);
-    what += strf(" (step %lld still waits for %s)", (long long)(first_step_ + int64_t(i)),
-                 missing.c_str());
-    break;
-  }
+    return text + strf(" (step %lld still waits for %s)", (long long)(first_step_ + int64_t(i)),
+                       missing.c_str());
+  };
   proto::Ack ack = proto::decode_ack(
-      recv_bytes(MPI_ANY_SOURCE, proto::kAck, MPI_COMM_WORLD, w_.config.run.timeout, what.c_str()));
+      recv_bytes(MPI_ANY_SOURCE, proto::kAck, MPI_COMM_WORLD, w_.config.run.timeout, what));
   const int64_t i = ack.step - first_step_;
   ML_CHECK(i >= 0 && i < int64_t(acks_.size()), "ack for an unknown step");
   ++ack_count_[size_t(i)];

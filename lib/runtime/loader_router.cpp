@@ -20,9 +20,10 @@ int LoaderRouter::route(int loader) const {
     int r = ring_[(i + k) % ring_.size()];
     if (!dead(r)) return r;
   }
-  ML_FAIL(strf("every loader is dead (none answered within faults.loader_timeout %.3g s): the "
-               "data path cannot go on",
-               timeout_));
+  ML_FAIL(
+      strf("every loader is dead (none answered within faults.loader_timeout %.3g s): the "
+           "data path cannot go on",
+           timeout_));
 }
 
 // A send to a loader. Its buffer must outlive a send that may never complete

@@ -22,14 +22,24 @@ void reset_resume_attempts(const std::string& dir) {
 ResumePoint choose_checkpoint(const config::Config& config, const std::string& resume) {
   if (resume.empty()) return {};
   const std::string dir = checkpoint_dir(config);
+  // Reading a checkpoint verifies it (every checksum): each candidate is read once.
+  ckpt::Checkpoint meta;
+  auto read = [&meta](const std::string& path) -> std::string {
+    try {
+      meta = ckpt::read_checkpoint(path, /*only_meta=*/true);
+      return "";
+    } catch (const Error& e) {
+      return e.what();
+    }
+  };
   std::string chosen;
   if (resume != "auto") {
-    std::string problem = ckpt::verify_checkpoint(resume);
+    std::string problem = read(resume);
     if (!problem.empty()) throw Error("--resume " + resume + ": " + problem);
     chosen = resume;
   } else {
     for (const auto& path : ckpt::list_checkpoints(dir)) {
-      std::string problem = ckpt::verify_checkpoint(path);
+      std::string problem = read(path);
       if (problem.empty()) {
         chosen = path;
         break;
@@ -41,7 +51,6 @@ ResumePoint choose_checkpoint(const config::Config& config, const std::string& r
       return {};
     }
   }
-  const ckpt::Checkpoint meta = ckpt::read_checkpoint(chosen, /*only_meta=*/true);
   ResumePoint point{chosen, meta.step + 1};
   try {
     check_resume_config(config::parse_config(meta.config, chosen + ":/meta/config"), config,

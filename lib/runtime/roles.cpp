@@ -91,11 +91,11 @@ RoleLayout make_layout(int world, const config::Config& config) {
   l.loaders = int(roles.loaders);
   l.trainers = world - l.constructors - l.loaders;
   if (l.trainers < 1)
-    throw config::ConfigError(strf(
-        "cluster.roles: %d constructor(s) + %d loader(s) + at least 1 trainer need %d ranks, "
-        "and the job has %d: launch more ranks (mpirun -np %d or more) or lower cluster.roles",
-        l.constructors, l.loaders, l.constructors + l.loaders + 1, world,
-        l.constructors + l.loaders + 1));
+    throw config::ConfigError(
+        strf("cluster.roles: %d constructor(s) + %d loader(s) + at least 1 trainer need %d ranks, "
+             "and the job has %d: launch more ranks (mpirun -np %d or more) or lower cluster.roles",
+             l.constructors, l.loaders, l.constructors + l.loaders + 1, world,
+             l.constructors + l.loaders + 1));
   // The longest sample must fit on the trainers there are (HDP splits it over
   // ceil(seq_len / C) of them at least; offloading may need fewer).
   const int64_t need = (config.data.seq_len + config.plan.capacity - 1) / config.plan.capacity;
