@@ -13,16 +13,16 @@
 #   BUILD_DIR=build-plan C=32768 STEPS=9 scripts/bench_plan.sh
 #   LENGTHS=/path/to/linux_c_h.tsv scripts/bench_plan.sh   (relative: from the repo root)
 #
-# LENGTHS (default ../shared/data/lengths/linux_c_h.tsv, a folder beside the
-# repository on the development machine; a clone does not have it) is a TSV
-# with a header and a gpt2_tokens column, one document per row, or a prepared
-# dataset's .idx (meshloom prepare). Other lengths give other figures than
+# LENGTHS (default bench/data/linux_c_h.tsv.xz, unpacked into the build
+# folder; see bench/data/README.md) is a TSV with a header and a gpt2_tokens
+# column, one document per row, or a prepared dataset's .idx (meshloom
+# prepare). Other lengths give other figures than
 # bench/results (see docs/plan.md, "Benchmark").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 MESHLOOM=${MESHLOOM:-$BUILD_DIR/app/meshloom}
-LENGTHS=${LENGTHS:-../shared/data/lengths/linux_c_h.tsv}
+LENGTHS=${LENGTHS:-}
 C=${C:-16384}
 STEPS=${STEPS:-5}
 TRAINERS=${TRAINERS:-"64 1024 4096 12288"}
@@ -30,6 +30,11 @@ OUT=bench/results
 PY=/usr/bin/python3
 
 [ -x "$MESHLOOM" ] || { echo "bench_plan.sh: no $MESHLOOM; build first (cmake --build $BUILD_DIR)" >&2; exit 2; }
+if [[ -z ${LENGTHS:-} ]]; then
+  LENGTHS=$BUILD_DIR/linux_c_h.tsv
+  [[ -s $LENGTHS && $LENGTHS -nt bench/data/linux_c_h.tsv.xz ]] ||
+    xz -dc bench/data/linux_c_h.tsv.xz > "$LENGTHS"
+fi
 [ -r "$LENGTHS" ] || { echo "bench_plan.sh: cannot read $LENGTHS" >&2; exit 2; }
 mkdir -p "$OUT"
 CSV=$OUT/plan_bench.csv

@@ -14,7 +14,7 @@ root=$(pwd)
 say() { printf '[setup] %s\n' "$*"; }
 
 PKGS=(
-  build-essential cmake ninja-build pkgconf bc            # toolchain
+  build-essential cmake ninja-build pkgconf bc xz-utils   # toolchain
   openmpi-bin libopenmpi-dev                               # MPI (OpenMPI 4.1)
   libhdf5-openmpi-dev hdf5-tools                           # parallel HDF5 + h5dump
   libyaml-cpp-dev libcli11-dev libgtest-dev                # config, CLI, tests

@@ -13,7 +13,7 @@
 // Also: "fixed:N" (every sample N tokens) and "loguniform:A:B".
 //
 // Files: a TSV with a header naming a `gpt2_tokens` column (the format of
-// shared/data/lengths/*.tsv), or one length per line, or a Megatron .idx
+// bench/data/linux_c_h.tsv.xz, unpacked), or one length per line, or a Megatron .idx
 // (through a replaceable reader; the default reads MMIDIDX headers).
 #pragma once
 

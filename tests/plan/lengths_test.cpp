@@ -132,16 +132,16 @@ TEST(LengthFiles, TsvPlainAndIdx) {
 }
 
 TEST(LengthFiles, RealLinuxSources) {
-  const std::string path =
-      std::string(MESHLOOM_SOURCE_DIR) + "/../shared/data/lengths/linux_c_h.tsv";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
+  // bench/data/linux_c_h.tsv.xz, unpacked by the build.
+  const std::string path = MESHLOOM_LINUX_LENGTHS;
+  ASSERT_TRUE(std::filesystem::exists(path)) << "no " << path;
   const auto v = read_lengths(path);
   int64_t total = 0, longest = 0;
   for (int64_t L : v) {
     total += L;
     longest = std::max(longest, L);
   }
-  // shared/data/lengths/README.md: 55,405 documents, 651M tokens, max 16.9M,
+  // bench/data/README.md: 55,405 documents, 651M tokens, max 16.9M,
   // 45% of tokens in documents > 128K.
   EXPECT_NEAR(double(v.size()), 55405, 100);
   EXPECT_NEAR(double(total) / 1e6, 651, 2);
