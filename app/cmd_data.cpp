@@ -12,8 +12,11 @@
 #include "base/strings.hpp"
 #include "ckpt/h5.hpp"
 #include "comm/p2p.hpp"
-#include "runtime/data_path.hpp"
-#include "runtime/data_workers.hpp"
+#include "roles/inbox.hpp"
+#include "roles/lead.hpp"
+#include "roles/report.hpp"
+#include "runtime/run_role.hpp"
+#include "roles/data_workers.hpp"
 
 namespace meshloom::app {
 namespace {
@@ -212,8 +215,9 @@ int run_lead(const World& w, const DataArgs& args) {
 int run_trainer(const World& w) {
   proto::Report report;
   report.role = int(Role::trainer);
+  BatchInbox inbox(w);
   while (true) {
-    proto::Batch b = receive_batch(w);
+    proto::Batch b = inbox.receive();
     proto::Ack ack;
     ack.step = b.step;
     ack.trainer = w.role_index;
@@ -222,8 +226,7 @@ int run_trainer(const World& w) {
     for (const auto& mb : b.micro) report.tokens += int64_t(mb.tokens.size());
     if (b.last) break;
   }
-  fill_memory(&report);
-  send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
+  send_final_report(report, inbox.worker_pss_kib());
   return kExitOk;
 }
 

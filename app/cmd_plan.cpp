@@ -20,7 +20,7 @@
 #include "plan/plan_io.hpp"
 #include "plan/planner.hpp"
 #include "plan/simulate.hpp"
-#include "runtime/doc_source.hpp"
+#include "roles/doc_source.hpp"
 
 namespace meshloom::app {
 namespace {

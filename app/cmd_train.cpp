@@ -21,14 +21,17 @@
 #include "comm/mpi_check.hpp"
 #include "comm/mpi_util.hpp"
 #include "plan/device_memory.hpp"
-#include "runtime/data_path.hpp"
-#include "runtime/faults.hpp"
+#include "roles/inbox.hpp"
+#include "roles/lead.hpp"
+#include "roles/report.hpp"
+#include "runtime/run_role.hpp"
+#include "roles/faults.hpp"
 #include "runtime/gemm_peak.hpp"
-#include "runtime/resume.hpp"
-#include "runtime/step_dump.hpp"
-#include "runtime/trainer.hpp"
-#include "runtime/watchdog.hpp"
-#include "runtime/world.hpp"
+#include "ckpt/resume.hpp"
+#include "train/step_dump.hpp"
+#include "train/trainer.hpp"
+#include "parallel/watchdog.hpp"
+#include "parallel/world.hpp"
 
 namespace meshloom::app {
 namespace {
@@ -375,9 +378,10 @@ int run_trainer(const World& w, const TrainArgs& args) {
   }
   proto::Report report;
   report.role = int(Role::trainer);
+  BatchInbox inbox(w);
   while (true) {
     double wait = 0;
-    proto::Batch b = receive_batch(w, &wait);
+    proto::Batch b = inbox.receive(&wait);
     if (faults.crash_at(b.step)) {
       std::fprintf(stderr, "meshloom: fault injected: trainer rank %d crashes at step %lld\n",
                    w.rank, (long long)b.step);
@@ -425,8 +429,7 @@ int run_trainer(const World& w, const TrainArgs& args) {
     report.busy_seconds += ack.step_seconds;  // the step, data wait excluded
     if (b.last) break;                        // the writer was waited for above
   }
-  fill_memory(&report);
-  send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
+  send_final_report(report, inbox.worker_pss_kib());
   return kExitOk;
 }
 

@@ -7,7 +7,7 @@
 
 #include "app/commands.hpp"
 #include "base/check.hpp"
-#include "runtime/world.hpp"
+#include "parallel/world.hpp"
 
 int main(int argc, char** argv) {
   using namespace meshloom::app;

@@ -30,7 +30,7 @@
 #include "kernels/model/gpu_transformer.hpp"
 #include "kernels/ops/adamw.hpp"
 #include "kernels/train/device_adamw.hpp"
-#include "runtime/device_model.hpp"
+#include "train/device_model.hpp"
 
 namespace meshloom {
 

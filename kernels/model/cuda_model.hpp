@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/device_model.hpp"
+#include "train/device_model.hpp"
 
 namespace meshloom {
 

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "kernels/attention/flash_attention.hpp"
-#include "runtime/device_model.hpp"
+#include "train/device_model.hpp"
 
 namespace meshloom::kernels {
 

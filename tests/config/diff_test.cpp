@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "base/check.hpp"
-#include "runtime/resume.hpp"
+#include "ckpt/resume.hpp"
 
 using namespace meshloom;
 

@@ -1,4 +1,4 @@
-#include "runtime/world.hpp"
+#include "parallel/world.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

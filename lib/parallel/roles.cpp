@@ -1,4 +1,4 @@
-#include "runtime/roles.hpp"
+#include "parallel/roles.hpp"
 
 #include "base/strings.hpp"
 

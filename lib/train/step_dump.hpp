@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "model/transformer.hpp"
-#include "runtime/protocol.hpp"
+#include "roles/protocol.hpp"
 
 namespace meshloom {
 

@@ -1,4 +1,4 @@
-#include "runtime/protocol.hpp"
+#include "roles/protocol.hpp"
 
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-#include "runtime/loader_router.hpp"
+#include "roles/loader_router.hpp"
 
 #include <chrono>
 

@@ -1,4 +1,4 @@
-#include "runtime/doc_source.hpp"
+#include "roles/doc_source.hpp"
 
 #include <atomic>
 #include <chrono>

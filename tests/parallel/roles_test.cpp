@@ -1,4 +1,4 @@
-#include "runtime/roles.hpp"
+#include "parallel/roles.hpp"
 
 #include <gtest/gtest.h>
 

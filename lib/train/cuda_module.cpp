@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "base/check.hpp"
-#include "runtime/device_model.hpp"
+#include "train/device_model.hpp"
 
 namespace meshloom {
 

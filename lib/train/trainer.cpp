@@ -1,4 +1,4 @@
-#include "runtime/trainer.hpp"
+#include "train/trainer.hpp"
 
 #include <malloc.h>
 
@@ -14,7 +14,7 @@
 #include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
 #include "plan/device_memory.hpp"
-#include "runtime/watchdog.hpp"
+#include "parallel/watchdog.hpp"
 #include "train/ring_attention.hpp"
 
 namespace meshloom {

@@ -1,4 +1,4 @@
-#include "runtime/watchdog.hpp"
+#include "parallel/watchdog.hpp"
 
 #include <mpi.h>
 
@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "base/check.hpp"
-#include "runtime/world.hpp"
+#include "parallel/world.hpp"
 
 namespace meshloom {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "runtime/world.hpp"
+#include "parallel/world.hpp"
 #include "tests/common/test_util.hpp"
 
 using namespace meshloom;

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/world.hpp"
+#include "parallel/world.hpp"
 
 namespace meshloom {
 

@@ -1,4 +1,4 @@
-#include "runtime/resume.hpp"
+#include "ckpt/resume.hpp"
 
 #include <filesystem>
 #include <fstream>

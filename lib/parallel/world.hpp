@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "runtime/roles.hpp"
+#include "parallel/roles.hpp"
 
 namespace meshloom {
 

@@ -1,5 +1,5 @@
 // DataLoader-style worker processes for the colocated baseline.
-#include "runtime/data_workers.hpp"
+#include "roles/data_workers.hpp"
 
 #include <poll.h>
 #include <spawn.h>
@@ -14,9 +14,10 @@
 #include <memory>
 
 #include "base/check.hpp"
+#include "base/memory.hpp"
 #include "base/strings.hpp"
-#include "runtime/data_path.hpp"
-#include "runtime/protocol.hpp"
+#include "roles/constructor.hpp"
+#include "roles/protocol.hpp"
 
 extern char** environ;
 

@@ -18,9 +18,9 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "model/transformer.hpp"
-#include "runtime/device_model.hpp"
-#include "runtime/protocol.hpp"
-#include "runtime/world.hpp"
+#include "train/device_model.hpp"
+#include "roles/protocol.hpp"
+#include "parallel/world.hpp"
 #include "train/optimizer.hpp"
 
 namespace meshloom {

@@ -1,11 +1,12 @@
-// The data path across roles: loaders serve sources, the lead (rank 0)
-// chooses and places every step's samples, constructors pack them, trainers
-// receive them. See protocol.hpp for the messages.
+// The lead (world rank 0): the data plane, loader assignment and
+// re-partitioning, every step's choice, plan and placement, and flow control
+// (at most data.prefetch steps ahead of the slowest trainer). It is also a
+// constructor: it packs the share of the steps that falls to constructor 0.
 #pragma once
 
-#include <chrono>
-#include <functional>
+#include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,52 +14,14 @@
 #include "comm/p2p.hpp"
 #include "dataplane/data_plane.hpp"
 #include "dataplane/partition.hpp"
+#include "parallel/world.hpp"
 #include "plan/planner.hpp"
-#include "runtime/doc_source.hpp"
-#include "runtime/loader_router.hpp"
-#include "runtime/protocol.hpp"
-#include "runtime/world.hpp"
+#include "roles/constructor.hpp"
+#include "roles/doc_source.hpp"
+#include "roles/loader_router.hpp"
+#include "roles/protocol.hpp"
 
 namespace meshloom {
-
-// Peak resident set of this process, KiB.
-int64_t peak_rss_kib();
-// Proportional set size of process `pid` (0: this one) now, KiB
-// (/proc/PID/smaps_rollup): pages shared by several processes (a
-// memory-mapped dataset) count once in the sum over processes. 0 where the
-// kernel does not provide it.
-int64_t pss_kib(int pid = 0);
-// Fills the memory fields of a report; a colocated trainer's PSS includes
-// its data worker processes.
-void fill_memory(proto::Report* report);
-
-// Serves (source, document) lengths and tokens until the lead says stop.
-void run_loader(const World& w);
-
-// Packs the lead's step work into trainer batches until the lead says stop.
-void run_constructor(const World& w);
-
-// Colocated mode: the batch of `work` (for one trainer) read from sources this
-// process opens itself (in *local, on first use).
-proto::Batch local_batch(const config::Config& config, const proto::StepWork& work,
-                         std::vector<std::unique_ptr<DocSource>>* local);
-
-// Fetches the tokens of `work` from the loaders (or from local sources in
-// colocated mode) and sends each trainer its batch. Returns tokens packed.
-class Constructor {
- public:
-  // `router`: share the caller's view of dead loaders (the lead's), else own one.
-  explicit Constructor(const World& w, LoaderRouter* router = nullptr);
-  int64_t construct(const proto::StepWork& work);
-  // Sends still in flight are completed (call before stopping).
-  void drain();
-
- private:
-  const World& w_;
-  LoaderRouter own_router_;
-  LoaderRouter* router_;
-  std::vector<PendingSend> in_flight_;
-};
 
 // Rank 0: the data plane, loader assignment, step placement and flow control.
 class Lead {
@@ -141,17 +104,5 @@ class Lead {
   plan::CostModel plan_cost_;
   plan::Plan last_plan_;
 };
-
-// Runs this rank's role until the end of the job: loaders and non-lead
-// constructors serve, rank 0 runs `lead`, trainers run `trainer`. A
-// meshloom::Error on any rank (a bad source file, ...) is printed with the
-// rank and ends the whole job with exit code 2. Returns the exit code.
-int run_role(const World& w, const std::function<int()>& lead, const std::function<int()>& trainer);
-
-// A trainer's side: the next batch from its constructor (or, colocated, from
-// its own sources). *wait_seconds gets the time spent waiting.
-proto::Batch receive_batch(const World& w, double* wait_seconds = nullptr);
-// The trainer's answer to the lead for a step.
-void send_ack(const proto::Ack& ack);
 
 }  // namespace meshloom

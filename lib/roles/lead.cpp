@@ -7,7 +7,8 @@
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
-#include "runtime/data_path.hpp"
+#include "roles/lead.hpp"
+#include "roles/report.hpp"
 
 namespace meshloom {
 

@@ -1,4 +1,4 @@
-#include "runtime/step_dump.hpp"
+#include "train/step_dump.hpp"
 
 #include "base/bytes.hpp"
 #include "base/log.hpp"

@@ -1,0 +1,139 @@
+#include "roles/constructor.hpp"
+
+#include <map>
+
+#include "base/bytes.hpp"
+#include "base/clock.hpp"
+#include "base/strings.hpp"
+#include "roles/report.hpp"
+
+namespace meshloom {
+
+namespace {
+
+// The whole token list of every sample that `trainers` touch.
+std::map<int32_t, std::vector<int32_t>> fetch_samples(
+    const config::Config& config, const proto::StepWork& work,
+    std::vector<std::unique_ptr<DocSource>>* local, LoaderRouter* router) {
+  std::map<int32_t, std::vector<int32_t>> tokens;
+  std::map<int32_t, std::vector<int32_t>> by_owner;  // owner rank -> sample indices
+  for (const auto& t : work.trainers)
+    for (const auto& mb : t.micro)
+      for (const auto& seg : mb.segments) tokens[seg.sample];
+  for (auto& [idx, unused] : tokens) {
+    (void)unused;
+    const proto::Sample& s = work.samples[size_t(idx)];
+    if (local) {
+      auto& src = (*local)[size_t(s.source)];
+      if (!src)
+        src = open_doc_source(config.data.sources[size_t(s.source)], config.data.cache_tokens,
+                              config.model.vocab_size);
+      src->read(s.doc, s.offset, s.length, &tokens[idx]);
+    } else {
+      by_owner[s.owner].push_back(idx);
+    }
+  }
+  for (auto& [owner, idxs] : by_owner) {
+    proto::TokenRequest req;
+    req.step = work.step;
+    for (int32_t idx : idxs) {
+      const proto::Sample& s = work.samples[size_t(idx)];
+      req.ranges.push_back({s.source, s.doc, s.offset, s.length});
+    }
+    std::string msg = router->request(owner, proto::kTokenReq, proto::encode(req), proto::kTokenRep,
+                                      "a token request");
+    ByteReader r(msg, "token reply");
+    std::vector<int32_t> all = r.get_vector<int32_t>();
+    size_t at = 0;
+    for (int32_t idx : idxs) {
+      const int64_t n = work.samples[size_t(idx)].length;
+      ML_CHECK(at + size_t(n) <= all.size(), "a loader sent fewer tokens than asked");
+      tokens[idx].assign(all.begin() + int64_t(at), all.begin() + int64_t(at) + n);
+      at += size_t(n);
+    }
+    ML_CHECK(at == all.size(), "a loader sent more tokens than asked");
+  }
+  return tokens;
+}
+
+proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& t,
+                  const std::map<int32_t, std::vector<int32_t>>& tokens) {
+  proto::Batch b;
+  b.step = work.step;
+  b.last = work.last;
+  b.global_predictions = work.global_predictions;
+  b.samples = proto::samples_for(work.samples, t);
+  b.checkpoint = work.checkpoint;
+  if (t.trainer == 0) b.ckpt_data = work.ckpt_data;
+  for (const auto& mbw : t.micro) {
+    proto::MicroBatch mb;
+    for (const auto& seg : mbw.segments) {
+      const std::vector<int32_t>& s = tokens.at(seg.sample);
+      for (int64_t p = seg.begin; p < seg.begin + seg.length; ++p) {
+        mb.tokens.push_back(s[size_t(p)]);
+        mb.targets.push_back(p + 1 < int64_t(s.size()) ? s[size_t(p) + 1] : -1);
+        mb.positions.push_back(int32_t(p));
+      }
+      mb.segments.push_back(seg);
+    }
+    mb.group = mbw.group;
+    mb.member = mbw.member;
+    mb.offload = mbw.offload;
+    b.micro.push_back(std::move(mb));
+  }
+  return b;
+}
+
+}  // namespace
+
+Constructor::Constructor(const World& w, LoaderRouter* router)
+    : w_(w), own_router_(w), router_(router ? router : &own_router_) {}
+
+proto::Batch local_batch(const config::Config& config, const proto::StepWork& work,
+                         std::vector<std::unique_ptr<DocSource>>* local) {
+  ML_CHECK(work.trainers.size() == 1, "colocated step work is for one trainer");
+  if (local->empty()) local->resize(config.data.sources.size());
+  return pack(work, work.trainers[0], fetch_samples(config, work, local, nullptr));
+}
+
+int64_t Constructor::construct(const proto::StepWork& work) {
+  auto tokens = fetch_samples(w_.config, work, nullptr, router_);
+  int64_t packed = 0;
+  const int first_trainer = w_.layout.first_rank(Role::trainer);
+  for (const auto& t : work.trainers) {
+    proto::Batch b = pack(work, t, tokens);
+    for (const auto& mb : b.micro) packed += int64_t(mb.tokens.size());
+    in_flight_.emplace_back(proto::encode(b), first_trainer + t.trainer, proto::kBatch,
+                            MPI_COMM_WORLD);
+  }
+  // Keep the list short: completed sends are dropped.
+  std::vector<PendingSend> still;
+  for (auto& s : in_flight_)
+    if (!s.done()) still.push_back(std::move(s));
+  in_flight_ = std::move(still);
+  return packed;
+}
+
+void Constructor::drain() { in_flight_.clear(); }
+
+void run_constructor(const World& w) {
+  Constructor c(w);
+  proto::Report report;
+  report.role = int(Role::constructor);
+  while (true) {
+    int from = -1;
+    int tag = -1;
+    int idle = 0;
+    while (!poll_message(0, MPI_ANY_TAG, MPI_COMM_WORLD, &from, &tag)) backoff(&idle);
+    std::string msg = recv_bytes(0, tag, MPI_COMM_WORLD, w.config.run.timeout, "step work");
+    if (tag == proto::kStop) break;
+    ML_CHECK(tag == proto::kStepWork, strf("constructor got tag %d", tag));
+    const auto busy = Clock::now();
+    report.tokens += c.construct(proto::decode_step_work(msg));
+    report.busy_seconds += seconds_since(busy);
+  }
+  c.drain();
+  send_final_report(report);
+}
+
+}  // namespace meshloom

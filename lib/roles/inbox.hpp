@@ -1,0 +1,38 @@
+// A trainer's side of the data path: its batches come in from its
+// constructor (or, colocated, from its own sources or from DataLoader-style
+// worker processes), its acknowledgements go out to the lead.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "parallel/world.hpp"
+#include "roles/data_workers.hpp"
+#include "roles/doc_source.hpp"
+#include "roles/protocol.hpp"
+
+namespace meshloom {
+
+class BatchInbox {
+ public:
+  explicit BatchInbox(const World& w);
+  ~BatchInbox();
+  BatchInbox(const BatchInbox&) = delete;
+  BatchInbox& operator=(const BatchInbox&) = delete;
+
+  // The next batch; *wait_seconds gets the time spent waiting for it.
+  proto::Batch receive(double* wait_seconds = nullptr);
+  // The proportional set size of its data worker processes now, KiB (0: none).
+  int64_t worker_pss_kib() const;
+
+ private:
+  const World& w_;
+  std::unique_ptr<DataWorkerPool> workers_;        // data.colocated_processes > 0
+  std::vector<std::unique_ptr<DocSource>> local_;  // colocated, read in this process
+};
+
+// The trainer's answer to the lead for a step.
+void send_ack(const proto::Ack& ack);
+
+}  // namespace meshloom
