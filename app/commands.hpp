@@ -7,14 +7,11 @@
 #include <functional>
 #include <string>
 
+#include "base/check.hpp"
+
 namespace meshloom::app {
 
 using Runner = std::function<int()>;
-
-// Exit codes shared by all subcommands.
-constexpr int kExitOk = 0;
-constexpr int kExitFatal = 1;     // a runtime failure
-constexpr int kExitBadInput = 2;  // a bad config, file or argument
 
 // CLI11's PositiveNumber says "Value 0 not in range 0 to 1.8e308": this says
 // what is wanted.

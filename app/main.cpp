@@ -10,6 +10,7 @@
 #include "parallel/world.hpp"
 
 int main(int argc, char** argv) {
+  using namespace meshloom;
   using namespace meshloom::app;
   CLI::App app{
       "meshloom: long-context training with Hybrid Data Parallelism on a dynamic mesh.\n"

@@ -17,6 +17,12 @@
 
 namespace meshloom {
 
+// Exit codes of every command and rank (the Slurm templates requeue only 1 and 3).
+constexpr int kExitOk = 0;
+constexpr int kExitFatal = 1;     // a runtime failure
+constexpr int kExitBadInput = 2;  // a bad config, file or argument
+constexpr int kExitTimeout = 3;   // a wait past its deadline (run.timeout, start-up)
+
 // Thrown by the test handler, and by code that reports user errors upward.
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;

@@ -1,0 +1,222 @@
+#include "runtime/data_job.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "base/clock.hpp"
+#include "base/log.hpp"
+#include "base/strings.hpp"
+#include "ckpt/h5.hpp"
+#include "dataplane/schedule.hpp"
+#include "roles/lead.hpp"
+#include "runtime/run_role.hpp"
+#include "runtime/step_loops.hpp"
+
+namespace meshloom {
+
+namespace {
+
+// The global batches as rank 0 reassembles them from what trainers received.
+struct Assembled {
+  std::vector<int32_t> tokens, length, source;
+  std::vector<int64_t> doc, offset, epoch, first_sample{0};
+  std::vector<double> source_tokens;
+  uint64_t hash = 1469598103934665603ULL;  // FNV-1a over the batches' content
+  bool keep_tokens = false;                // only for --dump: rank 0 need not hold every token
+  int64_t token_count = 0;
+  void mix(const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) hash = (hash ^ b[i]) * 1099511628211ULL;
+  }
+};
+
+// Checks that every token of every sample arrived exactly once, with the right
+// positions and targets, and appends the step to `out`.
+void assemble(int64_t step, const std::vector<proto::Ack>& acks, Assembled* out) {
+  std::vector<proto::Batch> echoes;
+  for (const auto& a : acks) echoes.push_back(proto::decode_batch(a.echo));
+  ML_CHECK(!echoes.empty(), "no echo for a step");
+  // Trainer 0's echo names every sample; the others only those they hold.
+  std::vector<proto::Sample> samples = echoes[0].samples;
+  for (const auto& b : echoes) {
+    ML_CHECK(b.samples.size() == samples.size(), "echoes disagree on the step's sample count");
+    for (size_t i = 0; i < samples.size(); ++i)
+      if (samples[i].length == 0) samples[i] = b.samples[i];
+  }
+  std::vector<std::vector<int32_t>> got(samples.size());
+  std::vector<std::vector<char>> seen(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    got[i].assign(size_t(samples[i].length), 0);
+    seen[i].assign(size_t(samples[i].length), 0);
+  }
+  for (const auto& b : echoes) {
+    ML_CHECK(b.step == step, "echo of another step");
+    for (const auto& mb : b.micro) {
+      size_t k = 0;
+      for (const auto& seg : mb.segments) {
+        for (int64_t p = seg.begin; p < seg.begin + seg.length; ++p, ++k) {
+          auto& flag = seen[size_t(seg.sample)][size_t(p)];
+          if (flag)
+            ML_FAIL(strf("step %lld: token %lld of sample %d reached two trainers", (long long)step,
+                         (long long)p, seg.sample));
+          flag = 1;
+          got[size_t(seg.sample)][size_t(p)] = mb.tokens[k];
+          ML_CHECK(mb.positions[k] == p, "wrong position id");
+        }
+      }
+      ML_CHECK(k == mb.tokens.size(), "segments do not cover the micro-batch");
+    }
+  }
+  for (size_t i = 0; i < samples.size(); ++i) {
+    for (char f : seen[i])
+      if (!f) ML_FAIL(strf("step %lld: sample %zu lost tokens on the way", (long long)step, i));
+    const auto& s = samples[i];
+    if (out->keep_tokens) out->tokens.insert(out->tokens.end(), got[i].begin(), got[i].end());
+    out->token_count += int64_t(got[i].size());
+    out->length.push_back(int32_t(s.length));
+    out->source.push_back(s.source);
+    out->doc.push_back(s.doc);
+    out->offset.push_back(s.offset);
+    out->epoch.push_back(s.epoch);
+    if (out->source_tokens.size() <= size_t(s.source)) out->source_tokens.resize(s.source + 1);
+    out->source_tokens[size_t(s.source)] += double(s.length);
+    int64_t key[4] = {s.source, s.doc, s.offset, s.length};
+    out->mix(key, sizeof(key));
+    out->mix(got[i].data(), got[i].size() * sizeof(int32_t));
+  }
+  out->first_sample.push_back(int64_t(out->length.size()));
+}
+
+void write_dump(const std::string& path, const World& w, const Assembled& a) {
+  H5File f(path, "w");
+  f.write("tokens", a.tokens);
+  f.write("samples/length", a.length);
+  f.write("samples/source", a.source);
+  f.write("samples/doc", a.doc);
+  f.write("samples/offset", a.offset);
+  f.write("samples/epoch", a.epoch);
+  f.write("steps/first_sample", a.first_sample);
+  f.write_scalar("hash", uint64_t(a.hash));
+  f.write_string("config", w.config_text);
+}
+
+// Per source: tokens delivered, their share, and the schedule's mean weight.
+void print_source_shares(const World& w, const DataRun& run, const Assembled& all) {
+  dataplane::MixtureSchedule schedule(w.config.data);
+  std::vector<double> expected(w.config.data.sources.size(), 0.0);
+  for (int64_t s = 0; s < run.steps; ++s) {
+    const auto weights = schedule.weights(s);
+    for (size_t i = 0; i < weights.size(); ++i) expected[i] += weights[i] / double(run.steps);
+  }
+  const double total = double(all.token_count);
+  std::printf("%-14s %10s %9s %9s\n", "source", "tokens", "share", "schedule");
+  for (size_t i = 0; i < w.config.data.sources.size(); ++i) {
+    const double got = i < all.source_tokens.size() ? all.source_tokens[i] : 0.0;
+    std::printf("%-14s %10.0f %8.2f%% %8.2f%%\n", w.config.data.sources[i].name.c_str(), got,
+                100.0 * got / total, 100.0 * expected[i]);
+  }
+}
+
+// Per role: ranks, peak RSS (max and sum) and PSS, printed; returned as JSON.
+nlohmann::ordered_json memory_by_role(const std::vector<proto::Report>& reports) {
+  std::printf("%-12s %6s %14s %14s %12s\n", "role", "ranks", "peak RSS max", "peak RSS sum",
+              "PSS sum");
+  nlohmann::ordered_json roles = nlohmann::ordered_json::object();
+  for (Role role : {Role::constructor, Role::loader, Role::trainer}) {
+    int64_t mx = 0, sum = 0, pss = 0, worker_pss = 0, n = 0;
+    for (const auto& r : reports)
+      if (r.role == int(role)) {
+        mx = std::max(mx, r.peak_rss_kib);
+        sum += r.peak_rss_kib;
+        pss += r.pss_kib;
+        worker_pss += r.worker_pss_kib;
+        ++n;
+      }
+    if (!n) continue;
+    std::printf("%-12s %6lld %14s %14s %12s\n", role_name(role), (long long)n,
+                human_bytes(double(mx) * 1024).c_str(), human_bytes(double(sum) * 1024).c_str(),
+                human_bytes(double(pss) * 1024).c_str());
+    roles[role_name(role)] = {{"ranks", n},
+                              {"peak_rss_max_kib", mx},
+                              {"peak_rss_sum_kib", sum},
+                              {"pss_sum_kib", pss},
+                              {"worker_pss_sum_kib", worker_pss}};
+  }
+  return roles;
+}
+
+int run_data_lead(const World& w, const DataRun& run) {
+  const auto start = Clock::now();
+  Lead lead(w);
+  Assembled all;
+  all.keep_tokens = !run.dump.empty();
+  Progress progress(STDOUT_FILENO);
+  const std::vector<proto::Report> reports =
+      lead_steps(lead, 0, run.steps, [&](int64_t s, std::vector<proto::Ack> acks) {
+        assemble(s, acks, &all);
+        const double t = seconds_since(start), done = double(s + 1) / double(run.steps);
+        if (!progress.due(t, s + 1 == run.steps)) return;
+        const std::string eta = done < 1 ? "ETA " + human_seconds(t / done * (1 - done)) : "done";
+        std::printf("%s[data] step %lld/%lld  %.1fM tokens  %.2fM tokens/s  %s%s", progress.begin(),
+                    (long long)s + 1, (long long)run.steps, double(all.token_count) / 1e6,
+                    double(all.token_count) / 1e6 / std::max(t, 1e-9), eta.c_str(), progress.end());
+        std::fflush(stdout);
+      });
+  const double seconds = seconds_since(start), total = double(all.token_count);
+  if (progress.redraw()) std::printf("\n");
+  std::printf(
+      "data path: %lld steps, %.0f tokens in %.2f s: %.0f tokens/s delivered to %d trainer(s)\n",
+      (long long)run.steps, total, seconds, total / seconds, w.layout.trainers);
+  std::printf("layout: %d constructor(s), %d loader(s), %d trainer(s), mode %s; %d loader "
+              "re-partition(s)\n",
+              w.layout.constructors, w.layout.loaders, w.layout.trainers,
+              w.config.data.mode.c_str(), lead.reassignments());
+  print_source_shares(w, run, all);
+  const nlohmann::ordered_json roles = memory_by_role(reports);
+  if (!run.report.empty()) {
+    std::FILE* f = std::fopen(run.report.c_str(), "w");
+    if (!f) ML_FAIL("cannot write " + run.report);
+    const nlohmann::ordered_json summary = {{"steps", run.steps},
+                                            {"tokens", all.token_count},
+                                            {"seconds", seconds},
+                                            {"tokens_per_s", total / seconds},
+                                            {"mode", w.config.data.mode},
+                                            {"constructors", w.layout.constructors},
+                                            {"loaders", w.layout.loaders},
+                                            {"trainers", w.layout.trainers},
+                                            {"hash", strf("%016llx", (unsigned long long)all.hash)},
+                                            {"roles", roles}};
+    std::fprintf(f, "%s\n", summary.dump().c_str());
+    std::fclose(f);
+  }
+  std::printf("batch hash: %016llx\n", (unsigned long long)all.hash);
+  if (!run.dump.empty()) {
+    write_dump(run.dump, w, all);
+    std::printf("dump: %s\n", run.dump.c_str());
+  }
+  return kExitOk;
+}
+
+// A trainer echoes what it received, for rank 0 to check.
+int run_data_trainer(const World& w) {
+  trainer_steps(w, [&](const proto::Batch& b, double) {
+    proto::Ack ack;
+    ack.step = b.step;
+    ack.trainer = w.role_index;
+    ack.echo = proto::encode(b);
+    return ack;
+  });
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_data(const World& w, const DataRun& run) {
+  return run_role(
+      w, [&] { return run_data_lead(w, run); }, [&] { return run_data_trainer(w); });
+}
+
+}  // namespace meshloom

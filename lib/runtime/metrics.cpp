@@ -1,0 +1,202 @@
+#include "runtime/metrics.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "base/strings.hpp"
+#include "train/optimizer.hpp"
+
+namespace meshloom {
+
+using Json = nlohmann::ordered_json;
+
+StepFigures step_figures(const std::vector<proto::Ack>& acks) {
+  StepFigures f;
+  int64_t predictions = 0;
+  std::vector<double> compute;
+  for (const auto& a : acks) {
+    f.loss += a.loss_sum;
+    predictions += a.predictions;
+    f.tokens += a.tokens;
+    f.flops += a.flops;
+    f.max_compute = std::max(f.max_compute, a.compute_seconds);
+    f.mean_compute += a.compute_seconds / double(acks.size());
+    f.max_wait = std::max(f.max_wait, a.wait_seconds);
+    f.wall = std::max(f.wall, a.step_seconds + a.wait_seconds);
+    f.grad_norm = a.grad_norm;
+    f.peak += a.peak_flops;
+    compute.push_back(a.compute_seconds);
+  }
+  f.loss /= double(std::max<int64_t>(predictions, 1));
+  std::sort(compute.begin(), compute.end());
+  f.median_compute = compute.empty() ? 0 : compute[compute.size() / 2];
+  return f;
+}
+
+std::vector<int> StragglerWatch::update(const std::vector<proto::Ack>& acks, double median) {
+  std::vector<int> slow;
+  for (const auto& a : acks) {
+    int64_t& streak = streak_.at(size_t(a.trainer));
+    streak = a.compute_seconds > factor_ * median ? streak + 1 : 0;
+    if (streak >= steps_) slow.push_back(a.trainer);
+  }
+  return slow;
+}
+
+TrainMetrics::TrainMetrics(const World& w, const Lead& lead, int64_t first, int64_t end)
+    : w_(w),
+      lead_(lead),
+      first_(first),
+      end_(end),
+      progress_(STDOUT_FILENO),
+      stragglers_(w.layout.trainers, w.config.faults.straggler_factor,
+                  w.config.faults.straggler_steps) {
+  if (!w.config.log.metrics) return;
+  std::filesystem::create_directories(w.config.run.dir);
+  const std::string path = w.config.run.dir + "/metrics.jsonl";
+  jsonl_ = std::fopen(path.c_str(), first > 0 ? "a" : "w");
+  if (!jsonl_) ML_FAIL("cannot write " + path);
+}
+
+TrainMetrics::~TrainMetrics() {
+  if (jsonl_) std::fclose(jsonl_);
+}
+
+void TrainMetrics::step(int64_t s, const std::vector<proto::Ack>& acks) {
+  for (const auto& a : acks)
+    if (!a.note.empty()) LOG_INFO("%s", a.note.c_str());
+  const StepFigures f = step_figures(acks);
+  const std::vector<int> slow = stragglers_.update(acks, f.median_compute);
+  const int first_trainer = w_.layout.first_rank(Role::trainer);
+  for (const auto& a : acks)
+    if (stragglers_.just_reached(a.trainer)) {
+      const int rank = first_trainer + a.trainer;
+      LOG_WARN(
+          "straggler: trainer %d (rank %d on %s) has been %.1fx slower than the median trainer "
+          "for %lld steps (%s vs %s)",
+          a.trainer, rank, w_.hosts[size_t(rank)].c_str(), a.compute_seconds / f.median_compute,
+          (long long)stragglers_.streak(a.trainer), human_seconds(a.compute_seconds).c_str(),
+          human_seconds(f.median_compute).c_str());
+    }
+  if (s == first_) first_loss_ = f.loss;
+  last_loss_ = f.loss;
+  if (s == first_ && f.peak > 0)
+    LOG_INFO("MFU is against %.1f GFLOP/s, the trainers' %s %s peak%s", f.peak / 1e9,
+             w_.config.run.peak_gflops > 0 ? "configured" : "measured",
+             w_.config.run.backend == "cuda" ? "GPU product" : "sgemm",
+             w_.config.run.peak_gflops > 0 ? "" : " (run.peak_gflops sets a known one)");
+  warn_mfu(f);
+  log_step(s, f);
+  show_progress(s);
+  write_step(s, f, acks, slow);
+}
+
+void TrainMetrics::warn_mfu(const StepFigures& f) {
+  if (f.mfu() <= 1 || warned_mfu_) return;
+  warned_mfu_ = true;
+  if (w_.config.run.peak_gflops > 0)
+    LOG_WARN("MFU %.0f%% is above 100%%: run.peak_gflops %g is below what the trainers reach",
+             100 * f.mfu(), w_.config.run.peak_gflops);
+  else
+    LOG_WARN(
+        "MFU %.0f%% is above 100%%: the sgemm peak was measured too low (other ranks busy at "
+        "start?); set run.peak_gflops to the nodes' real peak",
+        100 * f.mfu());
+}
+
+void TrainMetrics::log_step(int64_t s, const StepFigures& f) {
+  const int64_t steps = w_.config.run.steps;
+  if (progress_.redraw()) std::printf("\r\033[K");
+  if (s % w_.config.log.every == 0 || s + 1 == steps)
+    LOG_INFO(
+        "step %5lld  loss %.4f  lr %.2e  |g| %.3f  %7.0f tok/s  MFU %4.1f%%  imbalance %.2f  "
+        "data wait %s",
+        (long long)s, f.loss, train::learning_rate(w_.config.optim, s, steps), f.grad_norm,
+        double(f.tokens) / std::max(f.wall, 1e-9), 100 * f.mfu(), f.imbalance(),
+        human_seconds(f.max_wait).c_str());
+}
+
+// Redrawn, the bar follows every step's log line; as lines, one now and then.
+void TrainMetrics::show_progress(int64_t s) {
+  const int64_t steps = w_.config.run.steps;
+  const double t = seconds_since(start_);
+  if (!progress_.redraw() && !progress_.due(t, s + 1 == steps)) return;
+  const double frac = double(s + 1 - first_) / double(steps - first_);
+  const std::string eta = frac < 1 ? "ETA " + human_seconds(t / frac * (1 - frac)) : "done";
+  if (progress_.redraw()) {
+    const int bar = int(30 * frac);
+    std::printf("[%s%s] %lld/%lld  %s", std::string(size_t(bar), '#').c_str(),
+                std::string(size_t(30 - bar), '.').c_str(), (long long)s + 1, (long long)steps,
+                eta.c_str());
+  } else {
+    std::printf("[train] step %lld/%lld  %s\n", (long long)s + 1, (long long)steps, eta.c_str());
+  }
+  std::fflush(stdout);
+}
+
+void TrainMetrics::write_step(int64_t s, const StepFigures& f,
+                              const std::vector<proto::Ack>& acks,
+                              const std::vector<int>& stragglers) {
+  if (!jsonl_) return;
+  const int first_trainer = w_.layout.first_rank(Role::trainer);
+  Json slow = Json::array();
+  for (int t : stragglers) slow.push_back(first_trainer + t);
+  Json trainers = Json::array();
+  for (const auto& a : acks) {
+    // [[tokens, attention L^2/k, k, seconds], ...] per micro-batch
+    Json micro = Json::array();
+    for (size_t i = 0; i + 3 < a.micro.size(); i += 4)
+      micro.push_back({int64_t(a.micro[i]), a.micro[i + 1], int64_t(a.micro[i + 2]), a.micro[i + 3]});
+    trainers.push_back({{"trainer", a.trainer},
+                        {"tokens", a.tokens},
+                        {"flops", a.flops},
+                        {"compute", a.compute_seconds},
+                        {"wait", a.wait_seconds},
+                        {"step", a.step_seconds},
+                        {"predicted", lead_.predicted_time(s, a.trainer)},
+                        {"micro", micro}});
+  }
+  const Json line = {{"data_hash", strf("%016llx", (unsigned long long)lead_.manifest_hash(s))},
+                     {"step", s},
+                     {"loss", f.loss},
+                     {"lr", train::learning_rate(w_.config.optim, s, w_.config.run.steps)},
+                     {"grad_norm", f.grad_norm},
+                     {"tokens", f.tokens},
+                     {"seconds", f.wall},
+                     {"tokens_per_s", double(f.tokens) / std::max(f.wall, 1e-9)},
+                     {"mfu", f.mfu()},
+                     {"imbalance", f.imbalance()},
+                     {"data_wait_max", f.max_wait},
+                     {"stragglers", slow},
+                     {"trainers", trainers}};
+  std::fprintf(jsonl_, "%s\n", line.dump().c_str());
+  std::fflush(jsonl_);
+}
+
+void TrainMetrics::finish(std::vector<proto::Report> reports) {
+  if (progress_.redraw()) std::printf("\n");
+  if (jsonl_) {
+    // Every rank's busy time and memory (loaders and constructors report only at the end).
+    std::sort(reports.begin(), reports.end(),
+              [](const proto::Report& a, const proto::Report& b) { return a.rank < b.rank; });
+    Json ranks = Json::array();
+    for (const auto& r : reports)
+      ranks.push_back({{"rank", r.rank},
+                       {"role", role_name(Role(r.role))},
+                       {"busy_seconds", r.busy_seconds},
+                       {"tokens", r.tokens},
+                       {"peak_rss_kib", r.peak_rss_kib},
+                       {"pss_kib", r.pss_kib}});
+    std::fprintf(jsonl_, "%s\n", Json({{"final", true}, {"ranks", ranks}}).dump().c_str());
+    std::fflush(jsonl_);
+  }
+  const int64_t steps = w_.config.run.steps;
+  LOG_INFO("trained steps %lld-%lld in %s: loss %.4f -> %.4f%s", (long long)first_,
+           (long long)end_ - 1, human_seconds(seconds_since(start_)).c_str(), first_loss_,
+           last_loss_,
+           end_ < steps ? strf("; stopped before step %lld (--stop-at)", (long long)end_).c_str()
+                        : "");
+}
+
+}  // namespace meshloom

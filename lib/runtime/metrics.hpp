@@ -1,0 +1,87 @@
+// What rank 0 makes of each training step's acknowledgements: the loss over
+// the global batch, tokens/s, MFU against the trainers' peak, imbalance
+// (slowest / mean compute), stragglers; a log line every log.every steps,
+// progress, and one line of metrics.jsonl per step (docs/formats.md), then a
+// final line with every rank's busy time and memory.
+//
+// Straggler rule: a trainer whose compute time exceeds the step's median by
+// faults.straggler_factor for faults.straggler_steps steps in a row is named
+// (once in the log when the streak reaches the count, in metrics every step).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "base/clock.hpp"
+#include "base/log.hpp"
+#include "parallel/world.hpp"
+#include "roles/lead.hpp"
+#include "roles/protocol.hpp"
+
+namespace meshloom {
+
+// The step's figures from its acknowledgements (pure).
+struct StepFigures {
+  double loss = 0;       // global mean over the step's predictions
+  double flops = 0;      // model FLOPs, all trainers
+  double peak = 0;       // FLOP/s the trainers could reach together
+  double max_compute = 0, mean_compute = 0, median_compute = 0;
+  double max_wait = 0;   // the longest data wait
+  double wall = 0;       // the step on the slowest trainer, data wait included
+  double grad_norm = 0;  // global, before clipping
+  int64_t tokens = 0;
+  double imbalance() const { return mean_compute > 0 ? max_compute / mean_compute : 1.0; }
+  // Useful FLOPs over what the peak allows in the slowest trainer's compute time.
+  double mfu() const { return peak > 0 ? flops / (std::max(max_compute, 1e-9) * peak) : 0; }
+};
+StepFigures step_figures(const std::vector<proto::Ack>& acks);
+
+// Tracks each trainer's run of slow steps (compute > factor x median).
+class StragglerWatch {
+ public:
+  StragglerWatch(int trainers, double factor, int64_t steps) : streak_(size_t(trainers)), factor_(factor), steps_(steps) {}
+  // The trainers slow for `steps` steps in a row or more, after this step.
+  std::vector<int> update(const std::vector<proto::Ack>& acks, double median);
+  int64_t streak(int trainer) const { return streak_.at(size_t(trainer)); }
+  bool just_reached(int trainer) const { return streak(trainer) == steps_; }
+
+ private:
+  std::vector<int64_t> streak_;
+  double factor_;
+  int64_t steps_;
+};
+
+class TrainMetrics {
+ public:
+  // Steps [first, end) of a run of run.steps; metrics.jsonl is appended to
+  // when the run resumes (first > 0).
+  TrainMetrics(const World& w, const Lead& lead, int64_t first, int64_t end);
+  ~TrainMetrics();
+  TrainMetrics(const TrainMetrics&) = delete;
+  TrainMetrics& operator=(const TrainMetrics&) = delete;
+
+  void step(int64_t s, const std::vector<proto::Ack>& acks);
+  // The final metrics line and the run's summary in the log.
+  void finish(std::vector<proto::Report> reports);
+
+ private:
+  void log_step(int64_t s, const StepFigures& f);
+  void show_progress(int64_t s);
+  void warn_mfu(const StepFigures& f);
+  void write_step(int64_t s, const StepFigures& f, const std::vector<proto::Ack>& acks,
+                  const std::vector<int>& stragglers);
+
+  const World& w_;
+  const Lead& lead_;
+  int64_t first_, end_;
+  std::FILE* jsonl_ = nullptr;
+  Progress progress_;
+  Clock::time_point start_ = Clock::now();
+  StragglerWatch stragglers_;
+  double first_loss_ = 0, last_loss_ = 0;
+  bool warned_mfu_ = false;
+};
+
+}  // namespace meshloom

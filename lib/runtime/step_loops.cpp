@@ -1,0 +1,40 @@
+#include "runtime/step_loops.hpp"
+
+#include "roles/inbox.hpp"
+#include "roles/report.hpp"
+
+namespace meshloom {
+
+std::vector<proto::Report> lead_steps(Lead& lead, int64_t first, int64_t end,
+                                      const StepDone& on_step) {
+  int64_t done = first;
+  auto hand_on_completed = [&] {
+    for (; done < lead.steps_completed(); ++done) on_step(done, lead.take_acks(done));
+  };
+  for (int64_t s = first; s < end; ++s) {
+    lead.dispatch_step(s + 1 == end);
+    hand_on_completed();
+  }
+  lead.drain_acks();
+  hand_on_completed();
+  return lead.stop();
+}
+
+void trainer_steps(const World& w, const StepAnswer& answer, const int* faults_fired) {
+  proto::Report report;
+  report.role = int(Role::trainer);
+  BatchInbox inbox(w);
+  while (true) {
+    double wait = 0;
+    const proto::Batch b = inbox.receive(&wait);
+    proto::Ack ack = answer(b, wait);
+    send_ack(ack);
+    for (const auto& mb : b.micro) report.tokens += int64_t(mb.tokens.size());
+    report.busy_seconds += ack.step_seconds;  // the step, data wait excluded
+    if (b.last) break;
+  }
+  if (faults_fired) report.faults_fired = *faults_fired;
+  send_final_report(report, inbox.worker_pss_kib());
+}
+
+}  // namespace meshloom

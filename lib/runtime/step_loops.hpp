@@ -1,0 +1,33 @@
+// The two loops every job runs, whatever it makes of the steps: rank 0
+// dispatches steps and hands each completed one on; a trainer takes each
+// batch, answers it and acknowledges it to rank 0. `meshloom train` and
+// `meshloom data` differ only in what they do with a step (runtime/train_job,
+// runtime/data_job).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "parallel/world.hpp"
+#include "roles/lead.hpp"
+#include "roles/protocol.hpp"
+
+namespace meshloom {
+
+// Rank 0: dispatches steps [first, end) through `lead` (blocking only for
+// flow control) and calls on_step(s, acks) for every step in order, as soon as
+// each trainer has acknowledged it. Then stops the loaders and constructors
+// and returns every rank's final report.
+using StepDone = std::function<void(int64_t step, std::vector<proto::Ack> acks)>;
+std::vector<proto::Report> lead_steps(Lead& lead, int64_t first, int64_t end,
+                                      const StepDone& on_step);
+
+// A trainer: receives its batches until the last one, answers each with
+// answer(batch, seconds waited for it), sends the answer to rank 0, and at the
+// end its final report (tokens received, busy seconds from the answers'
+// step_seconds, memory, and *faults_fired as it is then: drills that fired).
+using StepAnswer = std::function<proto::Ack(const proto::Batch& batch, double wait_seconds)>;
+void trainer_steps(const World& w, const StepAnswer& answer, const int* faults_fired = nullptr);
+
+}  // namespace meshloom

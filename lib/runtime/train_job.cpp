@@ -1,0 +1,217 @@
+#include "runtime/train_job.hpp"
+
+#include <mpi.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/log.hpp"
+#include "base/strings.hpp"
+#include "ckpt/resume.hpp"
+#include "ckpt/writer.hpp"
+#include "comm/mpi_check.hpp"
+#include "comm/mpi_util.hpp"
+#include "parallel/watchdog.hpp"
+#include "roles/faults.hpp"
+#include "roles/lead.hpp"
+#include "runtime/gemm_peak.hpp"
+#include "runtime/metrics.hpp"
+#include "runtime/preflight.hpp"
+#include "runtime/run_role.hpp"
+#include "runtime/step_loops.hpp"
+#include "train/step_dump.hpp"
+#include "train/trainer.hpp"
+
+namespace meshloom {
+
+namespace {
+
+// The lead continues from a checkpoint: its data state, and the document
+// lengths known then (in the checkpoint, or in its base when it holds a delta).
+void resume_lead(Lead* lead, const std::string& path) {
+  ckpt::Checkpoint c = ckpt::read_checkpoint(path, /*only_meta=*/true);
+  std::vector<ckpt::SourceLengths> lengths;
+  if (!c.lengths_full) {
+    // A delta: the full lengths are in its base (a cache: lose it, lose nothing).
+    const std::string base =
+        std::filesystem::path(path).parent_path().string() + "/" + c.lengths_base;
+    try {
+      lengths = ckpt::read_checkpoint(base, true).lengths;
+    } catch (const Error& e) {
+      LOG_WARN("document lengths of %s not restored (%s): loaders will recompute them",
+               base.c_str(), e.what());
+    }
+  }
+  lengths.insert(lengths.end(), c.lengths.begin(), c.lengths.end());
+  lead->resume(c, lengths);
+}
+
+int run_train_lead(const World& w, const TrainRun& run, const std::string& resume_from) {
+  LOG_INFO("layout: %d ranks: %d constructor(s), %d loader(s), %d trainer(s), data %s, backend %s",
+           w.size, w.layout.constructors, w.layout.loaders, w.layout.trainers,
+           w.config.data.mode.c_str(), w.config.run.backend.c_str());
+  Lead lead(w);
+  if (!resume_from.empty()) resume_lead(&lead, resume_from);
+  const int64_t end = run.end(w.config);
+  TrainMetrics metrics(w, lead, lead.first_step(), end);
+  metrics.finish(lead_steps(lead, lead.first_step(), end,
+                            [&](int64_t s, std::vector<proto::Ack> acks) { metrics.step(s, acks); }));
+  return kExitOk;
+}
+
+// The roofline for MFU, FLOP/s of this trainer's share: on the CPU one trainer
+// per node measures the node's sgemm peak with the threads the node's
+// trainers use together (capped at its cores) while the others wait, so the
+// measurement is not contended; a GPU trainer has its own device's peak.
+double trainer_peak_flops(const World& w, Trainer& trainer) {
+  const double configured = w.config.run.peak_gflops * 1e9;
+  int on_node = 0, before_me = 0;
+  for (int r = w.layout.first_rank(Role::trainer); r < w.size; ++r)
+    if (w.hosts[size_t(r)] == w.hosts[size_t(w.rank)]) {
+      ++on_node;
+      if (r < w.rank) ++before_me;
+    }
+  double peak = 0;
+  MPI_CHECK(MPI_Barrier(w.role_comm));
+  if (w.config.run.backend == "cuda") {
+    peak = configured > 0 ? configured : trainer.device_peak_flops();
+  } else if (before_me == 0) {
+    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    peak = configured > 0 ? configured
+                          : measure_sgemm_peak(std::min(cores, on_node * trainer.model().threads()));
+  }
+  MPI_CHECK(MPI_Barrier(w.role_comm));
+  return peak;
+}
+
+// Trainer 0 writes checkpoints in the background; what it wrote is told to
+// rank 0 in the next acknowledgement.
+class CheckpointWriter {
+ public:
+  explicit CheckpointWriter(const World& w) {
+    if (w.role_index != 0 || w.config.checkpoint.every <= 0) return;
+    const std::string dir = checkpoint_dir(w.config);
+    writer_ = std::make_unique<ckpt::BackgroundWriter>(
+        dir, w.config.checkpoint.keep, w.config.checkpoint.background,
+        [this, dir](const std::string& path, int64_t bytes, double seconds) {
+          reset_resume_attempts(dir);
+          std::lock_guard<std::mutex> lock(mutex_);
+          note_ = strf("checkpoint %s written: %s in %s", path.c_str(),
+                       human_bytes(double(bytes)).c_str(), human_seconds(seconds).c_str());
+        });
+  }
+  void write(ckpt::Checkpoint c) {
+    if (writer_) writer_->write(std::move(c));
+  }
+  // Waits for the checkpoint being written: HDF5 is not thread-safe, and the
+  // last acknowledgement should tell of the last checkpoint.
+  void wait() {
+    if (writer_) writer_->wait();
+  }
+  // Appends what was written since the last call to `note`; a failed write ends the job.
+  void add_note(std::string* note) {
+    if (!writer_) return;
+    const std::string failed = writer_->error();
+    if (!failed.empty()) ML_FAIL("checkpoint write failed: " + failed);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!note_.empty()) *note += (note->empty() ? "" : "; ") + note_;
+    note_.clear();
+  }
+
+ private:
+  std::unique_ptr<ckpt::BackgroundWriter> writer_;
+  std::mutex mutex_;
+  std::string note_;
+};
+
+// Drills (faults.inject): a real death, or a trainer that stops taking part
+// (the watchdog ends the job).
+void inject_trainer_fault(const InjectedFaults& faults, int rank, int64_t step) {
+  const char* what = faults.crash_at(step) ? "crashes" : faults.hang_at(step) ? "hangs" : nullptr;
+  if (!what) return;
+  std::fprintf(stderr, "meshloom: fault injected: trainer rank %d %s at step %lld\n", rank, what,
+               (long long)step);
+  std::fflush(stderr);
+  if (faults.crash_at(step)) std::raise(SIGKILL);
+  while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+int run_train_trainer(const World& w, const TrainRun& run, const std::string& resume_from) {
+  Trainer trainer(w, w.role_comm);
+  const InjectedFaults faults(w.config, w.rank);
+  if (!resume_from.empty()) trainer.load(ckpt::read_checkpoint(resume_from));
+  CheckpointWriter writer(w);
+  const double peak = trainer_peak_flops(w, trainer);
+  int faults_fired = 0;
+  trainer_steps(w, [&](const proto::Batch& b, double wait) {
+    inject_trainer_fault(faults, w.rank, b.step);
+    const bool dump = b.step == run.dump_step;
+    std::vector<float> before;
+    if (dump) before.assign(trainer.params().begin(), trainer.params().end());
+    if (faults.slow_at(b.step) > 0) faults_fired = 1;
+    proto::Ack ack = trainer.step(b, faults.slow_at(b.step));
+    ack.wait_seconds = wait;
+    ack.peak_flops = peak;
+    if (dump) {
+      writer.wait();  // one HDF5 user at a time
+      write_step_dump(run.dump_file, w.role_comm, b, trainer.model().layout(), before,
+                      trainer.full_grads(), ack.loss_sum);
+      if (w.role_index == 0)
+        ack.note = strf("step %lld dumped to %s", (long long)b.step, run.dump_file.c_str());
+    }
+    if (b.checkpoint) writer.write(trainer.snapshot(b.step, b.ckpt_data));
+    if (b.last) writer.wait();
+    writer.add_note(&ack.note);
+    return ack;
+  }, &faults_fired);
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_train(const World& w, const TrainRun& run) {
+  // Rank 0 picks the checkpoint; every rank learns which, and the first step.
+  int64_t first = 0;
+  std::string resume_from;
+  if (!run_on_root(
+          MPI_COMM_WORLD,
+          [&] {
+            ResumePoint p = choose_checkpoint(w.config, run.resume);
+            first = p.first_step;
+            return p.path;
+          },
+          &resume_from)) {
+    if (w.rank == 0) std::fprintf(stderr, "meshloom: error: %s\n", resume_from.c_str());
+    return kExitBadInput;
+  }
+  MPI_CHECK(MPI_Bcast(&first, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
+  if (run.dump_step >= 0 && run.dump_step < first) {
+    if (w.rank == 0)
+      std::fprintf(stderr, "meshloom: error: --dump-step %lld: the run resumes at step %lld\n",
+                   (long long)run.dump_step, (long long)first);
+    return kExitBadInput;
+  }
+  const int64_t end = run.end(w.config);
+  if (first >= end) {  // a finished run requeued, or --stop-at at or before the start
+    if (w.rank == 0)
+      LOG_INFO("nothing to train: %s, and the run stops before step %lld (%s)",
+               resume_from.empty()
+                   ? "a fresh run starts at step 0"
+                   : strf("%s ends step %lld", resume_from.c_str(), (long long)first - 1).c_str(),
+               (long long)end, end < w.config.run.steps ? "--stop-at" : "run.steps");
+    return kExitOk;
+  }
+  start_finished();
+  if (w.rank == 0) save_effective_config(w);
+  start_watchdog(w.config.run.timeout);
+  return run_role(
+      w, [&] { return run_train_lead(w, run, resume_from); },
+      [&] { return run_train_trainer(w, run, resume_from); });
+}
+
+}  // namespace meshloom
