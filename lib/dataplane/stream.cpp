@@ -3,18 +3,9 @@
 #include <algorithm>
 
 #include "base/check.hpp"
+#include "base/random.hpp"
 
 namespace meshloom::dataplane {
-namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 std::vector<int64_t> permutation(uint64_t seed, int source, int64_t epoch, int64_t n) {
   std::vector<int64_t> p(static_cast<size_t>(n));

@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "base/check.hpp"
+#include "base/random.hpp"
 #include "base/strings.hpp"
 
 namespace meshloom::model {
@@ -100,21 +101,10 @@ double init_std(const Shape& shape, const TensorInfo& t) {
   return shape.init_std;
 }
 
-namespace {
-
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
 uint64_t init_hash(uint64_t seed, uint64_t tensor, uint64_t counter) {
-  constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
-  uint64_t h = mix64(seed + kGolden);
-  h = mix64(h ^ (tensor + kGolden));
-  return mix64(h ^ (counter + kGolden));
+  uint64_t h = splitmix64(seed);
+  h = mix64(h ^ (tensor + kGoldenGamma));
+  return mix64(h ^ (counter + kGoldenGamma));
 }
 
 double init_normal(uint64_t seed, uint64_t tensor, uint64_t element) {

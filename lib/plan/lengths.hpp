@@ -22,24 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "base/random.hpp"
+
 namespace meshloom::plan {
 
-// SplitMix64: small, fast, and the same on every platform.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return double(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  uint64_t below(uint64_t n) { return n ? next() % n : 0; }
-
- private:
-  uint64_t state_;
-};
+using Rng = SplitMix64;
 
 class LengthSampler {
  public:
