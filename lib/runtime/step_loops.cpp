@@ -1,5 +1,7 @@
 #include "runtime/step_loops.hpp"
 
+#include <algorithm>
+
 #include "roles/inbox.hpp"
 #include "roles/report.hpp"
 
@@ -8,8 +10,15 @@ namespace meshloom {
 std::vector<proto::Report> lead_steps(Lead& lead, int64_t first, int64_t end,
                                       const StepDone& on_step) {
   int64_t done = first;
+  // In trainer order, not arrival order: sums over trainers (the loss) come
+  // out the same to the last bit in every run.
   auto hand_on_completed = [&] {
-    for (; done < lead.steps_completed(); ++done) on_step(done, lead.take_acks(done));
+    for (; done < lead.steps_completed(); ++done) {
+      std::vector<proto::Ack> acks = lead.take_acks(done);
+      std::sort(acks.begin(), acks.end(),
+                [](const proto::Ack& a, const proto::Ack& b) { return a.trainer < b.trainer; });
+      on_step(done, std::move(acks));
+    }
   };
   for (int64_t s = first; s < end; ++s) {
     lead.dispatch_step(s + 1 == end);

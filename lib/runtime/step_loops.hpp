@@ -17,7 +17,7 @@ namespace meshloom {
 
 // Rank 0: dispatches steps [first, end) through `lead` (blocking only for
 // flow control) and calls on_step(s, acks) for every step in order, as soon as
-// each trainer has acknowledged it. Then stops the loaders and constructors
+// each trainer has acknowledged it (acks in trainer order). Then stops the loaders and constructors
 // and returns every rank's final report.
 using StepDone = std::function<void(int64_t step, std::vector<proto::Ack> acks)>;
 std::vector<proto::Report> lead_steps(Lead& lead, int64_t first, int64_t end,
