@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Runs the meshloom GPU bundle on a GPU machine: scripts/gpu_bundle.sh copies
+# Runs the meshloom GPU bundle on a GPU machine: scripts/gpu/gpu_bundle.sh copies
 # this script to build-bundle/run.sh, beside bundle.tar.xz.
 #   run.sh [tests] [mpi] [train] [bench] [sanitize]
 # runs the parts named, in the order named (default: all five, in this order;
-# scripts/gpu_bundle.sh says what each does).
+# scripts/gpu/gpu_bundle.sh says what each does).
 # Unpacks bundle.tar.xz into $BUNDLE_DIR (default /tmp/meshloom-bundle) once.
 # Results go to $OUT (default: out/ beside this script), a few files (the device
 # machine returns 8 at most), each brought up to date as the parts go:
@@ -67,7 +67,7 @@ fi
 libs=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 with_libs() { (export LD_LIBRARY_PATH=$libs; "$@"); }
 
-# OpenMPI, relocated into $b/mpi (checked with scripts/gpu_bundle_selftest.sh).
+# OpenMPI, relocated into $b/mpi (checked with scripts/gpu/gpu_bundle_selftest.sh).
 # Debian's build keeps its MCA components, help files and config outside its
 # prefix, so OPAL_PREFIX alone is not enough: OPAL_PKGLIBDIR (components;
 # without them mpirun knows no options), OPAL_PKGDATADIR (help files),
@@ -189,7 +189,7 @@ part_mpi() {
 part_train() {
   # The GPU cases of tests/train/invariance_test.sh (invariance_cases.sh) on the
   # bundled data, each case's step dump and log into train_dumps.tar.gz, for
-  # scripts/gpu_bundle_check.sh, which compares them with a CPU reference made
+  # scripts/gpu/gpu_bundle_check.sh, which compares them with a CPU reference made
   # where meshloom was built. Where python3 has h5py, the dumps are compared
   # here too, with a CPU reference that the bundled meshloom makes here.
   dir=${TMPDIR:-/tmp}/meshloom-train meshloom=$b/bin/meshloom mpiexec=$mpirun

@@ -5,10 +5,10 @@
 # sizes (full vs delta document lengths). Writes bench/results/ckpt.csv, a
 # markdown table on stdout and bench/results/ckpt.png.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 MESHLOOM=${MESHLOOM:-build/app/meshloom}
 [[ -x $MESHLOOM ]] || scripts/setup.sh >/dev/null
-[[ -f data/prepared/pydocs.idx ]] || scripts/prepare_data.sh >/dev/null
+[[ -f data/prepared/pydocs.idx ]] || scripts/data/prepare_data.sh >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=bench/results
 mkdir -p "$out"

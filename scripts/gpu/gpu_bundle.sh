@@ -18,7 +18,7 @@
 #           Python docs, byte tokenizer), made here: the GPU machine has no
 #           docs to prepare it from
 #   invariance_cases.sh, compare_dumps.py
-# and writes build-bundle/run.sh (scripts/gpu_bundle_run.sh), which unpacks
+# and writes build-bundle/run.sh (scripts/gpu/gpu_bundle_run.sh), which unpacks
 # the archive into /tmp once and runs, on the GPU machine:
 #
 #   build-bundle/run.sh [tests] [mpi] [train] [bench] [sanitize]
@@ -30,10 +30,10 @@
 #               on 1-4 GPU trainers sharing the GPU, one step dump each) and,
 #               where python3 has h5py, their comparison with a CPU reference
 #               the bundled meshloom makes there; the dumps and logs come back
-#               in train_dumps.tar.gz, which `scripts/gpu_bundle_check.sh DIR`
+#               in train_dumps.tar.gz, which `scripts/gpu/gpu_bundle_check.sh DIR`
 #               compares here with a CPU reference made here
 #     bench     attention_bench and gpu_step_bench, raw outputs for
-#               `RAW=DIR scripts/bench_step_gpu.sh` back here
+#               `RAW=DIR scripts/bench/bench_step_gpu.sh` back here
 #     sanitize  compute-sanitizer memcheck, racecheck, synccheck, initcheck on
 #               the attention kernels and the offloading model test
 #   Results go to $OUT (or build-bundle/out), at most 8 files (the device
@@ -42,16 +42,16 @@
 #   train_dumps.tar.gz (split into .partNN pieces past 15 MiB), gpu.txt and
 #   the two bench outputs.
 #
-#   scripts/gpu_bundle.sh            build the bundle (BUILD_DIR, default build)
-#   scripts/gpu_bundle_selftest.sh   run it here first, the system's OpenMPI hidden
+#   scripts/gpu/gpu_bundle.sh            build the bundle (BUILD_DIR, default build)
+#   scripts/gpu/gpu_bundle_selftest.sh   run it here first, the system's OpenMPI hidden
 #   device tool: run with carry ["build-bundle"] (it must sit in the checkout
 #   the session calls from) and command `build-bundle/run.sh [parts]`
 #   any other GPU machine: copy build-bundle/ there, run
-#   `OUT=DIR build-bundle/run.sh [parts]`, copy DIR back (docs/gpu.md)
-#   scripts/gpu_bundle_check.sh DIR  back here: the returned train dumps
+#   `OUT=DIR build-bundle/run.sh [parts]`, copy DIR back (docs/cuda.md)
+#   scripts/gpu/gpu_bundle_check.sh DIR  back here: the returned train dumps
 #                                    against a CPU reference made here
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD=${BUILD_DIR:-build}
 bundle=${BUNDLE_OUT:-build-bundle}  # another folder for the ctest (tests/kernels)
 stage=$BUILD/bundle-stage
@@ -114,7 +114,7 @@ done | sort -u | while read -r name path; do
 done
 
 # The invariance test's data, config and cases, and the dump comparison.
-cp tests/train/invariance_cases.sh scripts/compare_dumps.py "$stage/"
+cp tests/train/invariance_cases.sh scripts/data/compare_dumps.py "$stage/"
 (
   set +e  # testlib.sh's exit trap is not written for errexit
   # shellcheck disable=SC2034  # read by testlib.sh
@@ -129,7 +129,7 @@ cp tests/train/invariance_cases.sh scripts/compare_dumps.py "$stage/"
 
 echo "[gpu_bundle] packing $(du -sm "$stage" | cut -f1) MiB into $bundle/bundle.tar.xz"
 tar -C "$stage" -cf - . | xz -T0 -9 >"$bundle/bundle.tar.xz"
-cp scripts/gpu_bundle_run.sh "$bundle/run.sh"
+cp scripts/gpu/gpu_bundle_run.sh "$bundle/run.sh"
 chmod +x "$bundle/run.sh"
 size=$(du -sm "$bundle" | cut -f1)
 repo=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)

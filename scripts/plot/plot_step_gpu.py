@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Plot bench/results/step_gpu.csv (scripts/bench_step_gpu.sh): the attention
+"""Plot bench/results/step_gpu.csv (scripts/bench/bench_step_gpu.sh): the attention
 kernels' TFLOP/s and the step's MFU, each beside its target.
 
 Usage: plot_step_gpu.py step_gpu.csv OUT.png

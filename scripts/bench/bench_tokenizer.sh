@@ -2,9 +2,9 @@
 # bench_tokenizer.sh: BPE encode throughput per core, meshloom vs the npm
 # `tiktoken` package (Rust compiled to WASM), on the same real text.
 #
-#   scripts/bench_tokenizer.sh                 gpt2 and cl100k_base, best of 3
-#   BUILD_DIR=build-tok RUNS=5 ENCODINGS=gpt2 scripts/bench_tokenizer.sh
-#   PIN=1 scripts/bench_tokenizer.sh           pin both to one core (taskset)
+#   scripts/bench/bench_tokenizer.sh                 gpt2 and cl100k_base, best of 3
+#   BUILD_DIR=build-tok RUNS=5 ENCODINGS=gpt2 scripts/bench/bench_tokenizer.sh
+#   PIN=1 scripts/bench/bench_tokenizer.sh           pin both to one core (taskset)
 #
 # Corpora: Python 3.11 docs (*.rst.txt, prose) and the Python standard library
 # top-level modules (*.py, code). Both sides encode on one thread, read the
@@ -14,7 +14,7 @@
 # markdown table and writes bench/results/tokenizer.csv and tokenizer.png.
 # Builds what is missing first (scripts/setup.sh).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
 RUNS=${RUNS:-3}
 ENCODINGS=${ENCODINGS:-gpt2 cl100k_base}
@@ -58,7 +58,7 @@ for corpus in python-docs python-stdlib; do
       bytes=$(field bytes "$line")
       best_ml=$(echo "if ($mbs > $best_ml) $mbs else $best_ml" | bc)
       # tiktoken-wasm ENC BYTES TOKENS SECONDS MB/s
-      read -r _ _ js_bytes js_tokens _ js_mbs < <("${PIN_CMD[@]}" node scripts/bench_tokenizer.mjs --encoding "$enc" "${files[@]}")
+      read -r _ _ js_bytes js_tokens _ js_mbs < <("${PIN_CMD[@]}" node scripts/bench/bench_tokenizer.mjs --encoding "$enc" "${files[@]}")
       best_js=$(echo "if ($js_mbs > $best_js) $js_mbs else $best_js" | bc)
     done
     if [[ $ml_tokens != "$js_tokens" || $bytes != "$js_bytes" ]]; then
@@ -76,6 +76,6 @@ echo
 echo "| corpus | encoding | files | MB | tokens | meshloom MB/s | npm tiktoken (WASM) MB/s | ratio |"
 echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 printf '%s\n' "${rows[@]}"
-/usr/bin/python3 scripts/plot_tokenizer.py "$OUT" "${OUT%.csv}.png"
+/usr/bin/python3 scripts/plot/plot_tokenizer.py "$OUT" "${OUT%.csv}.png"
 echo
 echo "CSV: $OUT; plot: ${OUT%.csv}.png"

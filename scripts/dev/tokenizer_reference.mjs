@@ -4,7 +4,7 @@
 // scripts/setup.sh installs (OpenAI's Rust tokenizer compiled to WASM).
 // Texts and names are kept; ids and utf8_bytes are recomputed. Add a case by
 // appending {"name": ..., "text": ...} and running:
-//   node scripts/tokenizer_reference.mjs tests/tokenizer/reference.jsonl > new.jsonl
+//   node scripts/dev/tokenizer_reference.mjs tests/tokenizer/reference.jsonl > new.jsonl
 // The test tokenizer.reference_regenerates checks that the file in the
 // repository is exactly what this script writes.
 import { readFileSync } from "node:fs";
@@ -12,7 +12,7 @@ import { loadTiktoken } from "./tiktoken_npm.mjs";
 
 const [path] = process.argv.slice(2);
 if (!path) {
-  console.error("usage: node scripts/tokenizer_reference.mjs REFERENCE.jsonl > OUT.jsonl");
+  console.error("usage: node scripts/dev/tokenizer_reference.mjs REFERENCE.jsonl > OUT.jsonl");
   process.exit(2);
 }
 const tiktoken = loadTiktoken();

@@ -7,7 +7,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const packageDir = join(dirname(fileURLToPath(import.meta.url)),
-                        "../third_party/npm/node_modules/tiktoken");
+                        "../../third_party/npm/node_modules/tiktoken");
 
 export function loadTiktoken() {
   try {

@@ -1,9 +1,9 @@
-// Baseline for scripts/bench_tokenizer.sh: GPT-2 encode throughput of the npm
+// Baseline for scripts/bench/bench_tokenizer.sh: GPT-2 encode throughput of the npm
 // `tiktoken` package (Rust compiled to WASM) on one thread.
-//   node scripts/bench_tokenizer.mjs [--encoding gpt2] [--reps N] FILE...
+//   node scripts/bench/bench_tokenizer.mjs [--encoding gpt2] [--reps N] FILE...
 // Prints one line: "tiktoken-wasm <encoding> <bytes> <tokens> <seconds> <MB/s>".
 import { readFileSync } from "node:fs";
-import { loadTiktoken } from "./tiktoken_npm.mjs";
+import { loadTiktoken } from "../dev/tiktoken_npm.mjs";
 
 const { get_encoding } = loadTiktoken();
 

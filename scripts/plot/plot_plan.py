@@ -9,7 +9,7 @@
       With more than 256 trainers, 256 evenly spaced rows are drawn.
 
   plot_plan.py bench RESULTS.csv -o out.png
-      scripts/bench_plan.sh's CSV: planning latency and imbalance against the
+      scripts/bench/bench_plan.sh's CSV: planning latency and imbalance against the
       number of trainers.
 """
 import argparse

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench_step_gpu.sh (also `scripts/bench_step.sh --gpu`): the CUDA backend on
+# bench_step_gpu.sh (also `scripts/bench/bench_step.sh --gpu`): the CUDA backend on
 # one GPU, the CUDA issue's acceptance figures:
 #   1. the attention kernels (kernels/attention): forward and backward TFLOP/s
 #      on a packed 32K-token micro-batch of long-tail documents, H 16, D 128
@@ -11,13 +11,13 @@
 # Prints a markdown table; writes bench/results/step_gpu.csv, step_gpu.png and
 # the raw outputs (step_gpu_*.txt). Exits 0 with a message where there is no GPU.
 #
-#   scripts/bench_step_gpu.sh
-#   TOKENS=16384 LAYERS=8 scripts/bench_step_gpu.sh     a smaller model
-#   RAW=DIR scripts/bench_step_gpu.sh    table, CSV and plot from outputs measured
+#   scripts/bench/bench_step_gpu.sh
+#   TOKENS=16384 LAYERS=8 scripts/bench/bench_step_gpu.sh     a smaller model
+#   RAW=DIR scripts/bench/bench_step_gpu.sh    table, CSV and plot from outputs measured
 #                                        elsewhere (build-bundle/run.sh bench, see
-#                                        scripts/gpu_bundle.sh)
+#                                        scripts/gpu/gpu_bundle.sh)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD=${BUILD_DIR:-build}
 TOKENS=${TOKENS:-32768}
 LAYERS=${LAYERS:-16}
@@ -80,7 +80,7 @@ mfu=$(kv mfu)
   echo "params_billion,$(kv params | tr -d B),,$gpu,$date"
   echo "measured_bf16_peak_tflops,$(kv measured_peak_tflops),,$gpu,$date"
 } >"$out/step_gpu.csv"
-/usr/bin/python3 scripts/plot_step_gpu.py "$out/step_gpu.csv" "$out/step_gpu.png"
+/usr/bin/python3 scripts/plot/plot_step_gpu.py "$out/step_gpu.csv" "$out/step_gpu.png"
 
 echo
 echo "| $gpu, $date | measured | target |"

@@ -6,7 +6,7 @@
 #   strong: a fixed 96M-token global batch over more and more trainers
 # Prints markdown tables, writes bench/results/scaling.csv and scaling.png.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 MESHLOOM=${MESHLOOM:-build/app/meshloom}
 [[ -x $MESHLOOM ]] || scripts/setup.sh >/dev/null
 out=bench/results

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu_bundle_selftest.sh: runs the GPU bundle (scripts/gpu_bundle.sh) here the
+# gpu_bundle_selftest.sh: runs the GPU bundle (scripts/gpu/gpu_bundle.sh) here the
 # way a GPU machine without meshloom's packages would, before carrying it:
 # from a copy in another folder (/tmp/bundle-test), in a private mount
 # namespace (unshare -m, root) in which the system's OpenMPI (programs,
@@ -15,15 +15,15 @@
 # GPU tests skip and the GPU training cases stop with meshloom's "no GPU"
 # error; the summary says so.
 #
-#   scripts/gpu_bundle_selftest.sh [PARTS...]      (default: mpi train)
+#   scripts/gpu/gpu_bundle_selftest.sh [PARTS...]      (default: mpi train)
 #   KEEP=1 ...    keep /tmp/bundle-test (trace in /tmp/bundle-test/trace.txt)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 test_dir=/tmp/bundle-test
-bundle=${BUNDLE_OUT:-build-bundle}  # as scripts/gpu_bundle.sh
+bundle=${BUNDLE_OUT:-build-bundle}  # as scripts/gpu/gpu_bundle.sh
 if [[ -z ${SELFTEST_INNER:-} ]]; then
   [[ -f $bundle/bundle.tar.xz && -x $bundle/run.sh ]] ||
-    { echo "gpu_bundle_selftest: no $bundle/ (scripts/gpu_bundle.sh)" >&2; exit 1; }
+    { echo "gpu_bundle_selftest: no $bundle/ (scripts/gpu/gpu_bundle.sh)" >&2; exit 1; }
   [[ $(id -u) == 0 ]] || { echo "gpu_bundle_selftest: needs root (unshare -m, mount --bind)" >&2; exit 1; }
   command -v strace >/dev/null || { echo "gpu_bundle_selftest: needs strace" >&2; exit 1; }
   rm -rf "$test_dir" && mkdir -p "$test_dir/bundle"

@@ -17,15 +17,15 @@
 # bench/results/step_*.csv and step.png. About 7 minutes (408 s) on the
 # 2-core machine, once built; docs/bench_step.md explains the results.
 #
-#   scripts/bench_step.sh                    everything
-#   PARTS="1 2" scripts/bench_step.sh        some parts
-#   NPS="4 8" scripts/bench_step.sh          other rank counts for part 3 (4 is needed
+#   scripts/bench/bench_step.sh                    everything
+#   PARTS="1 2" scripts/bench/bench_step.sh        some parts
+#   NPS="4 8" scripts/bench/bench_step.sh          other rank counts for part 3 (4 is needed
 #                                            for the one-trainer-per-core and sharing rows)
-#   KEEP=1 scripts/bench_step.sh             keep the run folders (metrics.jsonl, logs)
-#   scripts/bench_step.sh --gpu              the CUDA backend instead (scripts/bench_step_gpu.sh)
+#   KEEP=1 scripts/bench/bench_step.sh             keep the run folders (metrics.jsonl, logs)
+#   scripts/bench/bench_step.sh --gpu              the CUDA backend instead (scripts/bench/bench_step_gpu.sh)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-[[ ${1:-} != --gpu ]] || exec scripts/bench_step_gpu.sh
+cd "$(dirname "$0")/../.."
+[[ ${1:-} != --gpu ]] || exec scripts/bench/bench_step_gpu.sh
 start=$(date +%s)
 BUILD=${BUILD_DIR:-build}
 MESHLOOM=$BUILD/app/meshloom
@@ -33,7 +33,7 @@ PARTS=${PARTS:-1 2 3}
 NPS=${NPS:-4 8 16}
 STEPS=${STEPS:-6}  # parts 2 and 3: steps per run; steps 0-1 are not counted
 PY=/usr/bin/python3
-tool() { "$PY" scripts/bench_step.py "$@"; }
+tool() { "$PY" scripts/bench/bench_step.py "$@"; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # Build: setup.sh from nothing; otherwise bring the two targets up to date.
@@ -45,9 +45,9 @@ else
 fi
 # Real text: GPT-2 tokens (part 1) and the same text as bytes (parts 2, 3:
 # longer sequences, vocabulary 257, so attention is a large share of the work).
-[[ -f data/prepared/pydocs.idx && -f data/prepared/fortunes.idx ]] || scripts/prepare_data.sh >/dev/null
+[[ -f data/prepared/pydocs.idx && -f data/prepared/fortunes.idx ]] || scripts/data/prepare_data.sh >/dev/null
 [[ -f data/bench_step/pydocs.idx && -f data/bench_step/bible.idx && -f data/bench_step/fortunes.idx ]] ||
-  TOKENIZER=byte OUT=data/bench_step scripts/prepare_data.sh >/dev/null
+  TOKENIZER=byte OUT=data/bench_step scripts/data/prepare_data.sh >/dev/null
 
 out=bench/results
 mkdir -p "$out"

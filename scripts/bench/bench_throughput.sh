@@ -6,7 +6,7 @@
 # Prints a markdown table; writes bench/results/throughput.csv and .png.
 # Progress, one line per run, goes to stderr (about 2 minutes in all).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 MESHLOOM=${MESHLOOM:-build/app/meshloom}
 [[ -x $MESHLOOM ]] || scripts/setup.sh >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

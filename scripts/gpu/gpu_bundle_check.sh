@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # gpu_bundle_check.sh: checks the training dumps that `build-bundle/run.sh
-# train` (scripts/gpu_bundle.sh) brought back from a GPU machine: the GPU
+# train` (scripts/gpu/gpu_bundle.sh) brought back from a GPU machine: the GPU
 # cases of tests/train/invariance_test.sh against the one-trainer CPU
 # reference, made here with this build, the same data (prepared here as the
 # bundle's was; checksums compared) and the same config and cases (the copy of
 # invariance_cases.sh that came back), at the cases' tolerances
-# (scripts/compare_dumps.py). Prints a table; exits 1 if a case failed.
+# (scripts/data/compare_dumps.py). Prints a table; exits 1 if a case failed.
 #
-#   scripts/gpu_bundle_check.sh DIR     DIR holds train_dumps.tar.gz (or its
+#   scripts/gpu/gpu_bundle_check.sh DIR     DIR holds train_dumps.tar.gz (or its
 #                                       .partNN pieces), e.g. the device
 #                                       tool's files_at folder
 #   KEEP=1 ...                          keep the work folder (printed)
 set -uo pipefail
 [[ $# == 1 ]] || { sed -n '2,13p' "$0"; exit 2; }
 src=$(cd "$1" && pwd) || exit 2
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 BUILD=${BUILD_DIR:-build}
 meshloom=$PWD/$BUILD/app/meshloom
 [[ -x $meshloom ]] || { echo "gpu_bundle_check: no $meshloom (scripts/setup.sh)" >&2; exit 2; }
@@ -61,7 +61,7 @@ for case in "${invariance_gpu_cases[@]}"; do
   elif [[ ! -f $dir/$case_name.h5 ]]; then
     result="no dump: $(grep -m1 -E 'meshloom: error|FATAL' "$dir/$case_name.txt" | cut -c1-160)"
   else
-    result=$(invariance_compare /usr/bin/python3 "$root/scripts/compare_dumps.py" "$case_name" "$case_tol" "${case_args[@]}" 2>&1 | tail -1)
+    result=$(invariance_compare /usr/bin/python3 "$root/scripts/data/compare_dumps.py" "$case_name" "$case_tol" "${case_args[@]}" 2>&1 | tail -1)
   fi
   [[ ${rc:-?} == 0 && $on_gpu == yes && $result == ok:* ]] || failed=$((failed + 1))
   echo "| $case_name | $case_trainers | ${rc:-?} | $on_gpu | $case_tol | ${result//|//} |"

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Write the raw JSON Lines sources of scripts/bench_data.sh (one document per
+"""Write the raw JSON Lines sources of scripts/bench/bench_data.sh (one document per
 line, {"text": ...}) from real text installed by scripts/setup.sh:
 
   docs_other.jsonl   Python 3.11 docs sources (*.rst.txt) outside library/,
@@ -8,7 +8,7 @@ line, {"text": ...}) from real text installed by scripts/setup.sh:
                      subfolder of /usr/lib/python3.11 (the top-level modules
                      are the prepared, indexed source)
 
-The King James Bible and the fortunes come from scripts/corpora.py.
+The King James Bible and the fortunes come from scripts/data/corpora.py.
 
 Usage: bench_data_corpora.py OUT_DIR
 """

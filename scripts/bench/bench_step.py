@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Helpers of scripts/bench_step.sh (Debian /usr/bin/python3 + matplotlib).
+"""Helpers of scripts/bench/bench_step.sh (Debian /usr/bin/python3 + matplotlib).
 
   bench_step.py busy [SECONDS]
       cores kept busy by everything running on the machine (from /proc/stat)
@@ -206,7 +206,7 @@ def cmd_hdp(a):
 def cmd_calib(a):
     with open(a.out, "w") as f:
         run = os.path.basename(os.path.dirname(os.path.abspath(a.metrics)))
-        f.write(f"# k = 1 micro-batches of run {run} (scripts/bench_step.sh), steps >= {a.skip}\n"
+        f.write(f"# k = 1 micro-batches of run {run} (scripts/bench/bench_step.sh), steps >= {a.skip}\n"
                 "tokens,sum_l2,seconds\n")
         n = 0
         for r in steps_of(a.metrics)[a.skip:]:

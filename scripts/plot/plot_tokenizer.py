@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Plot bench/results/tokenizer.csv (scripts/bench_tokenizer.sh): encode MB/s
+"""Plot bench/results/tokenizer.csv (scripts/bench/bench_tokenizer.sh): encode MB/s
 per core of meshloom and the npm tiktoken package, per corpus and encoding,
 with the ratio over each pair of bars.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Summarize the raw CSV files of scripts/bench_data.sh into markdown tables
+"""Summarize the raw CSV files of scripts/bench/bench_data.sh into markdown tables
 (stdout), summary CSV files and PNG plots, all in RESULTS_DIR:
 
   data_prepare_runs.csv  -> data_prepare.csv, data_prepare.png

@@ -9,9 +9,9 @@
 # bench/results/plan_bench.csv, plan_bench.md, plan_bench.png and the full
 # simulate report of each T.
 #
-#   scripts/bench_plan.sh                 (after building: cmake --build build)
-#   BUILD_DIR=build-plan C=32768 STEPS=9 scripts/bench_plan.sh
-#   LENGTHS=/path/to/linux_c_h.tsv scripts/bench_plan.sh   (relative: from the repo root)
+#   scripts/bench/bench_plan.sh                 (after building: cmake --build build)
+#   BUILD_DIR=build-plan C=32768 STEPS=9 scripts/bench/bench_plan.sh
+#   LENGTHS=/path/to/linux_c_h.tsv scripts/bench/bench_plan.sh   (relative: from the repo root)
 #
 # LENGTHS (default bench/data/linux_c_h.tsv.xz, unpacked into the build
 # folder; see bench/data/README.md) is a TSV with a header and a gpt2_tokens
@@ -19,7 +19,7 @@
 # prepare). Other lengths give other figures than
 # bench/results (see docs/plan.md, "Benchmark").
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
 MESHLOOM=${MESHLOOM:-$BUILD_DIR/app/meshloom}
 LENGTHS=${LENGTHS:-}
@@ -72,5 +72,5 @@ for t in sorted(by):
         ("%.2fx" % float(h["speedup_vs_static"])) if not s["error"] else "-"))
 PYEOF
 cat "$OUT/plan_bench.md"
-"$PY" scripts/plot_plan.py bench "$CSV" -o "$OUT/plan_bench.png"
+"$PY" scripts/plot/plot_plan.py bench "$CSV" -o "$OUT/plan_bench.png"
 echo "bench_plan.sh: wrote $CSV, $OUT/plan_bench.md, $OUT/plan_bench.png" >&2
