@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Read a meshloom checkpoint with h5py, independently of meshloom: print its
 summary and verify every dataset against its checksum (the layout is in
-README.md, "Checkpoint").
+docs/formats.md, "Checkpoint").
 
 Usage: read_checkpoint.py CKPT.h5 [--no-verify]
 Exit status 1 when a checksum does not match or a dataset is missing.
