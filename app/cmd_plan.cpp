@@ -52,26 +52,26 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
-// scripts/plot_plan.py: $MESHLOOM_PLOT_SCRIPT, ./scripts, or beside the build.
+// scripts/plot/plot_plan.py: $MESHLOOM_PLOT_SCRIPT, ./scripts, or beside the build.
 std::string plot_script() {
   if (const char* env = std::getenv("MESHLOOM_PLOT_SCRIPT")) return env;
-  std::vector<fs::path> tries = {fs::current_path() / "scripts/plot_plan.py"};
+  std::vector<fs::path> tries = {fs::current_path() / "scripts/plot/plot_plan.py"};
   char exe[4096];
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n > 0) {
     exe[n] = '\0';
     const fs::path dir = fs::path(exe).parent_path();
-    tries.push_back(dir / "../../scripts/plot_plan.py");
-    tries.push_back(dir / "../scripts/plot_plan.py");
+    tries.push_back(dir / "../../scripts/plot/plot_plan.py");
+    tries.push_back(dir / "../scripts/plot/plot_plan.py");
   }
   for (const fs::path& p : tries)
     if (fs::exists(p)) return fs::weakly_canonical(p).string();
   throw Error(
-      "cannot find scripts/plot_plan.py (run from the repository root, or set "
+      "cannot find scripts/plot/plot_plan.py (run from the repository root, or set "
       "MESHLOOM_PLOT_SCRIPT)");
 }
 
-// trainer x time of both plans side by side (scripts/plot_plan.py).
+// trainer x time of both plans side by side (scripts/plot/plot_plan.py).
 void draw(const plan::Plan& hdp, const plan::Plan& stat, const std::string& png) {
   const std::string stem = fs::path(png).replace_extension("").string();
   plan::write_json(hdp, stem + "." + hdp.planner + ".json");

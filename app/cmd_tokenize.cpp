@@ -1,5 +1,5 @@
 // `meshloom tokenize`: the token ids of text or files, or (--bench) the encode
-// throughput of one thread over files, for scripts/bench_tokenizer.sh.
+// throughput of one thread over files, for scripts/bench/bench_tokenizer.sh.
 // No MPI: it runs anywhere.
 #include <chrono>
 #include <cstdio>

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/prepare_data.sh
+scripts/data/prepare_data.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 NP=${NP:-8}
 echo "[quickstart] mpirun -np $NP build/app/meshloom train --config configs/quickstart.yaml $*"
@@ -15,5 +15,5 @@ mpirun --oversubscribe --bind-to none -np "$NP" build/app/meshloom train \
 dir=$(build/app/meshloom config show --config configs/quickstart.yaml "$@" 2>/dev/null |
   sed -n 's/^  dir: //p' | head -1)
 if [[ -f $dir/metrics.jsonl ]]; then
-  /usr/bin/python3 scripts/plot_metrics.py "$dir/metrics.jsonl" "$dir/metrics.png"
+  /usr/bin/python3 scripts/plot/plot_metrics.py "$dir/metrics.jsonl" "$dir/metrics.png"
 fi

@@ -1,4 +1,4 @@
-// The GPU model: forward and backward of DESIGN.md's transformer over one
+// The GPU model: forward and backward of docs/design.md's transformer over one
 // packed micro-batch, the twin of model::Transformer (lib/model/transformer.hpp),
 // step for step: the same products (cuBLAS, kernels/blas), the same fused
 // layouts (q|k|v and w1|w3 as one matrix each), the same saved activations.

@@ -6,7 +6,7 @@
 //   /meta/trainers        int32    trainers at save time (resume may use another count)
 //   /meta/seed            int64    run.seed (all randomness is counter-based on it)
 //   /meta/config          string   the effective config
-//   /model/<name>         float32  parameters, shaped as DESIGN.md names them
+//   /model/<name>         float32  parameters, shaped as docs/design.md "The model" names them
 //   /optim/m/<name>, /optim/v/<name>  float32  AdamW moments (ZeRO-1 shards gathered)
 //   /optim/step           int64    AdamW's step count (bias correction)
 //   /data/plane           uint8    the data plane's state after choosing step `step`

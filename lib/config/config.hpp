@@ -1,7 +1,7 @@
 // The experiment config: typed sections with defaults, read from YAML.
 //
 // Every key is declared once, in its section's visit(); see schema.hpp for how
-// that one list drives reading, printing and the README reference. Cross-key
+// that one list drives reading, printing and the docs/config.md reference. Cross-key
 // rules (d_model divisible by n_heads, schedule names known sources, ...) live
 // in validate.cpp. Sizes that depend on the world (the trainer count) are
 // checked by the runtime, which knows it.
@@ -369,7 +369,7 @@ std::string to_yaml(const Config& config);
 
 // One row per key: path, type, default, allowed values, meaning.
 std::vector<KeyDoc> reference_rows();
-// The reference as a markdown table (what the README embeds).
+// The reference as a markdown table (what docs/config.md embeds).
 std::string reference_markdown();
 
 }  // namespace meshloom::config

@@ -4,7 +4,7 @@
 //   template <class V> void visit(V& v) { v.field("seq_len", seq_len, "doc", at_least(1)); }
 // and three visitors walk that list: Reader (YAML -> struct, with typed errors
 // that name file:line:column and the key path), Writer (struct -> YAML, the
-// effective config) and Documenter (the reference table in the README). So the
+// effective config) and Documenter (the reference table in docs/config.md). So the
 // accepted keys, their defaults and their documentation cannot drift apart.
 #pragma once
 

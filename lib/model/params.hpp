@@ -1,7 +1,7 @@
 // The model's shape and its parameters as one flat buffer.
 //
 // Every parameter tensor is a named view into one contiguous buffer, in this
-// order (shapes row-major [out, in], as DESIGN.md "The model" names them):
+// order (shapes row-major [out, in], as docs/design.md "The model" names them):
 //
 //   embed [V, d]
 //   for each layer i: layers.i.attn_norm [d], layers.i.wq [H·D, d],

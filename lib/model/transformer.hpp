@@ -1,4 +1,4 @@
-// The CPU model: forward and backward of DESIGN.md's transformer over one
+// The CPU model: forward and backward of docs/design.md's transformer over one
 // packed micro-batch, in float (training) or double (gradient checks).
 //
 // How a trainer runs a micro-batch:

@@ -1,4 +1,4 @@
-// The step dump (`meshloom train --dump-step N FILE`), DESIGN.md "Step dump":
+// The step dump (`meshloom train --dump-step N FILE`), docs/formats.md "Step dump":
 //   /batch/tokens          int32   the global batch's samples concatenated in manifest order
 //   /batch/sample_lengths  int32
 //   /batch/source          int32   source index per sample

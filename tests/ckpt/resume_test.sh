@@ -15,7 +15,7 @@ set -u
 meshloom=$1 mpiexec=$2
 source "$(dirname "$0")/../common/testlib.sh"
 prepare_docs docs '[a-c]*'
-/usr/bin/python3 "$root/scripts/corpora.py" fortunes "$dir/fortunes.jsonl" >/dev/null
+/usr/bin/python3 "$root/scripts/data/corpora.py" fortunes "$dir/fortunes.jsonl" >/dev/null
 cat >"$dir/c.yaml" <<YAML
 run: {timeout: 60, steps: 14}
 cluster: {roles: {constructors: 1, loaders: 1}}
@@ -116,9 +116,9 @@ fourth=$(ls "$ck"/step_*.h5 | sort | tail -4 | head -1)
 "$meshloom" inspect "$newest" >"$dir/inspect.txt" 2>&1 && fail "inspect accepted a torn checkpoint"
 grep -q "^meshloom: error: .*step_" "$dir/inspect.txt" || { cat "$dir/inspect.txt"; fail "inspect message"; }
 # The documented layout, read independently: h5py (checksums recomputed) and h5dump.
-/usr/bin/python3 "$root/scripts/read_checkpoint.py" "$ck/step_00000002.h5" | grep -q "all good" ||
+/usr/bin/python3 "$root/scripts/data/read_checkpoint.py" "$ck/step_00000002.h5" | grep -q "all good" ||
   fail "read_checkpoint.py rejects a good checkpoint"
-/usr/bin/python3 "$root/scripts/read_checkpoint.py" "$second" >/dev/null && fail "read_checkpoint.py accepted a flipped byte"
+/usr/bin/python3 "$root/scripts/data/read_checkpoint.py" "$second" >/dev/null && fail "read_checkpoint.py accepted a flipped byte"
 h5dump -d /meta/step "$ck/step_00000002.h5" | grep -q "(0): 2" || fail "h5dump cannot read /meta/step"
 echo "ok: meshloom inspect verifies and refuses: $(cat "$dir/inspect.txt" | cut -c1-100)"
 train full 2 --resume auto || { cat "$dir/full.log"; fail "resume past torn checkpoints"; }

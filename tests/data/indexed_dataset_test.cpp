@@ -1,6 +1,6 @@
 // Indexed datasets: writer/reader round trips in both dtypes, the exact byte
 // layout, every corrupt-index case with its message, and a cross-check with
-// the independent Python reader (scripts/megatron_idx.py).
+// the independent Python reader (scripts/data/megatron_idx.py).
 #include "data/indexed_dataset.hpp"
 
 #include <gtest/gtest.h>
@@ -383,7 +383,7 @@ TEST_F(CorruptIndex, BadDocumentIndices) {
 // ctest, which runs the script on `meshloom prepare` output).
 TEST(IndexedDataset, PythonReaderAgreesInt32) {
   const std::string python = "/usr/bin/python3";
-  const std::string script = std::string(MESHLOOM_SOURCE_DIR) + "/scripts/megatron_idx.py";
+  const std::string script = std::string(MESHLOOM_SOURCE_DIR) + "/scripts/data/megatron_idx.py";
   if (!std::filesystem::exists(python)) GTEST_SKIP() << "no " << python;
   TempDir dir;
   const std::string prefix = dir.file("py");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cross-checks meshloom's indexed datasets with scripts/megatron_idx.py, an
+# Cross-checks meshloom's indexed datasets with scripts/data/megatron_idx.py, an
 # independent numpy implementation of Megatron-LM's layout:
 #   1. `meshloom prepare --tokenizer byte` output read by Python must be each
 #      file's bytes followed by end-of-text 256, in sorted path order;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU bundle, packed and run here as on a GPU machine without meshloom's
-# packages (scripts/gpu_bundle.sh, then scripts/gpu_bundle_selftest.sh with the
+# packages (scripts/gpu/gpu_bundle.sh, then scripts/gpu/gpu_bundle_selftest.sh with the
 # system's OpenMPI hidden), so that a bundle broken by a change is found here
 # and not in a scarce GPU session. Without a GPU its GPU tests skip and its
 # training cases stop with meshloom's "no GPU" error, which the selftest
@@ -15,5 +15,5 @@ if ! unshare -m true 2>/dev/null; then
   exit 77
 fi
 export BUILD_DIR=$build BUNDLE_OUT=$build/gpu-bundle
-"$root/scripts/gpu_bundle.sh"
-"$root/scripts/gpu_bundle_selftest.sh" tests mpi train
+"$root/scripts/gpu/gpu_bundle.sh"
+"$root/scripts/gpu/gpu_bundle_selftest.sh" tests mpi train

@@ -93,7 +93,7 @@ void gradient_check(bool tied) {
 TEST(Transformer, GradientCheckTied) { gradient_check(true); }
 TEST(Transformer, GradientCheckUntied) { gradient_check(false); }
 
-// DESIGN.md "The model" written out with plain loops over named tensors,
+// docs/design.md "The model" written out with plain loops over named tensors,
 // sharing no code with the model: −log p per token.
 std::vector<double> reference_losses(Transformer<double>& m, const Batch& b) {
   const Shape& s = m.shape();

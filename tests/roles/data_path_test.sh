@@ -21,7 +21,7 @@ run() { timeout 60 "$mpiexec" --oversubscribe --bind-to none "$@"; }
 # Real text, byte-tokenized (fast): Python docs, fortunes.
 mkdir -p "$dir/pydocs"
 cp /usr/share/doc/python3.11/html/_sources/library/*.rst.txt "$dir/pydocs/" || fail "python3.11-doc missing"
-/usr/bin/python3 "$(dirname "$0")/../../scripts/corpora.py" fortunes "$dir/fortunes.jsonl" >/dev/null
+/usr/bin/python3 "$(dirname "$0")/../../scripts/data/corpora.py" fortunes "$dir/fortunes.jsonl" >/dev/null
 "$meshloom" prepare --input "$dir/pydocs" --format text --tokenizer byte --out "$dir/pydocs" >/dev/null ||
   fail "prepare pydocs"
 "$meshloom" prepare --input "$dir/fortunes.jsonl" --format jsonl --tokenizer byte --out "$dir/fortunes" \

@@ -16,7 +16,7 @@ set -u
 meshloom=$1 mpiexec=$2
 source "$(dirname "$0")/../common/testlib.sh"
 prepare_docs docs '[a-f]*'
-/usr/bin/python3 "$root/scripts/corpora.py" fortunes "$dir/fortunes.jsonl" >/dev/null
+/usr/bin/python3 "$root/scripts/data/corpora.py" fortunes "$dir/fortunes.jsonl" >/dev/null
 cat >"$dir/c.yaml" <<YAML
 run: {timeout: 60}
 cluster: {roles: {constructors: 1, loaders: 3}}

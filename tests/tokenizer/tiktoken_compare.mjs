@@ -13,7 +13,7 @@
 //       neighbours on both sides (ids and bytes), then exits 1.
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
-import { loadTiktoken } from "../../scripts/tiktoken_npm.mjs";
+import { loadTiktoken } from "../../scripts/dev/tiktoken_npm.mjs";
 
 const [mode, ...args] = process.argv.slice(2);
 

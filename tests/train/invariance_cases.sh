@@ -1,9 +1,9 @@
 # shellcheck shell=bash disable=SC2034,SC2154  # variables for and from the sourcing script
 # invariance_cases.sh: the one definition of the end-to-end invariance check's
 # data, config, reference and cases (source it). Read by
-# tests/train/invariance_test.sh, and by the GPU bundle: scripts/gpu_bundle.sh
+# tests/train/invariance_test.sh, and by the GPU bundle: scripts/gpu/gpu_bundle.sh
 # copies this file into build-bundle/, whose run.sh `train` runs the GPU cases
-# on a GPU machine, and scripts/gpu_bundle_check.sh compares what comes back
+# on a GPU machine, and scripts/gpu/gpu_bundle_check.sh compares what comes back
 # with a CPU reference made here (with the copy that came back).
 #
 # The functions read three variables of the caller: meshloom (the executable),

@@ -10,7 +10,7 @@
 # also with selective offloading (plan.offload).
 # Skipped (exit 77) where no GPU is visible.
 # The data, config, reference and cases: invariance_cases.sh (shared with the
-# GPU bundle, scripts/gpu_bundle.sh).
+# GPU bundle, scripts/gpu/gpu_bundle.sh).
 set -u
 meshloom=$1 mpiexec=$2 backend=${3:-cpu}
 if [[ $backend == cuda ]] && ! nvidia-smi -L >/dev/null 2>&1; then
@@ -27,7 +27,7 @@ run() {  # name trainers extra-args...
   invariance_run "$@" || { cat "$dir/$1.txt"; fail "$1 exited non-zero"; }
 }
 compare() {  # name tolerance what train-args...
-  invariance_compare /usr/bin/python3 "$root/scripts/compare_dumps.py" "$1" "$2" "${@:4}" ||
+  invariance_compare /usr/bin/python3 "$root/scripts/data/compare_dumps.py" "$1" "$2" "${@:4}" ||
     fail "$1: $3 differs from the one-trainer CPU reference"
 }
 run ref "${invariance_ref[@]}"

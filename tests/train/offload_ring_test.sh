@@ -23,6 +23,6 @@ invariance_config cuda >"$dir/c.yaml"  # the 4-layer model (on the CPU here)
 invariance_run ref 1 --set plan.capacity=4096 || { cat "$dir/ref.txt"; fail "reference run"; }
 invariance_run off2 2 --set plan.capacity=400 --set plan.offload=true ||
   { cat "$dir/off2.txt"; fail "two trainers with offloaded rings"; }
-invariance_compare /usr/bin/python3 "$root/scripts/compare_dumps.py" off2 1e-5 ||
+invariance_compare /usr/bin/python3 "$root/scripts/data/compare_dumps.py" off2 1e-5 ||
   fail "offloaded rings differ from the one-trainer reference"
 echo "offloaded rings match one trainer"

@@ -1,5 +1,5 @@
 // GPU RMSNorm (kernels/ops/norm.hpp) against a double-precision reference of
-// DESIGN.md's formula (the CPU's row kernels are private to
+// docs/design.md's formula (the CPU's row kernels are private to
 // lib/model/transformer.cpp), fp32 and bf16, odd sizes; the gain gradient
 // accumulates into what is there and is bit-identical run to run.
 #include <gtest/gtest.h>

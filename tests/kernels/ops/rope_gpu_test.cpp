@@ -1,5 +1,5 @@
 // GPU RoPE (kernels/ops/rope.hpp) against a double-precision reference of
-// DESIGN.md's rotate-half formula (the CPU's rope_apply is private to
+// docs/design.md's rotate-half formula (the CPU's rope_apply is private to
 // lib/model/transformer.cpp), on a fused QKV buffer with a padded leading
 // dimension: q and k heads turn, v and the padding stay bit-identical.
 // Positions restart at 0 mid-buffer and include a late chunk of a long

@@ -1,5 +1,5 @@
 // GPU SwiGLU (kernels/ops/swiglu.hpp) against a double-precision reference of
-// DESIGN.md's gate on the CPU's fused [a | b] rows (the CPU's row kernels are
+// docs/design.md's gate on the CPU's fused [a | b] rows (the CPU's row kernels are
 // private to lib/model/transformer.cpp), fp32 and bf16, odd sizes, including
 // the in-place backward (dab over ab).
 #include <gtest/gtest.h>

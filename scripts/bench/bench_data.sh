@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# bench_data.sh: the data plane benchmark (issue "Data plane", item
+# "Benchmark"), on real text, on this machine:
+#   1. prepare throughput: GPT-2 BPE MB/s on one core, meshloom (`tokenize
+#      --bench` and `prepare --threads 1`) side by side with the npm `tiktoken`
+#      package (WASM) on the same files;
+#   2. delivered tokens/s versus loader count (1, 2, 4, 8) for 4 trainers, on
+#      8 sources: 7 raw (text / JSON Lines, GPT-2 tokenized on the fly by the
+#      loaders) and 1 prepared (indexed, memory-mapped);
+#   3. memory of the data path (PSS), disaggregated loaders versus the
+#      colocated baseline (every trainer opens every source), 8 and 16 trainers.
+# Prints markdown tables; writes CSV and PNG files under bench/results/
+# (data_*.csv, data_*.png, data_tables.md). docs/bench_data.md explains the
+# measurements and the definition of "data path memory".
+#
+#   scripts/bench/bench_data.sh                    build if needed, run everything
+#   BENCH_NO_BUILD=1 scripts/bench/bench_data.sh   use the existing build
+#   REPS=5 RUNS=5 scripts/bench/bench_data.sh      more repetitions
+#   PIN=1 scripts/bench/bench_data.sh              pin part 1 to one core (taskset)
+#   PARTS="2 3" scripts/bench/bench_data.sh        only some parts (the tables are made
+#                                            from every *_runs.csv in bench/results,
+#                                            so parts not run show earlier results)
+#
+# Without BENCH_NO_BUILD it installs what is missing (scripts/setup.sh) and
+# builds the meshloom target only. About 2.5 minutes of benchmarks on 2 cores.
+#
+# Generated sources and configs go to WORK (data/bench, git-ignored). Every
+# mpirun is bounded by TIMEOUT seconds.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+t_start=$(date +%s)
+BUILD_DIR=${BUILD_DIR:-build}
+BIN=$BUILD_DIR/app/meshloom
+WORK=${WORK:-data/bench}
+RES=${RESULTS:-bench/results}
+RUNS=${RUNS:-3}            # part 1: best of RUNS
+REPS=${REPS:-3}            # part 2: median of REPS
+TIMEOUT=${TIMEOUT:-150}    # seconds per mpirun
+PARTS=${PARTS:-1 2 3}
+LOADERS=${LOADERS:-1 2 4 8}
+TPUT_TRAINERS=${TPUT_TRAINERS:-4}
+TPUT_STEPS=${TPUT_STEPS:-500}        # 500 x 16384 tokens: about 0.75 epoch of the mixture
+MEM_TRAINERS=${MEM_TRAINERS:-8 16}
+MEM_LOADERS=${MEM_LOADERS:-1 2 4}    # disaggregated layouts measured (2 is the headline)
+MEM_LEAN_LOADERS=${MEM_LEAN_LOADERS-1 2}  # lean loaders: no shadows, no token cache ("" to skip)
+MEM_STEPS=${MEM_STEPS:-100}
+MEM_LONG_TRAINERS=${MEM_LONG_TRAINERS:-16}
+MEM_LONG_STEPS=${MEM_LONG_STEPS-400}  # also measure 16 trainers after 400 steps ("" to skip)
+PY=/usr/bin/python3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIRUN=(mpirun --oversubscribe --bind-to none)
+
+say() { printf '[bench_data] %s\n' "$*" >&2; }
+load1() { cut -d" " -f1 /proc/loadavg; }
+has_part() { [[ " $PARTS " == *" $1 "* ]]; }
+
+if [[ ${BENCH_NO_BUILD:-0} != 1 ]]; then
+  # Packages and vocabularies as scripts/setup.sh installs them; then only the
+  # meshloom target (configured as setup.sh does), not the tests.
+  SETUP_NO_BUILD=1 scripts/setup.sh >&2
+  if [[ ! -f $BUILD_DIR/build.ninja ]]; then
+    say "configuring $BUILD_DIR (Release)"
+    cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DMESHLOOM_CUDA="${MESHLOOM_CUDA:-ON}" >/dev/null
+  fi
+  say "building $BIN"
+  cmake --build "$BUILD_DIR" --target meshloom -j "${BUILD_JOBS:-$(nproc)}" >&2
+  t_built=$(date +%s)
+  say "build took $((t_built - t_start)) s"
+fi
+t_bench=$(date +%s)
+[[ -x $BIN ]] || { say "$BIN not built (scripts/setup.sh)"; exit 2; }
+command -v node >/dev/null || { say "node not found (scripts/setup.sh)"; exit 2; }
+[[ -d third_party/npm/node_modules/tiktoken ]] || { say "npm tiktoken missing (scripts/setup.sh)"; exit 2; }
+DOCS=/usr/share/doc/python3.11/html/_sources
+STDLIB=/usr/lib/python3.11
+[[ -d $DOCS && -f $STDLIB/os.py ]] || { say "python3.11-doc / python3.11 missing (scripts/setup.sh)"; exit 2; }
+
+mkdir -p "$WORK/raw" "$WORK/prepared" "$WORK/configs" "$WORK/reports" "$RES"
+cpu=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1 | tr ',' ' ')
+date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+say "machine: $(nproc) cores ($cpu), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# --- real text -----------------------------------------------------------------
+[[ -f $WORK/raw/docs_other.jsonl && -f $WORK/raw/stdlib_pkgs.jsonl ]] ||
+  $PY scripts/bench/bench_data_corpora.py "$WORK/raw" >&2
+[[ -f $WORK/raw/bible.jsonl ]] || $PY scripts/data/corpora.py bible "$WORK/raw/bible.jsonl" >&2
+[[ -f $WORK/raw/fortunes.jsonl ]] || $PY scripts/data/corpora.py fortunes "$WORK/raw/fortunes.jsonl" >&2
+
+# --- 1. prepare throughput ---------------------------------------------------------
+# Not pinned by default (as scripts/bench/bench_tokenizer.sh: pinning squeezes V8's
+# GC and JIT threads onto tiktoken's core). `prepare --threads 1` runs three
+# threads (reader, one tokenizer, writer), so it also runs pinned to one core
+# (taskset): that is the per-core figure compared with tiktoken.
+PIN_CMD=()
+ONE_CORE=()
+if command -v taskset >/dev/null; then ONE_CORE=(taskset -c "$(($(nproc) - 1))"); fi
+if [[ ${PIN:-0} == 1 ]]; then PIN_CMD=("${ONE_CORE[@]}"); fi
+field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
+now() { date +%s.%N; }
+
+declare -A CORPUS
+CORPUS[python-docs]=$(find "$DOCS" -name '*.rst.txt' | sort)
+CORPUS[python-stdlib]=$(ls "$STDLIB"/*.py | sort)
+prepare_one() {  # corpus [cmd prefix...]: prepares it into $WORK/prepared/<corpus>;
+  # echoes "MB/s (prepare's own timer) start end tokens documents"
+  local corpus=$1 out t0 t1 mbs tokens docs
+  shift
+  mapfile -t files < <(printf '%s\n' "${CORPUS[$corpus]}")
+  t0=$(now)
+  out=$("$@" "$BIN" prepare --input "${files[@]}" --format text --tokenizer gpt2 \
+    --threads 1 --out "$WORK/prepared/$corpus")
+  t1=$(now)
+  mbs=$(sed -n 's/.* \([0-9.]*\) MB\/s of text.*/\1/p' <<<"$out")
+  tokens=$(sed -n 's/^  tokens *\([0-9,]*\) .*/\1/p' <<<"$out" | tr -d ,)
+  docs=$(sed -n 's/^  documents *\([0-9,]*\).*/\1/p' <<<"$out" | tr -d ,)
+  echo "$mbs $t0 $t1 $tokens $docs"
+}
+
+if has_part 1; then
+  say "1. prepare throughput (GPT-2, one thread, best of $RUNS)"
+  echo "corpus,run,files,bytes,tokens,tiktoken_tokens,prepare_tokens,prepare_docs,tiktoken_wasm_mb_s,meshloom_tokenize_mb_s,meshloom_prepare_mb_s,meshloom_prepare_1core_mb_s,meshloom_prepare_1core_wall_mb_s,pinned,cpu,date,load1" \
+    >"$RES/data_prepare_runs.csv"
+  for corpus in python-docs python-stdlib; do
+    mapfile -t files < <(printf '%s\n' "${CORPUS[$corpus]}")
+    for ((r = 0; r < RUNS; ++r)); do
+      # tiktoken-wasm ENC BYTES TOKENS SECONDS MB/s
+      read -r _ _ js_bytes js_tokens _ js_mbs < <("${PIN_CMD[@]}" node scripts/bench/bench_tokenizer.mjs --encoding gpt2 "${files[@]}")
+      line=$("${PIN_CMD[@]}" "$BIN" tokenize --tokenizer gpt2 --bench "${files[@]}")
+      ml_mbs=$(field mb_per_s "$line") ml_tokens=$(field tokens "$line") bytes=$(field bytes "$line")
+      read -r p_mbs _ _ p_tokens p_docs < <(prepare_one "$corpus" "${PIN_CMD[@]}")
+      read -r c_mbs t0 t1 c_tokens _ < <(prepare_one "$corpus" "${ONE_CORE[@]}")
+      wall_mbs=$(echo "scale=2; $bytes / ($t1 - $t0) / 1000000" | bc)
+      if [[ $ml_tokens != "$js_tokens" || $bytes != "$js_bytes" || $p_tokens != $((ml_tokens + p_docs)) ||
+            $c_tokens != "$p_tokens" ]]; then
+        say "$corpus: token counts differ: tokenize $ml_tokens of $bytes bytes, tiktoken $js_tokens of $js_bytes, prepare $p_tokens / $c_tokens ($p_docs end-of-text ids)"
+        exit 1
+      fi
+      echo "$corpus,$r,${#files[@]},$bytes,$ml_tokens,$js_tokens,$p_tokens,$p_docs,$js_mbs,$ml_mbs,$p_mbs,$c_mbs,$wall_mbs,$((${#PIN_CMD[@]} > 0)),$cpu,$date,$(load1)" \
+        >>"$RES/data_prepare_runs.csv"
+    done
+  done
+fi
+
+# --- the 8 sources of parts 2 and 3 ---------------------------------------------------
+# Raw sources are read whole by whoever opens them and GPT-2 tokenized on the
+# fly; stdlib_modules is the indexed dataset prepared in part 1. Part 2 weighs
+# sources by text size, so that they run out at about the same step (one epoch
+# of the mixture is about 10.9M tokens), and also runs an all-indexed control
+# (the same 8 sources prepared beforehand: no tokenization in the data path).
+# Part 3 weighs them equally, so that in a short run every colocated trainer
+# receives samples of (and so opens) every source.
+[[ -f $WORK/prepared/python-stdlib.idx ]] || prepare_one python-stdlib >/dev/null
+NAMES=(docs_library docs_whatsnew docs_capi docs_other bible fortunes stdlib_pkgs)
+PATHS=("$DOCS/library" "$DOCS/whatsnew" "$DOCS/c-api" "$WORK/raw/docs_other.jsonl"
+  "$WORK/raw/bible.jsonl" "$WORK/raw/fortunes.jsonl" "$WORK/raw/stdlib_pkgs.jsonl")
+FORMATS=(text text text jsonl jsonl jsonl jsonl)
+SIZE_WEIGHTS=(6.3 1.7 0.8 2.2 4.3 2.8 6.9 4.8)  # MB of text, stdlib_modules last
+config() {  # name mode loaders workers raw|indexed size|equal [lean|processes]
+  local f=$WORK/configs/$1.yaml i w
+  {
+    echo "# generated by scripts/bench/bench_data.sh"
+    echo "run: {name: bench-data, dir: $WORK/run, seed: 1234, timeout: 120}"
+    echo "cluster:"
+    echo "  roles: {constructors: 1, loaders: $3}"
+    echo "model: {vocab_size: 50257, d_model: 64, n_layers: 1, n_heads: 2, n_kv_heads: 1, ffn_dim: 128}"
+    echo "plan: {planner: hdp, capacity: 2048}"
+    echo "data:"
+    echo "  mode: $2"
+    echo "  seq_len: 2048"
+    echo "  tokens_per_step: 16384"
+    echo "  workers: $4"
+    if [[ ${7:-} == lean ]]; then echo "  shadows: false"; echo "  cache_tokens: 0"; fi
+    # DataLoader-style colocated baseline: `workers` worker processes per trainer
+    if [[ ${7:-} == processes ]]; then echo "  colocated_processes: $4"; fi
+    echo "  sources:"
+    for i in "${!NAMES[@]}"; do
+      w=1; [[ $6 == size ]] && w=${SIZE_WEIGHTS[$i]}
+      if [[ $5 == raw ]]; then
+        echo "    - {name: ${NAMES[$i]}, path: ${PATHS[$i]}, format: ${FORMATS[$i]}, tokenizer: gpt2, weight: $w}"
+      else
+        echo "    - {name: ${NAMES[$i]}, path: $WORK/prepared/src_${NAMES[$i]}, format: indexed, weight: $w}"
+      fi
+    done
+    w=1; [[ $6 == size ]] && w=${SIZE_WEIGHTS[7]}
+    echo "    - {name: stdlib_modules, path: $WORK/prepared/python-stdlib, format: indexed, weight: $w}"
+  } >"$f"
+  echo "$f"
+}
+run_data() {  # config np steps report
+  local cfg=$1 np=$2 steps=$3 report=$4 log=${4%.json}.log
+  rm -f "$report"
+  if ! timeout "$TIMEOUT" "${MPIRUN[@]}" -np "$np" "$BIN" data --config "$cfg" --steps "$steps" \
+      --report "$report" >"$log" 2>&1; then
+    say "FAILED (exit $?): mpirun -np $np $BIN data --config $cfg --steps $steps (log: $log)"
+    tail -5 "$log" >&2
+    return 1
+  fi
+}
+json_row() {  # report.json -> CSV fields
+  $PY - "$1" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+roles = r["roles"]
+def g(role, key):
+    return roles.get(role, {}).get(key, 0)
+print(",".join(str(x) for x in [
+    r["mode"], r["constructors"], r["loaders"], r["trainers"], r["steps"], int(r["tokens"]),
+    r["seconds"], r["tokens_per_s"], r["hash"],
+    g("constructor", "pss_sum_kib"), g("loader", "pss_sum_kib"), g("trainer", "pss_sum_kib"),
+    g("constructor", "peak_rss_sum_kib"), g("loader", "peak_rss_sum_kib"),
+    g("trainer", "peak_rss_sum_kib"), g("trainer", "peak_rss_max_kib")]))
+EOF
+}
+RUN_HEADER="mode,constructors,loaders,trainers,steps,tokens,seconds,tokens_per_s,hash,constructor_pss_kib,loader_pss_kib,trainer_pss_kib,constructor_peak_rss_kib,loader_peak_rss_kib,trainer_peak_rss_kib,trainer_peak_rss_max_kib,load1"
+
+# --- 2. tokens/s versus loaders ------------------------------------------------------
+if has_part 2; then
+  for i in "${!NAMES[@]}"; do   # the all-indexed control: the 7 raw sources, prepared
+    n=${NAMES[$i]}
+    [[ -f $WORK/prepared/src_$n.idx ]] ||
+      "$BIN" prepare --input "${PATHS[$i]}" --format "${FORMATS[$i]}" --tokenizer gpt2 \
+        --out "$WORK/prepared/src_$n" >/dev/null
+  done
+  say "2. delivered tokens/s vs loaders ($LOADERS), $TPUT_TRAINERS trainers, $TPUT_STEPS steps, median of $REPS"
+  echo "rep,sources,$RUN_HEADER" >"$RES/data_loaders_runs.csv"
+  for ((r = 0; r < REPS; ++r)); do   # repetitions outermost: background load spreads over all layouts
+    for L in $LOADERS; do
+      for variant in raw indexed; do
+        cfg=$(config "tput_${variant}_l$L" disaggregated "$L" 1 "$variant" size)
+        rep=$WORK/reports/tput_${variant}_l${L}_r$r.json
+        run_data "$cfg" $((1 + L + TPUT_TRAINERS)) "$TPUT_STEPS" "$rep"
+        echo "$r,$variant,$(json_row "$rep"),$(load1)" >>"$RES/data_loaders_runs.csv"
+        say "   rep $r, $L loader(s), $variant: $(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$rep") tokens/s"
+      done
+    done
+  done
+fi
+
+# --- 3. memory: disaggregated versus colocated -------------------------------------------
+if has_part 3; then
+  say "3. data path memory (PSS), trainers $MEM_TRAINERS, $MEM_STEPS steps"
+  echo "$RUN_HEADER" >"$RES/data_memory_runs.csv"
+  for T in $MEM_TRAINERS; do
+    cfg=$(config mem_colocated colocated 0 2 raw equal)
+    rep=$WORK/reports/mem_t${T}_colocated.json
+    run_data "$cfg" $((1 + T)) "$MEM_STEPS" "$rep"
+    echo "$(json_row "$rep"),$(load1)" >>"$RES/data_memory_runs.csv"
+    cfg=$(config mem_colocated_processes colocated 0 2 raw equal processes)
+    rep=$WORK/reports/mem_t${T}_colocated_processes.json
+    run_data "$cfg" $((1 + T)) "$MEM_STEPS" "$rep"
+    echo "$(json_row "$rep" | sed 's/^colocated,/colocated_processes,/'),$(load1)" >>"$RES/data_memory_runs.csv"
+    for L in $MEM_LOADERS; do
+      cfg=$(config "mem_l$L" disaggregated "$L" 2 raw equal)
+      rep=$WORK/reports/mem_t${T}_l$L.json
+      run_data "$cfg" $((1 + L + T)) "$MEM_STEPS" "$rep"
+      echo "$(json_row "$rep"),$(load1)" >>"$RES/data_memory_runs.csv"
+    done
+    for L in $MEM_LEAN_LOADERS; do  # the memory-lean settings: data.shadows false, data.cache_tokens 0
+      cfg=$(config "mem_lean_l$L" disaggregated "$L" 2 raw equal lean)
+      rep=$WORK/reports/mem_t${T}_lean_l$L.json
+      run_data "$cfg" $((1 + L + T)) "$MEM_STEPS" "$rep"
+      echo "$(json_row "$rep" | sed 's/^disaggregated,/lean,/'),$(load1)" >>"$RES/data_memory_runs.csv"
+    done
+    say "   $T trainers done"
+  done
+  # How the comparison moves in a longer run: colocated trainers keep caching
+  # the tokens of the documents they read; loaders already hold theirs.
+  if [[ -n $MEM_LONG_STEPS ]]; then
+    T=$MEM_LONG_TRAINERS
+    rep=$WORK/reports/mem_t${T}_colocated_long.json
+    run_data "$(config mem_colocated colocated 0 2 raw equal)" $((1 + T)) "$MEM_LONG_STEPS" "$rep"
+    echo "$(json_row "$rep"),$(load1)" >>"$RES/data_memory_runs.csv"
+    rep=$WORK/reports/mem_t${T}_colocated_processes_long.json
+    run_data "$(config mem_colocated_processes colocated 0 2 raw equal processes)" $((1 + T)) \
+      "$MEM_LONG_STEPS" "$rep"
+    echo "$(json_row "$rep" | sed 's/^colocated,/colocated_processes,/'),$(load1)" >>"$RES/data_memory_runs.csv"
+    for L in 1 2; do
+      rep=$WORK/reports/mem_t${T}_l${L}_long.json
+      run_data "$(config "mem_l$L" disaggregated "$L" 2 raw equal)" $((1 + L + T)) "$MEM_LONG_STEPS" "$rep"
+      echo "$(json_row "$rep"),$(load1)" >>"$RES/data_memory_runs.csv"
+    done
+    say "   $T trainers, $MEM_LONG_STEPS steps done"
+  fi
+fi
+
+# --- tables and plots ----------------------------------------------------------------------
+$PY scripts/plot/plot_bench_data.py "$RES" --headline-loaders 2 | tee "$RES/data_tables.md"
+echo
+echo "CSV: $RES/data_prepare.csv $RES/data_loaders.csv $RES/data_memory.csv (and *_runs.csv); plots: $RES/data_*.png"
+echo "bench_data.sh took $(($(date +%s) - t_start)) s (benchmarks: $(($(date +%s) - t_bench)) s)"

@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# Runs the meshloom GPU bundle on a GPU machine: scripts/gpu/gpu_bundle.sh copies
+# this script to build-bundle/run.sh, beside bundle.tar.xz.
+#   run.sh [tests] [mpi] [train] [bench] [sanitize]
+# runs the parts named, in the order named (default: all five, in this order;
+# scripts/gpu/gpu_bundle.sh says what each does).
+# Unpacks bundle.tar.xz into $BUNDLE_DIR (default /tmp/meshloom-bundle) once.
+# Results go to $OUT (default: out/ beside this script), a few files (the device
+# machine returns 8 at most), each brought up to date as the parts go:
+# summary.md, logs.tar.gz (every log and gtest XML), gpu.txt,
+# step_gpu_attention.txt and step_gpu_model.txt (bench), train_dumps.tar.gz
+# (train; split into .partNN pieces past 15 MiB).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$here/out}
+parts=("$@")
+((${#parts[@]})) || parts=(tests mpi train bench sanitize)
+for p in "${parts[@]}"; do
+  [[ $p =~ ^(tests|mpi|train|bench|sanitize)$ ]] ||
+    { echo "run.sh: unknown part '$p' (tests mpi train bench sanitize)" >&2; exit 2; }
+done
+mkdir -p "$out" || exit 1
+# Logs and gtest XML, packed into $out/logs.tar.gz after each step.
+logs=$(mktemp -d "${TMPDIR:-/tmp}/meshloom-logs.XXXXXX") || { echo "run.sh: no temporary folder" >&2; exit 1; }
+trap 'rm -rf "$logs"' EXIT
+
+# The bundle: bundle.tar.xz beside this script, unpacked once (or, unpacked
+# already, bin/ beside it).
+b=$here
+if [[ -f $here/bundle.tar.xz ]]; then
+  b=${BUNDLE_DIR:-/tmp/meshloom-bundle}
+  stamp=$(cksum <"$here/bundle.tar.xz")
+  if [[ $(cat "$b/.stamp" 2>/dev/null) != "$stamp" ]]; then
+    echo "[run.sh] unpacking bundle.tar.xz into $b"
+    rm -rf "$b" && mkdir -p "$b" || exit 1
+    if command -v xz >/dev/null; then
+      xz -dc "$here/bundle.tar.xz" | tar -xf - -C "$b"
+    elif command -v cmake >/dev/null; then
+      (cd "$b" && cmake -E tar xf "$here/bundle.tar.xz")
+    else
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+        "$here/bundle.tar.xz" "$b"
+    fi || { echo "run.sh: cannot unpack $here/bundle.tar.xz" >&2; exit 1; }
+    echo "$stamp" >"$b/.stamp"
+  fi
+fi
+
+# Libraries: the bundle's, then CUDA's: the toolkit's, else the Python wheels'
+# (nvidia-nccl-cu13 and co.). Set for the bundle's programs only (with_libs),
+# not for the machine's own tools.
+libs=$b/lib
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [[ -d $d ]] && libs=$libs:$d; done
+py=$(command -v python3 || true)
+if [[ -n $py ]]; then
+  for d in $("$py" - <<'PY' 2>/dev/null
+import glob, os
+try:
+    import nvidia
+    for root in nvidia.__path__:
+        for lib in sorted(glob.glob(os.path.join(root, "*", "lib"))):
+            print(lib)
+except Exception:
+    pass
+PY
+); do libs=$libs:$d; done
+fi
+libs=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+with_libs() { (export LD_LIBRARY_PATH=$libs; "$@"); }
+
+# OpenMPI, relocated into $b/mpi (checked with scripts/gpu/gpu_bundle_selftest.sh).
+# Debian's build keeps its MCA components, help files and config outside its
+# prefix, so OPAL_PREFIX alone is not enough: OPAL_PKGLIBDIR (components;
+# without them mpirun knows no options), OPAL_PKGDATADIR (help files),
+# OPAL_SYSCONFDIR (openmpi-mca-params.conf, the default hostfile). Its PMIx is
+# a separate install: PMIX_PKGLIBDIR and PMIX_MCA_mca_base_component_path (its
+# components), PMIX_PKGDATADIR (help files), PMIX_SYSCONFDIR (else its
+# pmix-mca-params.conf names the system's component folder). plm isolated: the
+# one-node launcher (the default, rsh, stops mpirun where there is no ssh).
+# The processes that mpirun starts inherit all this. Root, oversubscribed, no
+# CMA (containers), as the tests' environment in tests/CMakeLists.txt.
+mpi=$b/mpi
+mpirun=$mpi/bin/mpirun
+export OPAL_PREFIX=$mpi OPAL_BINDIR=$mpi/bin OPAL_LIBDIR=$b/lib OPAL_PKGLIBDIR=$mpi/lib/openmpi \
+  OPAL_PKGDATADIR=$mpi/share/openmpi OPAL_SYSCONFDIR=$mpi/etc
+export PMIX_PKGLIBDIR=$mpi/lib/pmix PMIX_MCA_mca_base_component_path=$mpi/lib/pmix \
+  PMIX_PKGDATADIR=$mpi/share/pmix PMIX_SYSCONFDIR=$mpi/etc
+export OMPI_MCA_plm=isolated OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+  OMPI_MCA_mpi_yield_when_idle=1
+[[ -d /dev/shm && -w /dev/shm ]] || export OMPI_MCA_btl_vader_backing_directory=/tmp
+export PATH=$mpi/bin:$PATH
+
+summary=$out/summary.md
+{
+  echo "# meshloom GPU bundle, $(date -u +%Y-%m-%dT%H:%M:%SZ), parts: ${parts[*]}"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1
+  else
+    echo "no nvidia-smi here"
+  fi
+  # Debian 12's libraries: glibc 2.36 and GLIBCXX_3.4.30 or newer needed.
+  echo "$(ldd --version 2>&1 | head -1), $(uname -r)"
+  echo
+  echo "| part | what | result | seconds |"
+  echo "| --- | --- | --- | ---: |"
+} >"$summary"
+nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 >"$out/gpu.txt"
+row() { echo "| $1 | $2 | ${3//|//} | $4 |" >>"$summary"; }
+pack() { tar -czf "$out/logs.tar.gz" -C "$logs" .; }
+missing=$(for f in "$b"/bin/* "$mpi"/bin/* "$mpi"/lib/openmpi/*.so "$mpi"/lib/pmix/*.so; do
+            with_libs ldd "$f" | grep 'not found' | sed "s|^|${f#"$b"/}: |"
+          done | sort -u)
+if [[ -n $missing ]]; then
+  echo "unresolved libraries:"; echo "$missing"; echo "$missing" >"$logs/unresolved_libraries.txt"
+  row bundle libraries "unresolved: $(echo "$missing" | awk '{ print $2 }' | sort -u | tr '\n' ' ')" 0
+else
+  row bundle libraries "all resolve (bin, mpi, MCA components)" 0
+fi
+gtest_result() {  # LOG RC
+  local passed failed skipped
+  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+  failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+  skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+  echo "rc $2: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped"
+}
+timed() {  # LOG CMD...: runs, sets rc and secs
+  local log=$1 start=$SECONDS
+  shift
+  "$@" >"$log" 2>&1
+  rc=$?
+  secs=$((SECONDS - start))
+}
+part_tests() {
+  for t in device_info_test comm_logic_test gemm_gpu_test ops_gpu_test train_gpu_test embedding_gpu_test \
+           attention_gpu_test gpu_transformer_test; do
+    timed "$logs/$t.log" with_libs "$b/bin/$t" --gtest_output="xml:$logs/$t.xml"
+    row tests "$t" "$(gtest_result "$logs/$t.log" $rc)" $secs
+    echo "[run.sh] $t: $(gtest_result "$logs/$t.log" $rc)"
+    pack
+  done
+}
+part_sanitize() {
+  if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck synccheck initcheck; do
+      for spec in "attention_gpu_test:*bf16_D128_padded*:*fp32_D64_padded*" \
+                  "gpu_transformer_test:*Offload*"; do
+        t=${spec%%:*} filter=${spec#*:}
+        log=$logs/sanitize_${tool}_$t.log
+        timed "$log" with_libs compute-sanitizer --tool "$tool" --error-exitcode 9 \
+          "$b/bin/$t" --gtest_filter="$filter"
+        errors=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$log" | tail -1)
+        row sanitize "$tool $t" "rc $rc, ${errors:-no summary}" $secs
+        echo "[run.sh] $tool $t: rc $rc ${errors}"
+        pack
+      done
+    done
+  else
+    row sanitize compute-sanitizer "not found" 0
+  fi
+}
+part_bench() {
+  timed "$out/step_gpu_attention.txt" with_libs "$b/bin/attention_bench" --heads 16 --kv-heads 16 --dim 128 --iters 20
+  row bench attention_bench "rc $rc: $(grep -E '^(forward|backward)' "$out/step_gpu_attention.txt" | tr '\n' ' ')" $secs
+  # The wgmma kernel is on the tensor cores' Hopper path only if its machine
+  # code holds HGMMA instructions (cuobjdump comes with the CUDA toolkit).
+  local objdump so
+  objdump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
+  so=$b/bin/libmeshloom_cuda.so
+  if [[ -x $objdump && -f $so ]]; then
+    row bench "HGMMA in SASS" "$("$objdump" -sass "$so" 2>/dev/null | grep -c HGMMA) in $(basename "$so")" 0
+  fi
+  timed "$out/step_gpu_model.txt" with_libs "$b/bin/gpu_step_bench" tokens="${TOKENS:-32768}" layers="${LAYERS:-16}" iters=5
+  row bench gpu_step_bench "rc $rc: $(tr ' ' '\n' <"$out/step_gpu_model.txt" | grep -E '^(mfu|tflops|step_seconds)=' | tr '\n' ' ')" $secs
+}
+part_mpi() {
+  # Every rank writes its gtest XML (NAME.npN.rankR.xml); rank 0 prints the
+  # report (no colours: mpirun gives the ranks a terminal).
+  for spec in device_ring_test:1 device_ring_test:2 device_ring_test:3 nccl_comm_test:1; do
+    t=${spec%:*} np=${spec#*:}
+    # shellcheck disable=SC2016  # expanded by sh, in each rank
+    timed "$logs/$t.np$np.log" with_libs timeout 300 "$mpirun" --oversubscribe --bind-to none -np "$np" \
+      sh -c 'exec "$0" --gtest_color=no --gtest_output="xml:$1.rank${OMPI_COMM_WORLD_RANK:-0}.xml"' \
+      "$b/bin/$t" "$logs/$t.np$np"
+    row mpi "$t, $np rank(s)" "$(gtest_result "$logs/$t.np$np.log" $rc)" $secs
+    echo "[run.sh] $t np $np: $(gtest_result "$logs/$t.np$np.log" $rc)"
+    pack
+  done
+}
+part_train() {
+  # The GPU cases of tests/train/invariance_test.sh (invariance_cases.sh) on the
+  # bundled data, each case's step dump and log into train_dumps.tar.gz, for
+  # scripts/gpu/gpu_bundle_check.sh, which compares them with a CPU reference made
+  # where meshloom was built. Where python3 has h5py, the dumps are compared
+  # here too, with a CPU reference that the bundled meshloom makes here.
+  dir=${TMPDIR:-/tmp}/meshloom-train meshloom=$b/bin/meshloom mpiexec=$mpirun
+  rm -rf "$dir" && mkdir -p "$dir"
+  # shellcheck source=tests/train/invariance_cases.sh
+  source "$b/invariance_cases.sh"
+  cp "$b/invariance_cases.sh" "$b/data/docs.bin" "$b/data/docs.idx" "$dir/"
+  (cd "$dir" && sha256sum docs.bin docs.idx >data.sha256)
+  invariance_config cuda >"$dir/c.yaml"
+  cp "$out/gpu.txt" "$dir/"
+  python_h5() { env -u LD_LIBRARY_PATH python3 "$@"; }
+  error_line() { { grep -m1 -E 'meshloom: error|FATAL|Error' "$1" || tail -1 "$1"; } | cut -c1-200; }
+  compare=no
+  python_h5 -c 'import h5py, numpy' 2>/dev/null && compare=yes
+  start=$SECONDS
+  # shellcheck disable=SC2154  # invariance_ref, invariance_gpu_cases, case_*: invariance_cases.sh
+  with_libs invariance_run ref "${invariance_ref[@]}"
+  rc=$?
+  echo "ref $rc" >"$dir/exit_codes.txt"
+  result="rc $rc"
+  ((rc == 0)) || result+=": $(error_line "$dir/ref.txt")"
+  [[ $compare == yes ]] || result+=" (python3 has no h5py here: dumps compared back home only)"
+  row train "ref: CPU, 1 trainer" "$result" $((SECONDS - start))
+  for case in "${invariance_gpu_cases[@]}"; do
+    invariance_case "$case"
+    start=$SECONDS
+    with_libs invariance_run "$case_name" "$case_trainers" --set run.backend=cuda "${case_args[@]}"
+    rc=$?
+    echo "$case_name $rc" >>"$dir/exit_codes.txt"
+    result="rc $rc"
+    if invariance_on_gpu "$case_name"; then result+=", on the GPU"; else result+=", not on the GPU"; fi
+    if ((rc != 0)); then
+      result+=": $(error_line "$dir/$case_name.txt")"
+    elif [[ $compare == yes && -f $dir/ref.h5 ]]; then
+      # with_libs: a case of several steps makes its CPU reference on first use
+      result+=", $(with_libs invariance_compare python_h5 "$b/compare_dumps.py" "$case_name" "$case_tol" "${case_args[@]}" 2>&1 | tail -1)"
+    fi
+    row train "$case_name: $case_trainers trainer(s) ${case_args[*]}" "$result" $((SECONDS - start))
+    echo "[run.sh] $case_name: $result"
+    pack_train
+  done
+  row train dumps "$(cd "$out" && echo train_dumps.tar.gz*) ($(du -ch "$out"/train_dumps.tar.gz* | tail -1 | cut -f1))" 0
+}
+# The dumps and logs so far, less the reference's dump (made again where they
+# are checked) and the data, into $out/train_dumps.tar.gz, or its 15 MiB pieces.
+pack_train() {
+  rm -f "$out"/train_dumps.tar.gz*
+  tar -czf "$out/train_dumps.tar.gz" -C "$dir" --exclude=./run --exclude=./ref.h5 \
+    --exclude=./docs.bin --exclude=./docs.idx .
+  if (($(stat -c %s "$out/train_dumps.tar.gz") > 15 * 1048576)); then
+    split -b 15M -d "$out/train_dumps.tar.gz" "$out/train_dumps.tar.gz.part" && rm "$out/train_dumps.tar.gz"
+  fi
+}
+
+for p in "${parts[@]}"; do
+  "part_$p"
+  pack
+done
+echo
+cat "$summary"
