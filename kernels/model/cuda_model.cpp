@@ -1,5 +1,5 @@
 // make_gpu_device_model(): the trainer's DeviceModel on one GPU (see
-// lib/runtime/device_model.hpp): a GpuTransformer in bf16 or fp32 on its own
+// lib/train/device_model.hpp): a GpuTransformer in bf16 or fp32 on its own
 // stream, the optimizer's state beside it (kernels/train/device_adamw.hpp),
 // and the gradient reduction over NCCL (kernels/comm/grad_reducer.hpp) or
 // through host memory. meshloom reaches it through the module (cuda_module.cpp).

@@ -10,7 +10,7 @@
 
 namespace meshloom {
 
-// See make_cuda_model() in runtime/device_model.hpp.
+// See make_cuda_model() in lib/train/device_model.hpp.
 std::unique_ptr<DeviceModel> make_gpu_device_model(const model::Shape& shape,
                                                    const std::string& precision, int local_index);
 

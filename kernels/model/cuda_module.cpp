@@ -1,6 +1,6 @@
 // The entry points of libmeshloom_cuda.so, the CUDA backend as a module that
 // meshloom loads only where a trainer runs with run.backend: cuda (see
-// lib/runtime/cuda_module.cpp). Errors while making the model come back as
+// lib/train/cuda_module.cpp). Errors while making the model come back as
 // text; later ones go through the executable's fatal handler, which the
 // module takes over when it is loaded (it links its own copy of the base
 // library, whose default handler would end only this rank).

@@ -1,5 +1,5 @@
 // The optimizer on the GPU: the twin of train::AdamW::update and the gradient
-// norm of the trainer (lib/train/optimizer.cpp, lib/runtime/trainer.cpp).
+// norm of the trainer (lib/train/optimizer.cpp, lib/train/trainer.cpp).
 //
 // adamw_update, for element i (t = the step number after incrementing, from 1;
 // lr from train::learning_rate, supplied by the caller):

@@ -12,7 +12,7 @@
 // reduction (DeviceOptimizer::host_allreduce), which lets trainers share a GPU.
 //
 // make_cuda_model() loads the CUDA backend, the module libmeshloom_cuda.so
-// (kernels/model/cuda_module.cpp), on first use (lib/runtime/cuda_module.cpp);
+// (kernels/model/cuda_module.cpp), on first use (lib/train/cuda_module.cpp);
 // in a CPU-only build it fails.
 #pragma once
 

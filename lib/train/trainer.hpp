@@ -2,7 +2,7 @@
 // (ring attention for CP micro-batches), reduce gradients over all trainers,
 // clip, and update with AdamW (optionally ZeRO-1: optimizer state sharded,
 // reduce-scatter, update the shard, all-gather). With run.backend: cuda all
-// of it runs on the GPU (runtime/device_model.hpp); the host keeps a copy of
+// of it runs on the GPU (lib/train/device_model.hpp); the host keeps a copy of
 // weights and moments that is brought up to date for checkpoints and dumps.
 //
 // The loss is normalized by the global prediction count that comes with every
