@@ -422,6 +422,67 @@ void schedule(Schedule& sc, int32_t region) {
   sc.makespan = *std::max_element(finish.begin(), finish.end());
 }
 
+// 6. Micro-batches: rings at their start, gap packs before them, tails after.
+Plan micro_batches(const Schedule& sc, const std::vector<int64_t>& lengths,
+                   const PlannerOptions& o, const CostModel& cost) {
+  const Work& w = sc.w;
+  const int32_t T = o.trainers;
+  PlanBuilder b("hdp", T, o.capacity, ChunkRule::kBalanced, lengths, cost);
+  for (int32_t i = 0; i < w.n(); ++i)
+    if (w.r[i] > 0) b.set_offload(i, w.r[i]);
+  for (int32_t i : sc.split_ids) {
+    b.set_group(i, std::span<const int32_t>(sc.group_pool.data() + sc.group_at[i], size_t(w.k[i])));
+    b.add_ring(sc.ring_start[i], std::span<const int32_t>(&i, 1));
+  }
+  for (int32_t i : sc.whole_ids) b.set_group(i, sc.owner[i]);
+  std::vector<std::vector<int32_t>> gap_items(sc.gaps.size());
+  for (int32_t i : sc.whole_ids)
+    if (sc.in_gap[i] >= 0) gap_items[sc.in_gap[i]].push_back(i);
+  std::vector<Piece> pcs;
+  auto emit = [&](int32_t trainer, const std::vector<int32_t>& items, double lo, double hi) {
+    if (items.empty()) return;
+    const auto bins = pack(items, w);
+    for (size_t j = 0; j < bins.size(); ++j) {
+      pcs.clear();
+      for (int32_t i : bins[j]) pcs.push_back(Piece{i, 0});
+      b.add_micro_batch(trainer, lo + (hi - lo) * double(j + 1) / double(bins.size() + 1), pcs);
+    }
+  };
+  for (size_t g = 0; g < sc.gaps.size(); ++g)
+    emit(sc.gaps[g].trainer, gap_items[g], sc.gaps[g].begin, sc.gaps[g].end);
+  for (int32_t t = 0; t < T; ++t) emit(t, sc.tail[t], sc.gang_end[t], sc.gang_end[t] + 1.0);
+  return b.finish(cost);
+}
+
+// Portfolio: when no candidate came within 1% of the ideal (coarse
+// batches: few sequences per trainer, lengths near multiples of C), Alg. 2's
+// schedule is a candidate too, so hdp is never slower than it.
+Plan with_alternatives(Plan plan, double ideal, const std::vector<int64_t>& lengths,
+                       const PlannerOptions& o, const CostModel& cost) {
+  if (plan.makespan() > ideal * 1.01) {
+    Plan alt = plan_bytescale(lengths, o, cost);
+    if (alt.makespan() < plan.makespan() * (1 - 1e-3)) {
+      alt.planner = "hdp";
+      plan = std::move(alt);
+    }
+  }
+  // Static fallback (options.static_fallback): the grid's plan where it is
+  // strictly faster (coarse batches, where splitting what fits in C pays), so
+  // hdp is never slower than static. A grid that cannot hold the batch keeps
+  // HDP's plan. Plan::static_fallback() tells the result apart.
+  if (o.static_fallback) {
+    try {
+      Plan grid = plan_static(lengths, o, cost);
+      if (grid.makespan() < plan.makespan()) {
+        grid.planner = "hdp";
+        return grid;
+      }
+    } catch (const Error&) {  // CP > T, or longer than seq_len_max
+    }
+  }
+  return plan;
+}
+
 }  // namespace
 
 Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o, const CostModel& cost) {
@@ -509,60 +570,7 @@ Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o, cons
       }
     }
   }
-  Schedule& sc = *best;
-  const Work& w = sc.w;
-
-  // 6. Micro-batches: rings at their start, gap packs before them, tails after.
-  PlanBuilder b("hdp", T, o.capacity, ChunkRule::kBalanced, lengths, cost);
-  for (int32_t i = 0; i < w.n(); ++i)
-    if (w.r[i] > 0) b.set_offload(i, w.r[i]);
-  for (int32_t i : sc.split_ids) {
-    b.set_group(i, std::span<const int32_t>(sc.group_pool.data() + sc.group_at[i], size_t(w.k[i])));
-    b.add_ring(sc.ring_start[i], std::span<const int32_t>(&i, 1));
-  }
-  for (int32_t i : sc.whole_ids) b.set_group(i, sc.owner[i]);
-  std::vector<std::vector<int32_t>> gap_items(sc.gaps.size());
-  for (int32_t i : sc.whole_ids)
-    if (sc.in_gap[i] >= 0) gap_items[sc.in_gap[i]].push_back(i);
-  std::vector<Piece> pcs;
-  auto emit = [&](int32_t trainer, const std::vector<int32_t>& items, double lo, double hi) {
-    if (items.empty()) return;
-    const auto bins = pack(items, w);
-    for (size_t j = 0; j < bins.size(); ++j) {
-      pcs.clear();
-      for (int32_t i : bins[j]) pcs.push_back(Piece{i, 0});
-      b.add_micro_batch(trainer, lo + (hi - lo) * double(j + 1) / double(bins.size() + 1), pcs);
-    }
-  };
-  for (size_t g = 0; g < sc.gaps.size(); ++g)
-    emit(sc.gaps[g].trainer, gap_items[g], sc.gaps[g].begin, sc.gaps[g].end);
-  for (int32_t t = 0; t < T; ++t) emit(t, sc.tail[t], sc.gang_end[t], sc.gang_end[t] + 1.0);
-  Plan plan = b.finish(cost);
-  // Portfolio: when no candidate came within 1% of the ideal (coarse
-  // batches: few sequences per trainer, lengths near multiples of C), Alg. 2's
-  // schedule is a candidate too, so hdp is never slower than it.
-  if (plan.makespan() > ideal * 1.01) {
-    Plan alt = plan_bytescale(lengths, o, cost);
-    if (alt.makespan() < plan.makespan() * (1 - 1e-3)) {
-      alt.planner = "hdp";
-      plan = std::move(alt);
-    }
-  }
-  // Static fallback (options.static_fallback): the grid's plan where it is
-  // strictly faster (coarse batches, where splitting what fits in C pays), so
-  // hdp is never slower than static. A grid that cannot hold the batch keeps
-  // HDP's plan. Plan::static_fallback() tells the result apart.
-  if (o.static_fallback) {
-    try {
-      Plan grid = plan_static(lengths, o, cost);
-      if (grid.makespan() < plan.makespan()) {
-        grid.planner = "hdp";
-        return grid;
-      }
-    } catch (const Error&) {  // CP > T, or longer than seq_len_max
-    }
-  }
-  return plan;
+  return with_alternatives(micro_batches(*best, lengths, o, cost), ideal, lengths, o, cost);
 }
 
 Plan plan_bytescale(const std::vector<int64_t>& lengths, const PlannerOptions& o,
