@@ -4,7 +4,6 @@
 // this file is the command line, the progress line and the report.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 
 #include "app/commands.hpp"
@@ -13,69 +12,12 @@
 #include "base/strings.hpp"
 #include "data/indexed_dataset.hpp"
 #include "data/prepare.hpp"
+#include "data/report.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace meshloom::app {
 
 namespace {
-
-double mb(double bytes) { return bytes / 1e6; }
-
-std::string with_commas(unsigned long long v) {
-  std::string digits = std::to_string(v), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
-
-// The progress line: rewritten in place on a terminal, else a line now and then.
-void print_progress(Progress* shown, const data::PrepareProgress& p) {
-  const bool last = p.input_done >= p.input_total;
-  if (!shown->due(p.seconds, last)) return;
-  const double rate = p.seconds > 0 ? mb(static_cast<double>(p.input_done)) / p.seconds : 0;
-  std::string eta = last ? "done" : "ETA ?";
-  if (!last && rate > 0)
-    eta = "ETA " + human_seconds(mb(static_cast<double>(p.input_total - p.input_done)) / rate);
-  std::fprintf(stderr, "%s  %s docs, %.1f / %.1f MB, %.1f MB/s, %s tokens, %s%s", shown->begin(),
-               with_commas(p.documents).c_str(), mb(static_cast<double>(p.input_done)),
-               mb(static_cast<double>(p.input_total)), rate, with_commas(p.tokens).c_str(),
-               eta.c_str(), shown->end());
-  std::fflush(stderr);
-}
-
-void print_report(const data::PrepareReport& r, const std::string& prefix,
-                  const Tokenizer& tokenizer) {
-  const data::InputReport& in = r.input;
-  std::printf("meshloom prepare: wrote %s (%s, %s) and %s\n", data::bin_path(prefix).c_str(),
-              human_bytes(static_cast<double>(r.bin_bytes)).c_str(), data::dtype_name(r.dtype),
-              data::idx_path(prefix).c_str());
-  std::printf("  documents   %s\n", with_commas(in.documents).c_str());
-  std::printf(
-      "  tokens      %s (%s, %s)\n", with_commas(r.tokens).c_str(), tokenizer.name().c_str(),
-      r.eot_appended ? strf("end-of-text %d after each document", tokenizer.eot_id()).c_str()
-                     : "no end-of-text id");
-  std::printf("  input       %.1f MB read, %.1f MB of text\n",
-              mb(static_cast<double>(r.input_bytes)), mb(static_cast<double>(r.text_bytes)));
-  const double secs = std::max(r.seconds, 1e-9);
-  std::printf(
-      "  time        %s, %.1f MB/s of text (%.1f MB/s of input), %.2f M tokens/s, "
-      "%d thread%s\n",
-      human_seconds(r.seconds).c_str(), mb(static_cast<double>(r.text_bytes)) / secs,
-      mb(static_cast<double>(r.input_bytes)) / secs, static_cast<double>(r.tokens) / secs / 1e6,
-      r.threads, r.threads == 1 ? "" : "s");
-  std::printf("  skipped     %s empty, %s unreadable\n", with_commas(in.empty).c_str(),
-              with_commas(in.unreadable).c_str());
-  std::printf("  invalid     %s documents with invalid UTF-8 (%s sequences replaced by U+FFFD)\n",
-              with_commas(in.invalid_utf8_documents).c_str(),
-              with_commas(in.invalid_utf8_sequences).c_str());
-  if (!in.problems.empty()) {
-    std::printf("  problems (first %zu of %s):\n", in.problems.size(),
-                with_commas(in.unreadable).c_str());
-    for (const std::string& p : in.problems) std::printf("    %s\n", p.c_str());
-  }
-}
 
 struct PrepareArgs {
   std::vector<std::string> inputs;
@@ -97,12 +39,16 @@ int run_prepare(const PrepareArgs& a) {
   options.threads = a.threads;
   Progress progress(STDERR_FILENO);
   options.on_progress = [&progress](const data::PrepareProgress& p) {
-    print_progress(&progress, p);
+    if (!progress.due(p.seconds, p.input_done >= p.input_total)) return;
+    std::fprintf(stderr, "%s%s%s", progress.begin(), data::prepare_progress_line(p).c_str(),
+                 progress.end());
+    std::fflush(stderr);
   };
   std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(a.tokenizer);
   data::PrepareReport report = data::prepare_dataset(options, *tokenizer);
   if (progress.redraw()) std::fputc('\n', stderr);
-  print_report(report, a.out, *tokenizer);
+  std::fputs(data::prepare_report(report, a.out, tokenizer->name(), tokenizer->eot_id()).c_str(),
+             stdout);
   return kExitOk;
 }
 
@@ -142,22 +88,7 @@ int run_inspect(const InspectArgs& a) {
     std::fputc('\n', stdout);
     return kExitOk;
   }
-  std::vector<int64_t> lengths(ds.size());
-  for (size_t i = 0; i < ds.size(); ++i) lengths[i] = ds.length(i);
-  std::sort(lengths.begin(), lengths.end());
-  auto pct = [&lengths](double q) {
-    return lengths.empty()
-               ? 0LL
-               : static_cast<long long>(
-                     lengths[static_cast<size_t>(q * static_cast<double>(lengths.size() - 1))]);
-  };
-  std::printf("%s: %s, %s sequences, %s documents, %s tokens\n", a.prefix.c_str(),
-              data::dtype_name(ds.dtype()), with_commas(ds.size()).c_str(),
-              with_commas(ds.num_documents()).c_str(), with_commas(ds.num_tokens()).c_str());
-  std::printf(
-      "  sequence length: min %lld, median %lld, p99 %lld, max %lld, mean %.1f\n", pct(0), pct(0.5),
-      pct(0.99), pct(1.0),
-      ds.size() ? static_cast<double>(ds.num_tokens()) / static_cast<double>(ds.size()) : 0.0);
+  std::fputs(data::dataset_summary(ds, a.prefix).c_str(), stdout);
   return kExitOk;
 }
 

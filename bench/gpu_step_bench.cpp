@@ -1,5 +1,5 @@
-// gpu_step_bench: one trainer's whole step on the GPU (kernels/model and
-// kernels/train), the "CUDA backend" row of bench_step.sh --gpu: forward and
+// gpu_step_bench: one trainer's whole step on the GPU (cuda/model and
+// cuda/train), the "CUDA backend" row of bench_step.sh --gpu: forward and
 // backward of a packed micro-batch, the gradient norm and AdamW on the fp32
 // master weights; model FLOPs over the step's wall time, against the GPU's
 // bf16 dense peak (measured with a large cuBLAS product, and the published
@@ -23,12 +23,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/blas/gemm.hpp"
-#include "kernels/common/device_buffer.hpp"
-#include "kernels/device_info.hpp"
-#include "kernels/model/gpu_transformer.hpp"
-#include "kernels/ops/adamw.hpp"
-#include "kernels/train/device_adamw.hpp"
+#include "cuda/blas/gemm.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/kernels/device_info.hpp"
+#include "cuda/kernels/ops/adamw.hpp"
+#include "cuda/model/gpu_transformer.hpp"
+#include "cuda/train/device_adamw.hpp"
 #include "model/transformer.hpp"
 
 using namespace meshloom;

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 

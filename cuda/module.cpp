@@ -8,8 +8,8 @@
 #include <string>
 
 #include "base/check.hpp"
-#include "kernels/device_info.hpp"
-#include "kernels/model/cuda_model.hpp"
+#include "cuda/kernels/device_info.hpp"
+#include "cuda/model/cuda_model.hpp"
 
 #define ML_MODULE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -19,11 +19,12 @@ ML_MODULE_EXPORT void meshloom_cuda_init(meshloom::FatalHandler handler, int ran
   meshloom::set_process_identity(rank, *role);
 }
 
-ML_MODULE_EXPORT meshloom::DeviceModel* meshloom_cuda_make_model(
-    const meshloom::model::Shape* shape, const char* precision, int local_index,
-    std::string* error) {
+ML_MODULE_EXPORT meshloom::TrainerBackend* meshloom_cuda_make_model(
+    const meshloom::model::Shape* shape, int precision, int local_index, std::string* error) {
   try {
-    return meshloom::make_gpu_device_model(*shape, precision, local_index).release();
+    return meshloom::make_gpu_backend(*shape, static_cast<meshloom::config::Precision>(precision),
+                                      local_index)
+        .release();
   } catch (const std::exception& e) {
     *error = e.what();
   } catch (...) {

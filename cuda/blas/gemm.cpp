@@ -1,10 +1,10 @@
-#include "kernels/blas/gemm.hpp"
+#include "cuda/blas/gemm.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "base/strings.hpp"
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 #define CUBLAS_CHECK(call)                                                                \
   do {                                                                                    \

@@ -1,4 +1,4 @@
-#include "kernels/comm/grad_buckets.hpp"
+#include "cuda/comm/grad_buckets.hpp"
 
 #include <algorithm>
 #include <string>

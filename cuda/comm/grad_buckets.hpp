@@ -1,4 +1,4 @@
-// Gradient buckets: how GradReducer (kernels/comm/grad_reducer.hpp) cuts the
+// Gradient buckets: how GradReducer (cuda/comm/grad_reducer.hpp) cuts the
 // flat gradient buffer and decides when a bucket may be all-reduced. Pure C++
 // (no CUDA), unit-tested without a device.
 //

@@ -1,9 +1,9 @@
-#include "kernels/comm/grad_reducer.hpp"
+#include "cuda/comm/grad_reducer.hpp"
 
 #include <string>
 
 #include "base/check.hpp"
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 

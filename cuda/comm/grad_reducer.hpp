@@ -1,7 +1,7 @@
 // Gradient all-reduce in buckets, overlapped with backward.
 //
 // One flat fp32 gradient buffer is cut into buckets (~25 MB) from its end
-// (kernels/comm/grad_buckets.hpp: backward finishes the last layers first).
+// (cuda/comm/grad_buckets.hpp: backward finishes the last layers first).
 // As backward enqueues the kernels that leave a range of gradients final, it
 // calls mark_ready(offset, count); once a bucket is complete (and every
 // bucket before it launched: the same order on every trainer) the reducer
@@ -36,7 +36,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/comm/grad_buckets.hpp"
+#include "cuda/comm/grad_buckets.hpp"
 
 namespace meshloom::kernels {
 

@@ -1,10 +1,10 @@
-#include "kernels/comm/group_comms.hpp"
+#include "cuda/comm/group_comms.hpp"
 
 #include <string>
 
 #include "base/check.hpp"
 #include "base/log.hpp"
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 

@@ -29,7 +29,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/comm/member_sets.hpp"
+#include "cuda/comm/member_sets.hpp"
 
 namespace meshloom::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels/comm/member_sets.hpp"
+#include "cuda/comm/member_sets.hpp"
 
 #include <algorithm>
 #include <set>

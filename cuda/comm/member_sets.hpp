@@ -1,5 +1,5 @@
 // Member sets of trainer groups: the pure bookkeeping behind the NCCL group
-// communicators (kernels/comm/group_comms.hpp), free of CUDA and MPI so that
+// communicators (cuda/comm/group_comms.hpp), free of CUDA and MPI so that
 // it is unit-tested without a device.
 //
 // A group is a list of trainer indices (ranks in the trainers' communicator)

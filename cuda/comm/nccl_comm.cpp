@@ -1,4 +1,4 @@
-#include "kernels/comm/nccl_comm.hpp"
+#include "cuda/comm/nccl_comm.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -8,8 +8,8 @@
 #include "base/check.hpp"
 #include "base/log.hpp"
 #include "comm/mpi_check.hpp"
-#include "kernels/common/check.cuh"
-#include "kernels/device_info.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/kernels/device_info.hpp"
 
 namespace meshloom::kernels {
 

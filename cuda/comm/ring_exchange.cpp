@@ -1,10 +1,10 @@
-#include "kernels/comm/ring_exchange.hpp"
+#include "cuda/comm/ring_exchange.hpp"
 
 #include <string>
 
 #include "base/check.hpp"
-#include "kernels/comm/member_sets.hpp"
-#include "kernels/common/check.cuh"
+#include "cuda/comm/member_sets.hpp"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 

@@ -1,6 +1,6 @@
 #include "base/strings.hpp"
-#include "kernels/common/check.cuh"
-#include "kernels/device_info.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/kernels/device_info.hpp"
 
 namespace meshloom {
 

@@ -1,11 +1,11 @@
-#include "kernels/model/activation_store.hpp"
+#include "cuda/model/activation_store.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 

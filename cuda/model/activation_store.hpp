@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/common/device_buffer.hpp"
+#include "cuda/device_buffer.hpp"
 #include "model/params.hpp"
 
 namespace meshloom::kernels {

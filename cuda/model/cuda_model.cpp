@@ -1,12 +1,12 @@
-// make_gpu_device_model(): the trainer's DeviceModel on one GPU (see
-// lib/train/device_model.hpp): a GpuTransformer in bf16 or fp32 on its own
-// stream, the optimizer's state beside it (kernels/train/device_adamw.hpp),
-// and the gradient reduction over NCCL (kernels/comm/grad_reducer.hpp) or
+// make_gpu_backend(): the trainer's TrainerBackend on one GPU (see
+// lib/train/backend.hpp): a GpuTransformer in bf16 or fp32 on its own
+// stream, the optimizer's state beside it (cuda/train/device_adamw.hpp),
+// and the gradient reduction over NCCL (cuda/comm/grad_reducer.hpp) or
 // through host memory. meshloom reaches it through the module (cuda_module.cpp).
 // start_optimizer() first measures the GPU's free memory and hands it to the
 // trainer's check (plan/device_memory.hpp), so a run that cannot fit ends
 // there with the numbers, not with an out-of-memory error mid-step.
-#include "kernels/model/cuda_model.hpp"
+#include "cuda/model/cuda_model.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -20,17 +20,17 @@
 #include "base/check.hpp"
 #include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
-#include "kernels/blas/gemm.hpp"
-#include "kernels/comm/grad_reducer.hpp"
-#include "kernels/comm/nccl_comm.hpp"
-#include "kernels/common/check.cuh"
-#include "kernels/common/device_buffer.hpp"
-#include "kernels/device_info.hpp"
-#include "kernels/model/device_ring_attention.hpp"
-#include "kernels/model/gpu_transformer.hpp"
-#include "kernels/ops/adamw.hpp"
-#include "kernels/train/device_adamw.hpp"
-#include "train/device_model.hpp"
+#include "cuda/blas/gemm.hpp"
+#include "cuda/comm/grad_reducer.hpp"
+#include "cuda/comm/nccl_comm.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/kernels/device_info.hpp"
+#include "cuda/kernels/ops/adamw.hpp"
+#include "cuda/model/device_ring_attention.hpp"
+#include "cuda/model/gpu_transformer.hpp"
+#include "cuda/train/device_adamw.hpp"
+#include "train/backend.hpp"
 
 namespace meshloom {
 
@@ -43,7 +43,7 @@ using model::Op;
 int device_of(int local_index, int devices) { return local_index % devices; }
 
 template <class T>
-class CudaModel final : public DeviceModel {
+class CudaModel final : public TrainerBackend {
  public:
   // The model itself is allocated by start_optimizer(), after the memory check.
   CudaModel(const model::Shape& shape, int device, int devices, std::string name)
@@ -66,16 +66,16 @@ class CudaModel final : public DeviceModel {
   }
   std::string describe() const override { return name_; }
 
-  void start_optimizer(const DeviceOptimizer& opt, std::span<const float> params) override {
+  void start_optimizer(const OptimizerSetup& opt, std::span<const float> params) override {
     opt_ = opt;
     MPI_CHECK(MPI_Comm_rank(opt.trainers, &rank_));
     MPI_CHECK(MPI_Comm_size(opt.trainers, &size_));
     DeviceMemoryInfo memory = measure_memory(opt.trainers);
     bool nccl = false;
-    if (opt.comm != "mpi") {  // the same config, so the same calls, on every trainer
+    if (opt.comm != config::GpuComm::mpi) {  // the same config, so the same calls, on every trainer
       std::string why;
       nccl = kernels::nccl_usable(opt.trainers, &why);  // one answer on every trainer
-      if (!nccl && opt.comm == "nccl")
+      if (!nccl && opt.comm == config::GpuComm::nccl)
         ML_FAIL("run.gpu_comm: nccl, but " + why +
                 "; run.gpu_comm: mpi (or auto) reduces through host memory instead");
     }
@@ -107,6 +107,8 @@ class CudaModel final : public DeviceModel {
   }
 
   void zero_grads() override { model_->zero_grads(); }
+
+  int64_t optimizer_steps() const override { return optimizer_ ? optimizer_->step() : 0; }
 
   model::LossSum forward_backward(const model::Batch& batch, double scale, const RingGroup* ring,
                                   float offload, bool last) override {
@@ -241,7 +243,7 @@ class CudaModel final : public DeviceModel {
   std::unique_ptr<kernels::GpuTransformer<T>> model_;
   double peak_ = 0;
   // The optimizer (start_optimizer).
-  DeviceOptimizer opt_;
+  OptimizerSetup opt_;
   int rank_ = 0, size_ = 1;
   bool sharded_ = false;
   std::unique_ptr<kernels::DeviceAdamW> optimizer_;
@@ -255,8 +257,8 @@ class CudaModel final : public DeviceModel {
 
 }  // namespace
 
-std::unique_ptr<DeviceModel> make_gpu_device_model(const model::Shape& shape,
-                                                   const std::string& precision, int local_index) {
+std::unique_ptr<TrainerBackend> make_gpu_backend(const model::Shape& shape,
+                                                 config::Precision precision, int local_index) {
   std::string why;
   const int n = cuda_device_count(&why);
   if (n == 0) throw Error("run.backend: cuda, but no GPU is visible: " + why);
@@ -264,9 +266,9 @@ std::unique_ptr<DeviceModel> make_gpu_device_model(const model::Shape& shape,
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   const std::string name = strf("GPU %d (%s, sm_%d%d), %s", device, prop.name, prop.major,
-                                prop.minor, precision.c_str());
-  if (precision == "fp32") return std::make_unique<CudaModel<float>>(shape, device, n, name);
-  ML_CHECK(precision == "bf16", "run.precision must be bf16 or fp32, not " + precision);
+                                prop.minor, config::enum_name(precision));
+  if (precision == config::Precision::fp32)
+    return std::make_unique<CudaModel<float>>(shape, device, n, name);
   return std::make_unique<CudaModel<__nv_bfloat16>>(shape, device, n, name);
 }
 

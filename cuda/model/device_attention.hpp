@@ -5,8 +5,8 @@
 // results merged with flash_attention_merge), with the same contract.
 #pragma once
 
-#include "kernels/attention/flash_attention.hpp"
-#include "kernels/common/device_buffer.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/kernels/attention/flash_attention.hpp"
 
 namespace meshloom::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels/model/device_ring_attention.hpp"
+#include "cuda/model/device_ring_attention.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "base/check.hpp"
-#include "kernels/model/cast.hpp"
+#include "cuda/kernels/model/cast.hpp"
 
 namespace meshloom::kernels {
 

@@ -9,7 +9,7 @@
 // again with their fp32 dK/dV accumulators; after a full turn every
 // accumulator comes home and is added into the member's dK/dV.
 //
-// Two transports (kernels/model/ring_link.hpp), the same kernels in the same
+// Two transports (cuda/model/ring_link.hpp), the same kernels in the same
 // order, so the same results: without an NCCL communicator blocks are staged
 // through host memory over MPI (the CPU ring's messages; right when trainers
 // share a GPU); with one they stay on the device and move with NCCL
@@ -23,9 +23,9 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/common/device_buffer.hpp"
-#include "kernels/model/device_attention.hpp"
-#include "kernels/model/ring_link.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/model/device_attention.hpp"
+#include "cuda/model/ring_link.hpp"
 
 namespace meshloom::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels/model/gpu_transformer.hpp"
+#include "cuda/model/gpu_transformer.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -6,13 +6,13 @@
 #include <type_traits>
 
 #include "base/check.hpp"
-#include "kernels/common/check.cuh"
-#include "kernels/model/cast.hpp"
-#include "kernels/model/embedding.hpp"
-#include "kernels/ops/cross_entropy.hpp"
-#include "kernels/ops/norm.hpp"
-#include "kernels/ops/rope.hpp"
-#include "kernels/ops/swiglu.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/kernels/model/cast.hpp"
+#include "cuda/kernels/model/embedding.hpp"
+#include "cuda/kernels/ops/cross_entropy.hpp"
+#include "cuda/kernels/ops/norm.hpp"
+#include "cuda/kernels/ops/rope.hpp"
+#include "cuda/kernels/ops/swiglu.hpp"
 
 namespace meshloom::kernels {
 

@@ -1,6 +1,6 @@
 // The GPU model: forward and backward of docs/design.md's transformer over one
 // packed micro-batch, the twin of model::Transformer (lib/model/transformer.hpp),
-// step for step: the same products (cuBLAS, kernels/blas), the same fused
+// step for step: the same products (cuBLAS, cuda/blas), the same fused
 // layouts (q|k|v and w1|w3 as one matrix each), the same saved activations.
 //
 //   kernels::GpuTransformer<__nv_bfloat16> m(shape, stream);
@@ -26,10 +26,10 @@
 #include <span>
 #include <vector>
 
-#include "kernels/blas/gemm.hpp"
-#include "kernels/common/device_buffer.hpp"
-#include "kernels/model/activation_store.hpp"
-#include "kernels/model/device_attention.hpp"
+#include "cuda/blas/gemm.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/model/activation_store.hpp"
+#include "cuda/model/device_attention.hpp"
 #include "model/batch.hpp"
 #include "model/params.hpp"
 #include "model/transformer.hpp"
@@ -64,7 +64,7 @@ class GpuTransformer {
   // `final_range`, when set, is called with each range of the gradient
   // buffer (the LM head, the final norm, each layer from the last, the
   // embedding) right after the kernels that finish it are enqueued: the
-  // gradient reduction may start there (kernels/comm/grad_reducer.hpp).
+  // gradient reduction may start there (cuda/comm/grad_reducer.hpp).
   using FinalRange = std::function<void(int64_t offset, int64_t count)>;
   void backward(double scale, const FinalRange& final_range = {});
   // −log p per token of the last forward() (0 where the target is −1).

@@ -1,9 +1,9 @@
-#include "kernels/model/ring_link.hpp"
+#include "cuda/model/ring_link.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 

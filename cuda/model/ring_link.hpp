@@ -27,8 +27,8 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/attention/flash_attention.hpp"
-#include "train/device_model.hpp"
+#include "cuda/kernels/attention/flash_attention.hpp"
+#include "train/backend.hpp"
 
 namespace meshloom::kernels {
 

@@ -10,9 +10,9 @@
 
 #include "base/check.hpp"
 #include "comm/ring_shift.hpp"
-#include "kernels/common/check.cuh"
-#include "kernels/common/device_buffer.hpp"
-#include "kernels/model/ring_link.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/model/ring_link.hpp"
 
 namespace meshloom::kernels {
 

@@ -26,12 +26,12 @@
 
 #include "base/check.hpp"
 #include "comm/mpi_check.hpp"
-#include "kernels/comm/member_sets.hpp"
-#include "kernels/comm/nccl_comm.hpp"
-#include "kernels/comm/ring_exchange.hpp"
-#include "kernels/common/check.cuh"
-#include "kernels/common/device_buffer.hpp"
-#include "kernels/model/ring_link.hpp"
+#include "cuda/comm/member_sets.hpp"
+#include "cuda/comm/nccl_comm.hpp"
+#include "cuda/comm/ring_exchange.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/model/ring_link.hpp"
 
 namespace meshloom::kernels {
 

@@ -1,9 +1,9 @@
-#include "kernels/train/device_adamw.hpp"
+#include "cuda/train/device_adamw.hpp"
 
 #include <string>
 
 #include "base/check.hpp"
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 

@@ -2,7 +2,7 @@
 // (lib/train/optimizer.hpp): the fp32 master weights (the whole buffer, in
 // ParamLayout order), the AdamW moments and weight-decay mask of the slice
 // [begin, end) this trainer owns (all of it without ZeRO-1), and the step
-// count. Updates run the fused kernel of kernels/ops/adamw.hpp on the
+// count. Updates run the fused kernel of cuda/kernels/ops/adamw.hpp on the
 // caller's stream, so nothing crosses to the host during a step.
 //
 //   DeviceAdamW opt(layout.numel(), padded, begin, end, hyper, layout.decay_ranges(), stream);
@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/common/device_buffer.hpp"
-#include "kernels/ops/adamw.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/kernels/ops/adamw.hpp"
 
 namespace meshloom::kernels {
 

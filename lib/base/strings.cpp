@@ -106,4 +106,14 @@ std::string shortest_text(double value) {
   return std::string(sci, e.ptr);
 }
 
+std::string with_commas(unsigned long long value) {
+  const std::string digits = std::to_string(value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
 }  // namespace meshloom

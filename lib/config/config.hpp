@@ -7,13 +7,57 @@
 // checked by the runtime, which knows it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "base/log.hpp"
 #include "config/schema.hpp"
 
 namespace meshloom::config {
+
+// The config's choices (EnumNames below gives each value's name in YAML).
+enum class Backend { cpu, cuda };
+enum class Precision { bf16, fp32 };
+enum class GpuComm { automatic, nccl, mpi };
+enum class SourceFormat { indexed, jsonl, text, tar };
+enum class DataMode { disaggregated, colocated };
+enum class Planner { hdp, bytescale, naive, static_grid };
+enum class FaultKind { crash, hang, slow };
+
+template <>
+struct EnumNames<Backend> {
+  static constexpr std::array<const char*, 2> names{"cpu", "cuda"};
+};
+template <>
+struct EnumNames<Precision> {
+  static constexpr std::array<const char*, 2> names{"bf16", "fp32"};
+};
+template <>
+struct EnumNames<GpuComm> {
+  static constexpr std::array<const char*, 3> names{"auto", "nccl", "mpi"};
+};
+template <>
+struct EnumNames<SourceFormat> {
+  static constexpr std::array<const char*, 4> names{"indexed", "jsonl", "text", "tar"};
+};
+template <>
+struct EnumNames<DataMode> {
+  static constexpr std::array<const char*, 2> names{"disaggregated", "colocated"};
+};
+template <>
+struct EnumNames<Planner> {
+  static constexpr std::array<const char*, 4> names{"hdp", "bytescale", "naive", "static"};
+};
+template <>
+struct EnumNames<FaultKind> {
+  static constexpr std::array<const char*, 3> names{"crash", "hang", "slow"};
+};
+template <>
+struct EnumNames<LogLevel> {
+  static constexpr std::array<const char*, 4> names{"debug", "info", "warn", "error"};
+};
 
 struct RunConfig {
   ML_CONFIG_SECTION;
@@ -21,9 +65,9 @@ struct RunConfig {
   std::string dir = "runs/meshloom";
   int64_t seed = 1234;
   int64_t steps = 100;
-  std::string backend = "cpu";
-  std::string precision = "bf16";
-  std::string gpu_comm = "auto";
+  Backend backend = Backend::cpu;
+  Precision precision = Precision::bf16;
+  GpuComm gpu_comm = GpuComm::automatic;
   int64_t threads = 0;
   double peak_gflops = 0;
   double timeout = 300.0;
@@ -33,16 +77,14 @@ struct RunConfig {
     v.field("dir", dir, "Run directory: effective config, metrics, checkpoints");
     v.field("seed", seed, "Seed of every random choice (data order, initialization)", at_least(0));
     v.field("steps", steps, "Number of optimizer steps", at_least(1));
-    v.field("backend", backend, "Trainer backend", one_of({"cpu", "cuda"}));
+    v.field("backend", backend, "Trainer backend");
     v.field("precision", precision,
             "CUDA backend: bf16 weights and activations with fp32 accumulation, or fp32 "
-            "throughout (the CPU backend is always fp32)",
-            one_of({"bf16", "fp32"}));
+            "throughout (the CPU backend is always fp32)");
     v.field("gpu_comm", gpu_comm,
             "CUDA backend: how trainers sum gradients and pass ring blocks: nccl (GPU to GPU, "
             "one GPU per trainer), mpi (through host memory; trainers may share a GPU), auto "
-            "(nccl where every trainer has its own GPU)",
-            one_of({"auto", "nccl", "mpi"}));
+            "(nccl where every trainer has its own GPU)");
     v.field("threads", threads, "Compute threads per trainer (0: cores per rank)",
             in_range(0, 1024));
     v.field("peak_gflops", peak_gflops,
@@ -141,7 +183,7 @@ struct SourceConfig {
   ML_CONFIG_SECTION;
   std::string name;
   std::string path;
-  std::string format = "indexed";
+  SourceFormat format = SourceFormat::indexed;
   std::string tokenizer = "gpt2";
   double weight = 1.0;
   template <class V>
@@ -149,8 +191,7 @@ struct SourceConfig {
     v.field("name", name, "Source name, used by the schedule and in reports", required());
     v.field("path", path, "Indexed dataset prefix (PREFIX.bin/.idx), or a file or folder of text",
             required());
-    v.field("format", format, "How the source is stored",
-            one_of({"indexed", "jsonl", "text", "tar"}));
+    v.field("format", format, "How the source is stored");
     v.field("tokenizer", tokenizer,
             "Tokenizer for raw text: byte, gpt2 or tiktoken:NAME|FILE (cl100k_base, "
             "o200k_base or a rank file; ignored for indexed)");
@@ -184,7 +225,7 @@ struct LongPolicyConfig {
 
 struct DataConfig {
   ML_CONFIG_SECTION;
-  std::string mode = "disaggregated";
+  DataMode mode = DataMode::disaggregated;
   int64_t seq_len = 4096;
   int64_t tokens_per_step = 32768;
   int64_t prefetch = 2;
@@ -198,8 +239,7 @@ struct DataConfig {
   LongPolicyConfig long_policy;
   template <class V>
   void visit(V& v) {
-    v.field("mode", mode, "Where sources are loaded: loader ranks, or every trainer itself",
-            one_of({"disaggregated", "colocated"}));
+    v.field("mode", mode, "Where sources are loaded: loader ranks, or every trainer itself");
     v.field("seq_len", seq_len, "Longest sample; longer documents continue in the next sample",
             in_range(2, int64_t(1) << 31));
     v.field("tokens_per_step", tokens_per_step, "Global batch size in tokens",
@@ -226,7 +266,7 @@ struct DataConfig {
 
 struct PlanConfig {
   ML_CONFIG_SECTION;
-  std::string planner = "hdp";
+  Planner planner = Planner::hdp;
   int64_t capacity = 4096;
   double slack = 0.02;
   bool offload = false;
@@ -238,8 +278,7 @@ struct PlanConfig {
   void visit(V& v) {
     v.field("planner", planner,
             "hdp (dynamic mesh), bytescale (ByteScale's Alg. 2), naive (Alg. 1) or static "
-            "(fixed DP x CP grid)",
-            one_of({"hdp", "bytescale", "naive", "static"}));
+            "(fixed DP x CP grid)");
     v.field("capacity", capacity, "Tokens one trainer can hold in a micro-batch (C)",
             in_range(1, int64_t(1) << 31));
     v.field("slack", slack, "Balance scheduler slack: relative gap it tolerates",
@@ -279,7 +318,7 @@ struct CheckpointConfig {
 
 struct FaultConfig {
   ML_CONFIG_SECTION;
-  std::string kind = "crash";
+  FaultKind kind = FaultKind::crash;
   int64_t rank = 0;
   int64_t step = 0;
   double seconds = 1.0;
@@ -287,8 +326,7 @@ struct FaultConfig {
   void visit(V& v) {
     v.field("kind", kind,
             "crash (the process kills itself), hang (stops answering), slow (sleeps each step "
-            "or request)",
-            one_of({"crash", "hang", "slow"}));
+            "or request)");
     v.field("rank", rank, "World rank that fails", at_least(0));
     v.field("step", step, "First step at which it fails", at_least(0));
     v.field("seconds", seconds, "slow: seconds added per step (trainer) or request (loader)",
@@ -318,13 +356,13 @@ struct FaultsConfig {
 
 struct LogConfig {
   ML_CONFIG_SECTION;
-  std::string level = "info";
+  LogLevel level = LogLevel::info;
   bool all_ranks = false;
   int64_t every = 1;
   bool metrics = true;
   template <class V>
   void visit(V& v) {
-    v.field("level", level, "Log level", one_of({"debug", "info", "warn", "error"}));
+    v.field("level", level, "Log level");
     v.field("all_ranks", all_ranks, "Every rank logs (default: rank 0 only)");
     v.field("every", every, "Print a step line every N steps", at_least(1));
     v.field("metrics", metrics, "Write per-rank timings to <run.dir>/metrics.jsonl");

@@ -42,6 +42,8 @@ class Flattener {
       out_->push_back({prefix_, e.c_str()});
     } else if constexpr (std::is_floating_point_v<T>) {
       out_->push_back({prefix_, shortest_text(value)});
+    } else if constexpr (std::is_enum_v<T>) {
+      out_->push_back({prefix_, enum_name(value)});
     } else {
       YAML::Emitter e;
       e << value;

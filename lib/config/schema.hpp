@@ -77,6 +77,41 @@ struct is_vector<std::vector<T>> : std::true_type {};
 
 using WeightMap = std::map<std::string, double>;
 
+// A config choice is an enum, compared as such everywhere: specialize
+// EnumNames<E> with the names of E(0), E(1), ... in order, and the visitors
+// read, write, compare and document it by name.
+template <class E>
+struct EnumNames;
+template <class E>
+const char* enum_name(E value) {
+  const auto& names = EnumNames<E>::names;
+  const size_t i = size_t(value);
+  return i < names.size() ? names[i] : "?";
+}
+template <class E>
+std::vector<std::string> enum_choices() {
+  return std::vector<std::string>(EnumNames<E>::names.begin(), EnumNames<E>::names.end());
+}
+template <class E>
+Rule with_choices(Rule rule) {
+  rule.one_of = enum_choices<E>();
+  return rule;
+}
+std::string describe_rule(const Rule& rule);
+std::string nearest_choice(const std::string& word, const std::vector<std::string>& choices);
+// The choice named `name` (a command-line option's, say); else a ConfigError
+// that names `what` and the choices.
+template <class E>
+E choice_from_name(const std::string& name, const std::string& what) {
+  const auto choices = enum_choices<E>();
+  for (size_t i = 0; i < choices.size(); ++i)
+    if (choices[i] == name) return static_cast<E>(i);
+  std::string msg = what + " is '" + name + "', " + describe_rule(with_choices<E>({}));
+  const std::string near = nearest_choice(name, choices);
+  if (!near.empty()) msg += "; did you mean '" + near + "'?";
+  throw ConfigError(msg);
+}
+
 std::string describe_rule(const Rule& rule);
 std::string scalar_text(const YAML::Node& node);
 // The text of a mapping key under `parent`; a ConfigError unless it is a plain name.
@@ -153,6 +188,12 @@ void Reader::read(const YAML::Node& n, const std::string& path, T& value, const 
       read_number(it->second, item, &w, false, rule);
       value[name] = w;
     }
+  } else if constexpr (std::is_enum_v<T>) {
+    std::string name;
+    read(n, path, name, with_choices<T>(rule));
+    const auto choices = enum_choices<T>();
+    for (size_t i = 0; i < choices.size(); ++i)
+      if (choices[i] == name) value = static_cast<T>(i);
   } else if constexpr (std::is_same_v<T, bool>) {
     bool b = false;
     if (!n.IsScalar() || !YAML::convert<bool>::decode(n, b))
@@ -213,6 +254,8 @@ class Writer {
       out_ << YAML::EndMap;
     } else if constexpr (std::is_floating_point_v<T>) {
       out_ << shortest_text(value);  // yaml-cpp writes 0.0060000000000000001
+    } else if constexpr (std::is_enum_v<T>) {
+      out_ << enum_name(value);
     } else {
       out_ << value;
     }
@@ -262,6 +305,8 @@ void Documenter::describe(const std::string& path, const T& value, const char* d
     }
   } else if constexpr (std::is_same_v<T, WeightMap>) {
     rows_->push_back({path, "map name: number", "{}", allowed, doc});
+  } else if constexpr (std::is_enum_v<T>) {
+    rows_->push_back({path, "string", enum_name(value), describe_rule(with_choices<T>(rule)), doc});
   } else if constexpr (std::is_same_v<T, bool>) {
     rows_->push_back({path, "bool", value ? "true" : "false", allowed, doc});
   } else if constexpr (std::is_integral_v<T>) {

@@ -67,11 +67,11 @@ void validate(const Config& c, const Origin& origin) {
   if (d.long_policy.share > 0 && d.long_policy.threshold <= 0)
     origin.error("data.long_policy.threshold",
                  "data.long_policy.share needs data.long_policy.threshold > 0");
-  if (d.mode == "disaggregated" && c.cluster.roles.loaders < 1)
+  if (d.mode == DataMode::disaggregated && c.cluster.roles.loaders < 1)
     origin.error("cluster.roles.loaders",
                  "data.mode 'disaggregated' needs cluster.roles.loaders >= 1 (or data.mode: "
                  "colocated)");
-  if (d.colocated_processes > 0 && d.mode != "colocated")
+  if (d.colocated_processes > 0 && d.mode != DataMode::colocated)
     origin.error("data.colocated_processes",
                  "data.colocated_processes applies only with data.mode: colocated");
 }

@@ -1,5 +1,6 @@
 #include "parallel/roles.hpp"
 
+#include "base/math.hpp"
 #include "base/strings.hpp"
 
 namespace meshloom {
@@ -69,7 +70,7 @@ std::string RoleLayout::describe(const std::vector<std::string>& hosts) const {
 }
 
 RoleLayout make_layout(int world, const config::Config& config) {
-  if (config.run.backend == "cuda" && config.model.n_heads > 0 &&
+  if (config.run.backend == config::Backend::cuda && config.model.n_heads > 0 &&
       config.model.d_model / config.model.n_heads != 64 &&
       config.model.d_model / config.model.n_heads != 128)
     throw config::ConfigError(strf(
@@ -78,7 +79,7 @@ RoleLayout make_layout(int world, const config::Config& config) {
         (long long)config.model.d_model, (long long)config.model.n_heads,
         (long long)(config.model.d_model / config.model.n_heads)));
 #ifndef MESHLOOM_HAVE_CUDA
-  if (config.run.backend == "cuda")
+  if (config.run.backend == config::Backend::cuda)
     throw config::ConfigError(
         "run.backend: cuda, but this meshloom was built without the CUDA backend (nvcc and NCCL "
         "were not found when it was configured): rebuild on a machine with the CUDA toolkit, or "
@@ -98,7 +99,7 @@ RoleLayout make_layout(int world, const config::Config& config) {
              l.constructors + l.loaders + 1));
   // The longest sample must fit on the trainers there are (HDP splits it over
   // ceil(seq_len / C) of them at least; offloading may need fewer).
-  const int64_t need = (config.data.seq_len + config.plan.capacity - 1) / config.plan.capacity;
+  const int64_t need = ceil_div(config.data.seq_len, config.plan.capacity);
   if (!config.plan.offload && need > l.trainers)
     throw config::ConfigError(
         strf("data.seq_len %lld needs %lld trainers of plan.capacity %lld, but the layout has %d: "

@@ -72,8 +72,15 @@ void mpi_start(int* argc, char*** argv) {
                      "MESHLOOM_START_TIMEOUT sets the limit",
                      launcher_rank().c_str(), limit));
   int provided = 0;
-  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  // Only the main thread calls MPI; the watchdog, the checkpoint writer and
+  // the loaders' workers never do.
+  if (provided < MPI_THREAD_FUNNELED)
+    ML_FAIL(
+        strf("this MPI library offers thread level %d, below MPI_THREAD_FUNNELED (%d), which "
+             "meshloom needs (its helper threads run beside MPI calls)",
+             provided, MPI_THREAD_FUNNELED));
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   set_process_identity(rank, "");
@@ -141,9 +148,7 @@ bool world_from_config(const std::string& file, const std::vector<std::string>& 
   w->role = w->layout.role_of(w->rank);
   w->role_index = w->layout.index_in_role(w->rank);
   set_process_identity(w->rank, role_name(w->role));
-  LogLevel level = LogLevel::info;
-  parse_log_level(w->config.log.level, &level);
-  set_log_level(level);
+  set_log_level(w->config.log.level);
   set_log_all_ranks(w->config.log.all_ranks);
   MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, int(w->role), w->rank, &w->role_comm));
   MPI_CHECK(MPI_Comm_set_errhandler(w->role_comm, MPI_ERRORS_RETURN));

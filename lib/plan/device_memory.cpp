@@ -12,10 +12,10 @@ namespace meshloom::plan {
 namespace {
 
 constexpr int64_t kF32 = 4, kI32 = 4, kF64 = 8;
-constexpr int64_t kCublasWorkspace = int64_t(32) << 20;  // kernels/blas/gemm.cpp
-constexpr int64_t kBlockGradsAlign = 256;                // kernels/model/ring_link.cpp
+constexpr int64_t kCublasWorkspace = int64_t(32) << 20;  // cuda/blas/gemm.cpp
+constexpr int64_t kBlockGradsAlign = 256;                // cuda/model/ring_link.cpp
 
-// BlockLayout(n, kv_dim, t).bytes(true) of kernels/model/ring_link.cpp: K and
+// BlockLayout(n, kv_dim, t).bytes(true) of cuda/model/ring_link.cpp: K and
 // V rows and two int32 ids per row, then fp32 dK and dV on a fresh boundary.
 int64_t ring_block_bytes(int64_t n, int64_t kv_dim, int64_t t) {
   const int64_t rows = 2 * n * kv_dim * t + 2 * n * kI32;
@@ -108,7 +108,7 @@ std::string DeviceMemory::describe(int most) const {
 DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool nccl) {
   DeviceMemoryInput in;
   in.shape = shape_from_config(c.model);
-  in.elem_bytes = c.run.precision == "fp32" ? 4 : 2;
+  in.elem_bytes = c.run.precision == config::Precision::fp32 ? 4 : 2;
   in.trainers = trainers;
   in.zero1 = c.optim.zero1;
   in.nccl = nccl;
@@ -116,7 +116,7 @@ DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool n
   // Every planner splits a sequence only when it exceeds C (the static grid
   // after padding it to an even length).
   in.rings = trainers > 1 && 2 * ((L + 1) / 2) > C;
-  in.tokens = std::min(C, step);
+  in.tokens = largest_micro_batch(c);
   DeviceMemory best = device_memory(in);
   const int layers = in.shape.layers;
   if (c.plan.offload && layers > 2) {
@@ -135,11 +135,15 @@ DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool n
   return best;
 }
 
+int64_t largest_micro_batch(const config::Config& c) {
+  return std::min(c.plan.capacity, c.data.tokens_per_step);
+}
+
 int64_t host_memory_floor(const config::Config& c, int trainers) {
   const ModelShape shape = shape_from_config(c.model);
   const int64_t n = shape.numel(), f = int64_t(sizeof(float));
   const int64_t moments = c.optim.zero1 ? 2 * f * ((n + trainers - 1) / trainers) : 2 * f * n;
-  const int64_t tokens = std::min(c.plan.capacity, c.data.tokens_per_step);
+  const int64_t tokens = largest_micro_batch(c);
   return 2 * f * n + moments + f * tokens * shape.vocab;
 }
 

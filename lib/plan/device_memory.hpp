@@ -6,7 +6,7 @@
 //
 // Each term is the formula of the buffers the code allocates (device_memory.cpp
 // names the file of each). Device buffers grow to the largest size they are
-// asked for and never shrink (kernels/common/device_buffer.hpp), so the peak
+// asked for and never shrink (cuda/device_buffer.hpp), so the peak
 // is the model's state plus what the largest micro-batch needs.
 //
 // The one rule that is not obvious: an offloaded micro-batch keeps fewer
@@ -76,7 +76,7 @@ struct DeviceMemory {
 DeviceMemory device_memory(const DeviceMemoryInput& in);
 
 // Layers whose activations stay on the device for a micro-batch with offload
-// ratio r, as the CUDA model rounds it (kernels/model/cuda_model.cpp): the
+// ratio r, as the CUDA model rounds it (cuda/model/cuda_model.cpp): the
 // first 2 + round(r·(layers − 2)) layers share two slots, the rest stay.
 int resident_layers(int layers, double offload);
 
@@ -85,6 +85,10 @@ int resident_layers(int layers, double offload);
 // offloaded one of up to min(C·layers/2, data.seq_len) tokens, whichever
 // needs more).
 DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool nccl);
+
+// The most tokens one of a trainer's micro-batches holds: plan.capacity,
+// never more than the step (data.tokens_per_step).
+int64_t largest_micro_batch(const config::Config& c);
 
 // The CPU backend's host memory floor for one of `trainers` trainers: fp32
 // weights and gradients, AdamW's two moments (this trainer's shard with

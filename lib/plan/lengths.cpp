@@ -261,4 +261,17 @@ double sample_share_at_most(const std::vector<int64_t>& lengths, int64_t thresho
   return double(n) / double(lengths.size());
 }
 
+std::vector<int64_t> batch_from_file(const std::string& path, int64_t batch_tokens, int64_t context,
+                                     uint64_t seed) {
+  std::vector<int64_t> lengths = read_lengths(path);
+  if (batch_tokens > 0)
+    return draw_batch(LengthSampler::empirical(lengths, path), batch_tokens,
+                      context > 0 ? context : INT64_MAX / 4, seed);
+  if (context <= 0) return lengths;
+  std::vector<int64_t> cut;
+  for (int64_t L : lengths)
+    for (int64_t left = L; left > 0; left -= context) cut.push_back(std::min(left, context));
+  return cut;
+}
+
 }  // namespace meshloom::plan

@@ -57,6 +57,11 @@ class LengthSampler {
 // Parses a token count: "32768", "256K", "2M", "1.5G" (K = 1024).
 int64_t parse_tokens(const std::string& text);
 // "2M", "256K", "8K", "12345".
+// One global batch's lengths from a file (read_lengths): all of them, or
+// `batch_tokens` (> 0) drawn from them with `seed`; lengths over `context`
+// (> 0) are cut into pieces of at most `context`.
+std::vector<int64_t> batch_from_file(const std::string& path, int64_t batch_tokens, int64_t context,
+                                     uint64_t seed);
 std::string format_tokens(int64_t tokens);
 
 // Reads lengths from a .tsv / plain file, or from a .idx through the reader.

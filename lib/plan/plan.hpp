@@ -1,5 +1,6 @@
-// Plan: one training step laid out on the trainers, as rank 0 computes it and
-// broadcasts it. Pure data plus the checks and the timing that go with it.
+// Plan: one training step laid out on the trainers, as rank 0 computes it
+// (the lead then sends each constructor its part: roles/lead.cpp). Pure data
+// plus the checks and the timing that go with it.
 //
 // For each sequence of the step: its CP group, an ordered list of k distinct
 // trainer ranks (any k in 1..T). For each trainer: its micro-batches in

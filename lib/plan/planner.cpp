@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/check.hpp"
+#include "base/math.hpp"
 #include "base/strings.hpp"
 #include "plan/hdp_planner.hpp"
 #include "plan/lengths.hpp"
@@ -12,7 +13,7 @@
 
 namespace meshloom::plan {
 
-std::vector<std::string> planner_names() { return {"hdp", "bytescale", "naive", "static"}; }
+std::vector<std::string> planner_names() { return config::enum_choices<config::Planner>(); }
 
 float offload_ratio_for(int64_t length, int32_t k, int64_t capacity, const CostModel& cost) {
   const int64_t m = (length + k - 1) / k;
@@ -27,7 +28,7 @@ float offload_ratio_for(int64_t length, int32_t k, int64_t capacity, const CostM
 
 Split min_split(int64_t length, const PlannerOptions& o, const CostModel& cost) {
   Split s;
-  const int64_t plain = (length + o.capacity - 1) / o.capacity;
+  const int64_t plain = ceil_div(length, o.capacity);
   s.k = int32_t(std::min<int64_t>(plain, INT32_MAX));
   if (!o.offload || length <= o.capacity || cost.layers <= 2) return s;
   const int l = cost.layers;
@@ -50,6 +51,12 @@ Split min_split(int64_t length, const PlannerOptions& o, const CostModel& cost) 
 
 Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
                const PlannerOptions& o, const CostModel& cost) {
+  return make_plan(config::choice_from_name<config::Planner>(planner, "the planner"), lengths, o,
+                   cost);
+}
+
+Plan make_plan(config::Planner planner, const std::vector<int64_t>& lengths,
+               const PlannerOptions& o, const CostModel& cost) {
   if (o.trainers < 1) throw Error(strf("trainers = %d, need at least 1", o.trainers));
   if (o.capacity < 1) throw Error(strf("capacity = %lld, need at least 1", (long long)o.capacity));
   if (!(o.slack >= 0 && o.slack < 1)) throw Error(strf("slack = %g, need 0 <= slack < 1", o.slack));
@@ -59,19 +66,19 @@ Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
           strf("sequence %zu has length %lld; lengths must be positive", i, (long long)lengths[i]));
   const auto t0 = std::chrono::steady_clock::now();
   Plan p;
-  if (planner == "hdp") {
-    p = plan_hdp(lengths, o, cost);
-  } else if (planner == "bytescale") {
-    p = plan_bytescale(lengths, o, cost);
-  } else if (planner == "naive") {
-    p = plan_naive(lengths, o, cost);
-  } else if (planner == "static") {
-    p = plan_static(lengths, o, cost);
-  } else {
-    const std::string hint = nearest(planner, planner_names());
-    throw Error(strf("unknown planner '%s'%s; known: %s", planner.c_str(),
-                     hint.empty() ? "" : (" (did you mean '" + hint + "'?)").c_str(),
-                     join(planner_names(), ", ").c_str()));
+  switch (planner) {
+    case config::Planner::hdp:
+      p = plan_hdp(lengths, o, cost);
+      break;
+    case config::Planner::bytescale:
+      p = plan_bytescale(lengths, o, cost);
+      break;
+    case config::Planner::naive:
+      p = plan_naive(lengths, o, cost);
+      break;
+    case config::Planner::static_grid:
+      p = plan_static(lengths, o, cost);
+      break;
   }
   p.planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;

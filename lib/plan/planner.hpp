@@ -1,8 +1,8 @@
 // The planning entry point: a step's sequence lengths in, a Plan out.
 //
 // Rank 0 calls make_plan() once per step with the manifest's lengths (a plain
-// vector, in manifest order; Plan sequence i is lengths[i]) and broadcasts
-// serialize(plan). Planners:
+// vector, in manifest order; Plan sequence i is lengths[i]) and sends each
+// constructor its part (roles/lead.cpp). Planners:
 //   hdp        meshloom's HDP planner: ByteScale's dynamic mesh, balanced by
 //              LPT, gap filling and local search (hdp_planner.hpp); with
 //              static_fallback, the static grid's plan where that is faster
@@ -49,6 +49,10 @@ std::vector<std::string> planner_names();  // hdp, bytescale, naive, static
 // sequence needs more trainers than exist, or exceeds seq_len_max for
 // static). Sets plan.planning_seconds (for hdp with static_fallback, the
 // static grid's planning included).
+Plan make_plan(config::Planner planner, const std::vector<int64_t>& lengths,
+               const PlannerOptions& options, const CostModel& cost);
+// The same, the planner named (a command-line option, a test): an unknown
+// name is an Error listing the names.
 Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
                const PlannerOptions& options, const CostModel& cost);
 

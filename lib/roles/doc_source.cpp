@@ -173,6 +173,18 @@ class CachedTokens {
   std::vector<int32_t> wide_;
 };
 
+// The reader's format of a raw (not indexed) source.
+data::InputFormat raw_format(config::SourceFormat format) {
+  switch (format) {
+    case config::SourceFormat::jsonl:
+      return data::InputFormat::kJsonl;
+    case config::SourceFormat::tar:
+      return data::InputFormat::kTar;
+    default:
+      return data::InputFormat::kText;
+  }
+}
+
 // Raw text (a folder of text files, JSON Lines, tar archives) tokenized on
 // the fly. Opening reads every document's text into one arena (the source's
 // state: what a per-rank data loader holds, once per rank); tokens are made on
@@ -188,7 +200,7 @@ class RawDocSource final : public DocSource {
         narrow_(tokenizer_->vocab_size() <= 65536),
         cache_limit_(cache_tokens) {
     data::ReaderOptions opt;
-    opt.format = data::parse_input_format(source.format);
+    opt.format = raw_format(source.format);
     data::DocumentReader reader({source.path}, opt);
     data::Document doc;
     while (reader.next(&doc)) {
@@ -269,7 +281,7 @@ class RawDocSource final : public DocSource {
 std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source, int64_t cache_tokens,
                                            int64_t vocab_size) {
   try {
-    if (source.format == "indexed")
+    if (source.format == config::SourceFormat::indexed)
       return std::make_unique<IndexedDocSource>(source.name, source.path, vocab_size);
     return std::make_unique<RawDocSource>(source, cache_tokens);
   } catch (const TokenError&) {
@@ -282,7 +294,7 @@ std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source, i
 void check_sources(const config::Config& config) {
   const int64_t vocab = config.model.vocab_size;
   for (const auto& s : config.data.sources) {
-    if (s.format == "indexed") {
+    if (s.format == config::SourceFormat::indexed) {
       open_doc_source(s, int64_t(1) << 20, vocab);  // checks the first documents' ids
       continue;
     }
@@ -299,7 +311,7 @@ void check_sources(const config::Config& config) {
     // Read the text once here: the loaders drop bad lines and repair bad
     // UTF-8 as `meshloom prepare` does, and this is the one place to say so.
     data::ReaderOptions opt;
-    opt.format = data::parse_input_format(s.format);
+    opt.format = raw_format(s.format);
     data::DocumentReader reader({s.path}, opt);
     data::Document doc;
     while (reader.next(&doc)) {

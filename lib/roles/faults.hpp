@@ -18,9 +18,9 @@ struct InjectedFaults {
   InjectedFaults(const config::Config& config, int world_rank) {
     for (const auto& f : config.faults.inject) {
       if (f.rank != world_rank) continue;
-      if (f.kind == "crash") crash = &f;
-      if (f.kind == "hang") hang = &f;
-      if (f.kind == "slow") slow = &f;
+      if (f.kind == config::FaultKind::crash) crash = &f;
+      if (f.kind == config::FaultKind::hang) hang = &f;
+      if (f.kind == config::FaultKind::slow) slow = &f;
     }
   }
   bool crash_at(int64_t step) const { return crash && step >= crash->step; }

@@ -15,7 +15,7 @@ proto::Batch BatchInbox::receive(double* wait_seconds) {
   const World& w = w_;
   const auto start = Clock::now();
   proto::Batch b;
-  if (w.config.data.mode == "colocated" && w.config.data.colocated_processes > 0) {
+  if (w.config.data.mode == config::DataMode::colocated && w.config.data.colocated_processes > 0) {
     // DataLoader-style: worker processes build the batches. Keep each busy
     // with a step the lead has already sent (the lead runs data.prefetch
     // steps ahead), as a DataLoader prefetches.
@@ -28,7 +28,7 @@ proto::Batch BatchInbox::receive(double* wait_seconds) {
       workers_->submit(
           recv_bytes(0, proto::kStepWork, MPI_COMM_WORLD, timeout, "step work from the lead"));
     b = proto::decode_batch(workers_->take(timeout));
-  } else if (w.config.data.mode == "colocated") {
+  } else if (w.config.data.mode == config::DataMode::colocated) {
     // Per-rank data loading: this trainer opens every source itself.
     b = local_batch(
         w.config,

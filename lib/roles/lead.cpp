@@ -1,4 +1,6 @@
 // The lead (world rank 0): data plane, loader assignment, placement, flow control.
+#include "roles/lead.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <numeric>
@@ -7,7 +9,6 @@
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
-#include "roles/lead.hpp"
 #include "roles/report.hpp"
 
 namespace meshloom {
@@ -21,7 +22,7 @@ Lead::Lead(const World& w) : w_(w) {
   const size_t n = sources.size();
   cost_.assign(n, 1.0);
   std::vector<int64_t> docs(n, 0);
-  const bool colocated = w.config.data.mode == "colocated";
+  const bool colocated = w.config.data.mode == config::DataMode::colocated;
   router_ = std::make_unique<LoaderRouter>(w);
   if (colocated) {
     // No loader ranks: the lead reads lengths itself, trainers read tokens.
@@ -68,7 +69,7 @@ Lead::Lead(const World& w) : w_(w) {
                many && !shadows.empty() ? "s" : "", shadows.empty() ? "none" : shadows.c_str());
     }
     LOG_INFO("source %-10s %lld documents (%s, %s%s)", sources[i].name.c_str(), (long long)docs[i],
-             sources[i].format.c_str(), sources[i].path.c_str(), served.c_str());
+             config::enum_name(sources[i].format), sources[i].path.c_str(), served.c_str());
   }
   plane_ = std::make_unique<dataplane::DataPlane>(
       w.config, docs, [this](int s, int64_t d) { return length(s, d); });
@@ -126,7 +127,7 @@ void Lead::send_assignment() {
 
 void Lead::maybe_reassign() {
   const int64_t every = w_.config.data.rebalance_every;
-  if (w_.config.data.mode == "colocated" || every <= 0 || next_step_ == 0 ||
+  if (w_.config.data.mode == config::DataMode::colocated || every <= 0 || next_step_ == 0 ||
       next_step_ % every != 0)
     return;
   send_assignment();
@@ -440,8 +441,8 @@ void Lead::warn_unfired_faults(const std::vector<proto::Report>& reports) const 
                                 [&](const proto::Report& x) { return x.rank == f.rank; });
     if (r == reports.end() || r->faults_fired > 0) continue;
     const Role role = w_.layout.role_of(int(f.rank));
-    LOG_WARN("faults.inject: the %s on rank %lld from step %lld never fired: %s", f.kind.c_str(),
-             (long long)f.rank, (long long)f.step,
+    LOG_WARN("faults.inject: the %s on rank %lld from step %lld never fired: %s",
+             config::enum_name(f.kind), (long long)f.rank, (long long)f.step,
              role == Role::loader
                  ? "that loader was asked nothing from then on (the source lines at start name who "
                    "serves what; data.rebalance_every: 0 keeps it fixed)"

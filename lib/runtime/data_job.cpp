@@ -170,10 +170,11 @@ int run_data_lead(const World& w, const DataRun& run) {
   std::printf(
       "data path: %lld steps, %.0f tokens in %.2f s: %.0f tokens/s delivered to %d trainer(s)\n",
       (long long)run.steps, total, seconds, total / seconds, w.layout.trainers);
-  std::printf("layout: %d constructor(s), %d loader(s), %d trainer(s), mode %s; %d loader "
-              "re-partition(s)\n",
-              w.layout.constructors, w.layout.loaders, w.layout.trainers,
-              w.config.data.mode.c_str(), lead.reassignments());
+  std::printf(
+      "layout: %d constructor(s), %d loader(s), %d trainer(s), mode %s; %d loader "
+      "re-partition(s)\n",
+      w.layout.constructors, w.layout.loaders, w.layout.trainers,
+      config::enum_name(w.config.data.mode), lead.reassignments());
   print_source_shares(w, run, all);
   const nlohmann::ordered_json roles = memory_by_role(reports);
   if (!run.report.empty()) {
@@ -183,7 +184,7 @@ int run_data_lead(const World& w, const DataRun& run) {
                                             {"tokens", all.token_count},
                                             {"seconds", seconds},
                                             {"tokens_per_s", total / seconds},
-                                            {"mode", w.config.data.mode},
+                                            {"mode", config::enum_name(w.config.data.mode)},
                                             {"constructors", w.layout.constructors},
                                             {"loaders", w.layout.loaders},
                                             {"trainers", w.layout.trainers},

@@ -84,7 +84,7 @@ void TrainMetrics::step(int64_t s, const std::vector<proto::Ack>& acks) {
   if (s == first_ && f.peak > 0)
     LOG_INFO("MFU is against %.1f GFLOP/s, the trainers' %s %s peak%s", f.peak / 1e9,
              w_.config.run.peak_gflops > 0 ? "configured" : "measured",
-             w_.config.run.backend == "cuda" ? "GPU product" : "sgemm",
+             w_.config.run.backend == config::Backend::cuda ? "GPU product" : "sgemm",
              w_.config.run.peak_gflops > 0 ? "" : " (run.peak_gflops sets a known one)");
   warn_mfu(f);
   log_step(s, f);
@@ -135,8 +135,7 @@ void TrainMetrics::show_progress(int64_t s) {
   std::fflush(stdout);
 }
 
-void TrainMetrics::write_step(int64_t s, const StepFigures& f,
-                              const std::vector<proto::Ack>& acks,
+void TrainMetrics::write_step(int64_t s, const StepFigures& f, const std::vector<proto::Ack>& acks,
                               const std::vector<int>& stragglers) {
   if (!jsonl_) return;
   const int first_trainer = w_.layout.first_rank(Role::trainer);
@@ -147,7 +146,8 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f,
     // [[tokens, attention L^2/k, k, seconds], ...] per micro-batch
     Json micro = Json::array();
     for (size_t i = 0; i + 3 < a.micro.size(); i += 4)
-      micro.push_back({int64_t(a.micro[i]), a.micro[i + 1], int64_t(a.micro[i + 2]), a.micro[i + 3]});
+      micro.push_back(
+          {int64_t(a.micro[i]), a.micro[i + 1], int64_t(a.micro[i + 2]), a.micro[i + 3]});
     trainers.push_back({{"trainer", a.trainer},
                         {"tokens", a.tokens},
                         {"flops", a.flops},
@@ -192,11 +192,10 @@ void TrainMetrics::finish(std::vector<proto::Report> reports) {
     std::fflush(jsonl_);
   }
   const int64_t steps = w_.config.run.steps;
-  LOG_INFO("trained steps %lld-%lld in %s: loss %.4f -> %.4f%s", (long long)first_,
-           (long long)end_ - 1, human_seconds(seconds_since(start_)).c_str(), first_loss_,
-           last_loss_,
-           end_ < steps ? strf("; stopped before step %lld (--stop-at)", (long long)end_).c_str()
-                        : "");
+  LOG_INFO(
+      "trained steps %lld-%lld in %s: loss %.4f -> %.4f%s", (long long)first_, (long long)end_ - 1,
+      human_seconds(seconds_since(start_)).c_str(), first_loss_, last_loss_,
+      end_ < steps ? strf("; stopped before step %lld (--stop-at)", (long long)end_).c_str() : "");
 }
 
 }  // namespace meshloom

@@ -15,7 +15,7 @@
 #include "ckpt/resume.hpp"
 #include "plan/device_memory.hpp"
 #include "roles/doc_source.hpp"
-#include "train/device_model.hpp"
+#include "train/backend.hpp"
 
 namespace meshloom {
 
@@ -40,7 +40,7 @@ void require_writable_dir(const std::string& dir, const std::string& key) {
 // rank 0's node is read (nodes assumed alike), and only the floor is counted,
 // so a run refused here could never have run.
 void check_host_memory(const World& w) {
-  if (w.config.run.backend != "cpu") return;
+  if (w.config.run.backend != config::Backend::cpu) return;
   std::map<std::string, int> per_host;
   for (int t = 0; t < w.layout.trainers; ++t)
     ++per_host[w.hosts[size_t(w.layout.first_rank(Role::trainer) + t)]];
@@ -56,9 +56,8 @@ void check_host_memory(const World& w) {
       "model.vocab_size, model.d_model, model.n_layers or model.ffn_dim, set optim.zero1, or "
       "launch on more nodes",
       human_bytes(need).c_str(), w.config.optim.zero1 ? " (a ZeRO-1 shard)" : "",
-      (long long)std::min(w.config.plan.capacity, w.config.data.tokens_per_step), busiest->second,
-      busiest->first.c_str(), human_bytes(need * busiest->second).c_str(),
-      human_bytes(node).c_str()));
+      (long long)plan::largest_micro_batch(w.config), busiest->second, busiest->first.c_str(),
+      human_bytes(need * busiest->second).c_str(), human_bytes(node).c_str()));
 }
 
 // What the run will write, and the step options against run.steps.
@@ -106,7 +105,7 @@ int print_dry_run(const World& w) {
   if (w.rank != 0) return kExitOk;
   std::printf("# meshloom dry run: effective config\n%s", w.config_text.c_str());
   std::printf("# layout: %d ranks\n%s", w.size, w.layout.describe(w.hosts).c_str());
-  std::printf("# backend: %s", w.config.run.backend.c_str());
+  std::printf("# backend: %s", config::enum_name(w.config.run.backend));
 #ifdef MESHLOOM_HAVE_CUDA
   std::printf(" (built with CUDA: %s)\n", cuda_backend_summary().c_str());
 #else

@@ -54,13 +54,14 @@ void resume_lead(Lead* lead, const std::string& path) {
 int run_train_lead(const World& w, const TrainRun& run, const std::string& resume_from) {
   LOG_INFO("layout: %d ranks: %d constructor(s), %d loader(s), %d trainer(s), data %s, backend %s",
            w.size, w.layout.constructors, w.layout.loaders, w.layout.trainers,
-           w.config.data.mode.c_str(), w.config.run.backend.c_str());
+           config::enum_name(w.config.data.mode), config::enum_name(w.config.run.backend));
   Lead lead(w);
   if (!resume_from.empty()) resume_lead(&lead, resume_from);
   const int64_t end = run.end(w.config);
   TrainMetrics metrics(w, lead, lead.first_step(), end);
-  metrics.finish(lead_steps(lead, lead.first_step(), end,
-                            [&](int64_t s, std::vector<proto::Ack> acks) { metrics.step(s, acks); }));
+  metrics.finish(
+      lead_steps(lead, lead.first_step(), end,
+                 [&](int64_t s, std::vector<proto::Ack> acks) { metrics.step(s, acks); }));
   return kExitOk;
 }
 
@@ -78,12 +79,13 @@ double trainer_peak_flops(const World& w, Trainer& trainer) {
     }
   double peak = 0;
   MPI_CHECK(MPI_Barrier(w.role_comm));
-  if (w.config.run.backend == "cuda") {
+  if (w.config.run.backend == config::Backend::cuda) {
     peak = configured > 0 ? configured : trainer.device_peak_flops();
   } else if (before_me == 0) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-    peak = configured > 0 ? configured
-                          : measure_sgemm_peak(std::min(cores, on_node * trainer.model().threads()));
+    peak = configured > 0
+               ? configured
+               : measure_sgemm_peak(std::min(cores, on_node * trainer.model().threads()));
   }
   MPI_CHECK(MPI_Barrier(w.role_comm));
   return peak;
@@ -148,27 +150,30 @@ int run_train_trainer(const World& w, const TrainRun& run, const std::string& re
   CheckpointWriter writer(w);
   const double peak = trainer_peak_flops(w, trainer);
   int faults_fired = 0;
-  trainer_steps(w, [&](const proto::Batch& b, double wait) {
-    inject_trainer_fault(faults, w.rank, b.step);
-    const bool dump = b.step == run.dump_step;
-    std::vector<float> before;
-    if (dump) before.assign(trainer.params().begin(), trainer.params().end());
-    if (faults.slow_at(b.step) > 0) faults_fired = 1;
-    proto::Ack ack = trainer.step(b, faults.slow_at(b.step));
-    ack.wait_seconds = wait;
-    ack.peak_flops = peak;
-    if (dump) {
-      writer.wait();  // one HDF5 user at a time
-      write_step_dump(run.dump_file, w.role_comm, b, trainer.model().layout(), before,
-                      trainer.full_grads(), ack.loss_sum);
-      if (w.role_index == 0)
-        ack.note = strf("step %lld dumped to %s", (long long)b.step, run.dump_file.c_str());
-    }
-    if (b.checkpoint) writer.write(trainer.snapshot(b.step, b.ckpt_data));
-    if (b.last) writer.wait();
-    writer.add_note(&ack.note);
-    return ack;
-  }, &faults_fired);
+  trainer_steps(
+      w,
+      [&](const proto::Batch& b, double wait) {
+        inject_trainer_fault(faults, w.rank, b.step);
+        const bool dump = b.step == run.dump_step;
+        std::vector<float> before;
+        if (dump) before.assign(trainer.params().begin(), trainer.params().end());
+        if (faults.slow_at(b.step) > 0) faults_fired = 1;
+        proto::Ack ack = trainer.step(b, faults.slow_at(b.step));
+        ack.wait_seconds = wait;
+        ack.peak_flops = peak;
+        if (dump) {
+          writer.wait();  // one HDF5 user at a time
+          write_step_dump(run.dump_file, w.role_comm, b, trainer.model().layout(), before,
+                          trainer.full_grads(), ack.loss_sum);
+          if (w.role_index == 0)
+            ack.note = strf("step %lld dumped to %s", (long long)b.step, run.dump_file.c_str());
+        }
+        if (b.checkpoint) writer.write(trainer.snapshot(b.step, b.ckpt_data));
+        if (b.last) writer.wait();
+        writer.add_note(&ack.note);
+        return ack;
+      },
+      &faults_fired);
   return kExitOk;
 }
 

@@ -1,19 +1,23 @@
-// The trainer's model on an accelerator. Forward and backward of each
-// micro-batch, the gradient reduction over all trainers and the AdamW step
-// all run there (kernels/model/cuda_model.cpp): the fp32 master weights, the
-// moments and the gradients stay on the device, and nothing of the model's
-// size crosses to the host during a step. The host copies of weights and
-// moments are brought up to date only when the trainer asks (checkpoints,
-// step dumps).
+// The trainer's backend: where a trainer's model lives and its step runs.
+// Forward and backward of each micro-batch, the gradient reduction over all
+// trainers and the AdamW step all run in the backend; the Trainer
+// (train/trainer.hpp) only drives it and keeps host copies of the weights and
+// moments, brought up to date when it asks (checkpoints, step dumps).
 //
-// Gradients are summed over the trainers by NCCL when every trainer has its
-// own GPU (in buckets, started during the last micro-batch's backward, on a
-// stream of their own), else through host memory with the caller's MPI
-// reduction (DeviceOptimizer::host_allreduce), which lets trainers share a GPU.
+//   CpuBackend (train/cpu_backend.hpp)   the host model with OpenMP and
+//       OpenBLAS; gradients summed with MPI on the trainers' communicator.
+//       Its host copies are the model itself.
+//   the CUDA backend (cuda/model/cuda_model.cpp)   a GPU per trainer: the
+//       fp32 master weights, the moments and the gradients stay on the
+//       device, and nothing of the model's size crosses to the host during a
+//       step. Gradients are summed by NCCL when every trainer has its own GPU
+//       (in buckets, started during the last micro-batch's backward), else
+//       through host memory with the caller's MPI reduction
+//       (OptimizerSetup::host_allreduce), which lets trainers share a GPU.
 //
-// make_cuda_model() loads the CUDA backend, the module libmeshloom_cuda.so
-// (kernels/model/cuda_module.cpp), on first use (lib/train/cuda_module.cpp);
-// in a CPU-only build it fails.
+// make_cuda_backend() loads the CUDA backend, the module libmeshloom_cuda.so
+// (cuda/module.cpp), on first use (lib/train/cuda_module.cpp); in a CPU-only
+// build it fails. This header is the module's whole view of lib/train.
 #pragma once
 
 #include <mpi.h>
@@ -26,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/config.hpp"
 #include "model/batch.hpp"
 #include "model/params.hpp"
 #include "model/transformer.hpp"
@@ -45,7 +50,7 @@ struct RingGroup {
 };
 
 // What the device says about its memory before it allocates anything of the
-// model's size (DeviceOptimizer::check_memory).
+// model's size (OptimizerSetup::check_memory).
 struct DeviceMemoryInfo {
   size_t free_bytes = 0;  // cudaMemGetInfo's, before any trainer allocated the model
   size_t total_bytes = 0;
@@ -55,11 +60,11 @@ struct DeviceMemoryInfo {
 
 // How the optimizer runs on the device: the trainer's settings, handed over
 // once by start_optimizer().
-struct DeviceOptimizer {
+struct OptimizerSetup {
   MPI_Comm trainers = MPI_COMM_NULL;  // all trainers; rank = trainer index
-  // run.gpu_comm: "nccl" (fails with the reason when a trainer has no GPU of
-  // its own), "mpi" (through host memory), "auto" (nccl where it can).
-  std::string comm = "auto";
+  // run.gpu_comm: nccl (fails with the reason when a trainer has no GPU of
+  // its own), mpi (through host memory), auto (nccl where it can).
+  config::GpuComm comm = config::GpuComm::automatic;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
   std::vector<std::pair<int64_t, int64_t>> decay;  // [first, last) ranges with weight decay
   // This trainer's slice of the flat buffer: its optimizer state (ZeRO-1),
@@ -76,23 +81,23 @@ struct DeviceOptimizer {
   std::function<void(const DeviceMemoryInfo&)> check_memory;
 };
 
-class DeviceModel {
+class TrainerBackend {
  public:
-  virtual ~DeviceModel() = default;
-  // One line for logs: the device, the precision and, after
-  // start_optimizer(), how gradients are reduced.
+  virtual ~TrainerBackend() = default;
+  // One line for logs: the device or the CPU threads, the precision and,
+  // after start_optimizer(), how gradients are reduced.
   virtual std::string describe() const = 0;
   // Allocates the model and takes the optimizer and the fp32 master weights
   // (ParamLayout order) to the device, with fresh moments, after
   // opt.check_memory. Collective over opt.trainers.
-  virtual void start_optimizer(const DeviceOptimizer& opt, std::span<const float> params) = 0;
+  virtual void start_optimizer(const OptimizerSetup& opt, std::span<const float> params) = 0;
   // Weights, this trainer's moments and the step count from a checkpoint.
   virtual void load_state(std::span<const float> params, std::span<const float> m,
                           std::span<const float> v, int64_t step) = 0;
   virtual void zero_grads() = 0;
   // Forward, then backward with `scale` (the CPU model's forward() and
   // backward(scale) together); gradients accumulate on the device. With a
-  // ring, attention runs over the CP group (kernels/model/device_ring_attention).
+  // ring, attention runs over the CP group (cuda/model/device_ring_attention).
   // `offload` is the plan's ratio r for the micro-batch: r·(layers − 2) layers'
   // activations wait in host memory between forward and backward. `last`:
   // this step's last micro-batch here, whose backward may start reducing.
@@ -112,17 +117,19 @@ class DeviceModel {
   virtual void download_grads(std::span<float> grads) = 0;
   virtual void download_params(std::span<float> params) = 0;
   virtual void download_moments(std::span<float> m, std::span<float> v) = 0;
+  // AdamW updates done so far (its bias correction; checkpoints keep it).
+  virtual int64_t optimizer_steps() const = 0;
   // The device's dense product rate in the model's precision (FLOP/s),
-  // measured once with a large cuBLAS product: the roofline of MFU.
+  // measured once with a large cuBLAS product: the roofline of MFU. 0 where
+  // the job measures it per node instead (the CPU: runtime/gemm_peak.hpp).
   virtual double peak_flops() = 0;
 };
 
-// precision: "bf16" (bf16 weights and activations, fp32 accumulation) or
-// "fp32". local_index: the trainer's index among its node's trainers; it runs
-// on device local_index mod the visible devices. Fails (Error) with the
-// reason when no GPU is visible or the build has no CUDA.
-std::unique_ptr<DeviceModel> make_cuda_model(const model::Shape& shape,
-                                             const std::string& precision, int local_index);
+// precision: bf16 (bf16 weights and activations, fp32 accumulation) or fp32. local_index: the
+// trainer's index among its node's trainers; it runs on device local_index mod the visible devices.
+// Fails (Error) with the reason when no GPU is visible or the build has no CUDA.
+std::unique_ptr<TrainerBackend> make_cuda_backend(const model::Shape& shape,
+                                                  config::Precision precision, int local_index);
 
 // One line: NCCL and CUDA runtime versions and the visible devices, or why
 // the CUDA backend cannot be loaded ("CPU-only build" without CUDA). Loads

@@ -1,4 +1,4 @@
-// make_cuda_model() and cuda_backend_summary(). The CUDA backend is a module,
+// make_cuda_backend() and cuda_backend_summary(). The CUDA backend is a module,
 // libmeshloom_cuda.so beside the meshloom executable (or $MESHLOOM_CUDA_MODULE),
 // loaded on first use: cuBLAS touches about 85 MiB of its own memory when it
 // is loaded, and every rank that never uses a GPU (loaders, constructors, the
@@ -11,17 +11,17 @@
 #include <mutex>
 
 #include "base/check.hpp"
-#include "train/device_model.hpp"
+#include "train/backend.hpp"
 
 namespace meshloom {
 
 #ifdef MESHLOOM_HAVE_CUDA
 namespace {
 
-// The module's entry points (kernels/model/cuda_module.cpp). They report
+// The module's entry points (cuda/module.cpp). They report
 // errors in *error rather than throw across the module boundary.
 using InitFn = void (*)(FatalHandler, int, const std::string*);
-using MakeFn = DeviceModel* (*)(const model::Shape*, const char*, int, std::string*);
+using MakeFn = TrainerBackend* (*)(const model::Shape*, int, int, std::string*);
 using SummaryFn = void (*)(std::string*);
 
 struct Module {
@@ -66,12 +66,12 @@ const Module& module() {
 
 }  // namespace
 
-std::unique_ptr<DeviceModel> make_cuda_model(const model::Shape& shape,
-                                             const std::string& precision, int local_index) {
+std::unique_ptr<TrainerBackend> make_cuda_backend(const model::Shape& shape,
+                                                  config::Precision precision, int local_index) {
   const Module& m = module();
   if (!m.make) throw Error("run.backend: cuda: " + m.error);
   std::string error;
-  std::unique_ptr<DeviceModel> model(m.make(&shape, precision.c_str(), local_index, &error));
+  std::unique_ptr<TrainerBackend> model(m.make(&shape, int(precision), local_index, &error));
   if (!model) throw Error(error);
   return model;
 }
@@ -86,7 +86,7 @@ std::string cuda_backend_summary() {
 
 #else
 
-std::unique_ptr<DeviceModel> make_cuda_model(const model::Shape&, const std::string&, int) {
+std::unique_ptr<TrainerBackend> make_cuda_backend(const model::Shape&, config::Precision, int) {
   // Not reached in a normal run: make_layout() refuses run.backend: cuda on
   // rank 0 first, with the reason and the fix.
   throw Error("run.backend: cuda, but this meshloom was built without the CUDA backend");

@@ -10,12 +10,14 @@
 #include <thread>
 
 #include "base/bytes.hpp"
+#include "base/clock.hpp"
 #include "base/log.hpp"
+#include "base/math.hpp"
 #include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
-#include "plan/device_memory.hpp"
 #include "parallel/watchdog.hpp"
-#include "train/ring_attention.hpp"
+#include "plan/device_memory.hpp"
+#include "train/cpu_backend.hpp"
 
 namespace meshloom {
 
@@ -85,24 +87,26 @@ Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
   }
   adam_ = std::make_unique<train::AdamW>(w.config.optim, shard_begin_, shard_end_,
                                          model_->layout().decay_ranges());
-  if (w.config.run.backend == "cuda") {
+  keep_freed_memory_for_reuse();
+  if (w.config.run.backend == config::Backend::cuda) {
     // One GPU per trainer: the trainer's index among the node's trainers.
     int local = 0;
     for (int r = w.layout.first_rank(Role::trainer); r < w.rank; ++r)
       local += w.hosts[size_t(r)] == w.hosts[size_t(w.rank)];
-    device_ = make_cuda_model(model_->shape(), w.config.run.precision, local);
-    start_device_optimizer();
+    backend_ = make_cuda_backend(model_->shape(), w.config.run.precision, local);
+  } else {
+    // The activations of the largest micro-batch this trainer can get (at
+    // most C tokens, never more than the step). On a GPU the host model only
+    // keeps the weights.
+    backend_ = std::make_unique<CpuBackend>(model_.get(), adam_.get(),
+                                            plan::largest_micro_batch(w.config));
   }
-  keep_freed_memory_for_reuse();
-  // The CPU model's activations, for the largest micro-batch this trainer can
-  // get (at most C tokens, never more than the step), so that none is first
-  // met mid-run. On the GPU the host model only keeps the weights.
-  if (!device_) model_->reserve(std::min(w.config.plan.capacity, w.config.data.tokens_per_step));
+  start_optimizer();
 }
 
-void Trainer::start_device_optimizer() {
+void Trainer::start_optimizer() {
   const config::OptimConfig& o = w_.config.optim;
-  DeviceOptimizer opt;
+  OptimizerSetup opt;
   opt.trainers = comm_;
   opt.comm = w_.config.run.gpu_comm;
   opt.beta1 = o.beta1;
@@ -127,30 +131,31 @@ void Trainer::start_device_optimizer() {
   };
   // The estimate against the free memory, before the model is allocated: a
   // run that cannot fit ends here, on every trainer, with what to change.
+  // (The CPU's floor is checked at start-up: runtime/preflight.cpp.)
   opt.check_memory = [this](const DeviceMemoryInfo& info) {
     const plan::DeviceMemory need = plan::device_memory_for_run(w_.config, size_, info.nccl);
     const double free_bytes = double(info.free_bytes);
     if (double(need.total()) * info.sharers > free_bytes)
-      ML_FAIL(strf("trainer %d on %s: ", rank_, device_->describe().c_str()) +
+      ML_FAIL(strf("trainer %d on %s: ", rank_, backend_->describe().c_str()) +
               plan::device_memory_error(w_.config, need, free_bytes, info.sharers));
     memory_note_ = strf(
         "device memory per trainer: about %s for micro-batches of up to %lld tokens, %s free",
         need.describe(3).c_str(), (long long)need.input.tokens, human_bytes(free_bytes).c_str());
     if (info.sharers > 1) memory_note_ += strf(" for %d trainers", info.sharers);
   };
-  device_->start_optimizer(opt, model_->params());
+  backend_->start_optimizer(opt, model_->params());
 }
 
 void Trainer::sync_host_params() {
-  if (!device_ || !params_stale_) return;
-  device_->download_params(model_->params());
+  if (!params_stale_) return;
+  backend_->download_params(model_->params());
   params_stale_ = false;
 }
 
 void Trainer::sync_host_state() {
   sync_host_params();
-  if (!device_ || !moments_stale_) return;
-  device_->download_moments(adam_->m(), adam_->v());
+  if (!moments_stale_) return;
+  backend_->download_moments(adam_->m(), adam_->v());
   moments_stale_ = false;
 }
 
@@ -160,19 +165,9 @@ std::span<const float> Trainer::params() {
 }
 
 std::vector<float> Trainer::full_grads() {
-  if (device_) {  // the reduction left the whole sum on every trainer
-    std::vector<float> g(size_t(model_->layout().numel()));
-    device_->download_grads(g);
-    return g;
-  }
-  if (!w_.config.optim.zero1) return reduced_;
-  std::vector<float> gathered(size_t(shard_size_ * size_), 0.0f);
-  std::copy(reduced_.begin() + shard_begin_, reduced_.begin() + shard_end_,
-            gathered.begin() + shard_size_ * rank_);
-  MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered.data(), int(shard_size_),
-                          MPI_FLOAT, comm_));
-  gathered.resize(reduced_.size());
-  return gathered;
+  std::vector<float> g(size_t(model_->layout().numel()));
+  backend_->download_grads(g);
+  return g;
 }
 
 void Trainer::load(const ckpt::Checkpoint& c) {
@@ -198,7 +193,7 @@ void Trainer::load(const ckpt::Checkpoint& c) {
   std::copy(v.begin() + shard_begin_, v.begin() + shard_end_, adam_->v().begin());
   adam_->set_step(c.adam_step);
   step_ = c.step + 1;
-  if (device_) device_->load_state(model_->params(), adam_->m(), adam_->v(), c.adam_step);
+  backend_->load_state(model_->params(), adam_->m(), adam_->v(), c.adam_step);
   params_stale_ = moments_stale_ = false;
 }
 
@@ -231,7 +226,7 @@ ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
   c.params.assign(params.begin(), params.end());
   c.m = std::move(m);
   c.v = std::move(v);
-  c.adam_step = adam_->step();
+  c.adam_step = backend_->optimizer_steps();
   ByteReader r(lead_data, "checkpoint data from the lead");
   c.plane = r.get_string();
   c.lengths_full = r.get<uint8_t>() != 0;
@@ -251,125 +246,69 @@ int64_t Trainer::optimizer_bytes() const {
   return 2 * (shard_end_ - shard_begin_) * int64_t(sizeof(float));
 }
 
+// The ring of a micro-batch split over a CP group, with the largest block a
+// member may send: at most ceil(L / k) tokens of each sequence, or C. Not C
+// alone: an offloaded piece holds more (the capacity counts its resident
+// layers, plan/plan.hpp). Also the micro-batch's attention work, sum L^2/k.
+RingGroup Trainer::ring_of(const proto::Batch& batch, const proto::MicroBatch& mb,
+                           double* attn_l2) const {
+  const int64_t k = int64_t(std::max<size_t>(1, mb.group.size()));
+  int64_t shares = 0;
+  int32_t last = -1;
+  *attn_l2 = 0;
+  for (const auto& seg : mb.segments) {
+    if (seg.sample == last) continue;  // a member's two chunks are one sequence
+    last = seg.sample;
+    const int64_t L = batch.samples[size_t(seg.sample)].length;
+    *attn_l2 += double(L) * double(L) / double(k);
+    shares += ceil_div(L, k);
+  }
+  RingGroup ring;
+  if (mb.group.size() > 1)
+    ring = RingGroup{comm_, std::vector<int>(mb.group.begin(), mb.group.end()), mb.member,
+                     std::max(w_.config.plan.capacity, shares), w_.config.run.timeout};
+  return ring;
+}
+
 proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
+  const auto t0 = Clock::now();
   if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
   proto::Ack ack;
   ack.step = batch.step;
   ack.trainer = rank_;
-  if (device_) {
-    device_->zero_grads();
-    if (!announced_ && rank_ == 0)
-      ack.note =
-          "trainer 0 computes on " + device_->describe() + " (run.backend: cuda); " + memory_note_;
-    announced_ = true;
-  } else {
-    model_->zero_grads();
-  }
+  backend_->zero_grads();
+  if (!announced_ && rank_ == 0)
+    ack.note = "trainer 0 computes on " + backend_->describe() +
+               " (run.backend: " + config::enum_name(w_.config.run.backend) + ")" +
+               (memory_note_.empty() ? "" : "; " + memory_note_);
+  announced_ = true;
   const double scale = batch.global_predictions > 0 ? 1.0 / double(batch.global_predictions) : 0;
-  const model::Shape& shape = model_->shape();
-  model::AttnOptions attn;
-  attn.threads = model_->threads();
   for (size_t i = 0; i < batch.micro.size(); ++i) {
     const proto::MicroBatch& mb = batch.micro[i];
-    const auto mb_start = clock::now();
-    model::Batch b = to_model_batch(mb);
-    const int64_t k = int64_t(std::max<size_t>(1, mb.group.size()));
+    const auto mb_start = Clock::now();
+    const model::Batch b = to_model_batch(mb);
     double attn_l2 = 0;
-    // The largest block a ring member may send: at most ceil(L / k) tokens of
-    // each sequence, or C. Not C alone: an offloaded piece holds more (the
-    // capacity counts its resident layers, plan/plan.hpp).
-    int64_t shares = 0;
-    int32_t last = -1;
-    for (const auto& seg : mb.segments) {
-      if (seg.sample == last) continue;  // a member's two chunks are one sequence
-      last = seg.sample;
-      const int64_t L = batch.samples[size_t(seg.sample)].length;
-      attn_l2 += double(L) * double(L) / double(k);
-      shares += (L + k - 1) / k;
-    }
-    const int64_t max_block = std::max(w_.config.plan.capacity, shares);
+    const RingGroup ring = ring_of(batch, mb, &attn_l2);
     double pairs = 0;
     for (int32_t p : mb.positions) pairs += double(p) + 1.0;
-    ack.flops += flops(shape, b.size(), pairs);
+    ack.flops += flops(model_->shape(), b.size(), pairs);
     ack.tokens += b.size();
-    model::LossSum ls;
-    if (device_) {
-      RingGroup ring;
-      if (mb.group.size() > 1)
-        ring = RingGroup{comm_, std::vector<int>(mb.group.begin(), mb.group.end()), mb.member,
-                         max_block, w_.config.run.timeout};
-      ls = device_->forward_backward(b, scale, mb.group.size() > 1 ? &ring : nullptr, mb.offload,
-                                     i + 1 == batch.micro.size());
-    } else if (mb.group.size() > 1) {
-      std::vector<int> group(mb.group.begin(), mb.group.end());
-      train::RingAttention ring(comm_, group, mb.member, max_block, attn, w_.config.run.timeout);
-      ls = model_->forward(b, &ring);
-      model_->backward(scale);
-    } else {
-      ls = model_->forward(b);
-      model_->backward(scale);
-    }
+    const model::LossSum ls = backend_->forward_backward(
+        b, scale, ring.members.empty() ? nullptr : &ring, mb.offload, i + 1 == batch.micro.size());
     ack.loss_sum += ls.sum;
     ack.predictions += ls.count;
     ack.micro.insert(ack.micro.end(),
-                     {double(b.size()), attn_l2, double(k),
-                      std::chrono::duration<double>(clock::now() - mb_start).count()});
+                     {double(b.size()), attn_l2, double(std::max<size_t>(1, mb.group.size())),
+                      seconds_since(mb_start)});
   }
-  const auto t1 = clock::now();
-  ack.compute_seconds = std::chrono::duration<double>(t1 - t0).count();
-
-  const double lr = train::learning_rate(w_.config.optim, step_, w_.config.run.steps);
-  if (device_) {
-    // Reduction, norm and AdamW on the device; the host copy is stale now.
-    ack.grad_norm = std::sqrt(device_->reduce_grads());
-    device_->update(lr, train::clip_scale(ack.grad_norm, w_.config.optim.grad_clip));
-    adam_->set_step(adam_->step() + 1);  // the device's count, kept for checkpoints
-    params_stale_ = moments_stale_ = true;
-    ++step_;
-    ack.step_seconds = std::chrono::duration<double>(clock::now() - t0).count();
-    return ack;
-  }
-
+  ack.compute_seconds = seconds_since(t0);
   // Gradients over all trainers; the norm is taken before clipping.
-  auto grads = model_->grads();
-  auto params = model_->params();
-  const int64_t n = int64_t(grads.size());
-  double sq = 0;
-  if (!w_.config.optim.zero1) {
-    reduced_.assign(grads.begin(), grads.end());
-    WatchScope watch("the gradient all-reduce over all trainers");
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, reduced_.data(), int(n), MPI_FLOAT, MPI_SUM, comm_));
-    for (float g : reduced_) sq += double(g) * double(g);
-  } else {
-    // Reduce-scatter into equal shards (the buffer padded to size x shard).
-    std::vector<float> padded(size_t(shard_size_ * size_), 0.0f);
-    std::copy(grads.begin(), grads.end(), padded.begin());
-    std::vector<float> mine(static_cast<size_t>(shard_size_));
-    WatchScope watch("the gradient reduce-scatter over all trainers");
-    MPI_CHECK(MPI_Reduce_scatter_block(padded.data(), mine.data(), int(shard_size_), MPI_FLOAT,
-                                       MPI_SUM, comm_));
-    for (int64_t i = 0; i < shard_end_ - shard_begin_; ++i)
-      sq += double(mine[size_t(i)]) * mine[size_t(i)];
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, comm_));
-    reduced_.assign(size_t(n), 0.0f);  // only this shard is known here
-    std::copy(mine.begin(), mine.begin() + (shard_end_ - shard_begin_),
-              reduced_.begin() + shard_begin_);
-  }
-  ack.grad_norm = std::sqrt(sq);
-  const double clip = train::clip_scale(ack.grad_norm, w_.config.optim.grad_clip);
-  adam_->update(params.data() + shard_begin_, reduced_.data() + shard_begin_, lr, clip);
-  if (w_.config.optim.zero1) {
-    std::vector<float> gathered(size_t(shard_size_ * size_));
-    std::copy(params.begin() + shard_begin_, params.begin() + shard_end_,
-              gathered.begin() + shard_begin_);
-    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered.data(), int(shard_size_),
-                            MPI_FLOAT, comm_));
-    std::copy(gathered.begin(), gathered.begin() + n, params.begin());
-  }
+  ack.grad_norm = std::sqrt(backend_->reduce_grads());
+  const double lr = train::learning_rate(w_.config.optim, step_, w_.config.run.steps);
+  backend_->update(lr, train::clip_scale(ack.grad_norm, w_.config.optim.grad_clip));
+  params_stale_ = moments_stale_ = true;  // the backend's, brought back when asked
   ++step_;
-  ack.step_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  ack.step_seconds = seconds_since(t0);
   return ack;
 }
 

@@ -1,9 +1,10 @@
 // A trainer rank's training step: run its micro-batches forward and backward
 // (ring attention for CP micro-batches), reduce gradients over all trainers,
 // clip, and update with AdamW (optionally ZeRO-1: optimizer state sharded,
-// reduce-scatter, update the shard, all-gather). With run.backend: cuda all
-// of it runs on the GPU (lib/train/device_model.hpp); the host keeps a copy of
-// weights and moments that is brought up to date for checkpoints and dumps.
+// reduce-scatter, update the shard, all-gather). The math runs in the
+// backend (train/backend.hpp: the CPU, or the GPU with run.backend: cuda);
+// the trainer keeps a host copy of weights and moments that is brought up to
+// date for checkpoints and dumps.
 //
 // The loss is normalized by the global prediction count that comes with every
 // batch, so loss and gradients do not depend on how the batch was split.
@@ -18,9 +19,9 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "model/transformer.hpp"
-#include "train/device_model.hpp"
-#include "roles/protocol.hpp"
 #include "parallel/world.hpp"
+#include "roles/protocol.hpp"
+#include "train/backend.hpp"
 #include "train/optimizer.hpp"
 
 namespace meshloom {
@@ -40,7 +41,7 @@ class Trainer {
   // brought back from the device first, without the moments: step dumps).
   std::span<const float> params();
   // With run.backend: cuda, the GPU's measured dense product rate; else 0.
-  double device_peak_flops() { return device_ ? device_->peak_flops() : 0; }
+  double device_peak_flops() { return backend_->peak_flops(); }
   // The last step's reduced gradient, before clipping, whole on every trainer
   // (with ZeRO-1 the shards are gathered: collective over the trainers).
   std::vector<float> full_grads();
@@ -61,19 +62,19 @@ class Trainer {
   const World& w_;
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
-  std::unique_ptr<model::Transformer<float>>
-      model_;                            // with run.backend: cuda, the fp32 master copy
-  std::unique_ptr<DeviceModel> device_;  // run.backend: cuda
-  std::unique_ptr<train::AdamW> adam_;
-  std::vector<float> reduced_;  // the reduced gradient of the last step
+  // The host copy: the CPU backend's own model, the GPU's fp32 master copy.
+  std::unique_ptr<model::Transformer<float>> model_;
+  std::unique_ptr<train::AdamW> adam_;  // this trainer's slice of the moments
+  std::unique_ptr<TrainerBackend> backend_;
   int64_t shard_begin_ = 0, shard_end_ = 0, shard_size_ = 0;
   int64_t step_ = 0;
   bool announced_ = false;      // the device was named in an acknowledgement
   std::string memory_note_;     // the device memory estimate, for that note
-  bool params_stale_ = false;   // the device has weights the host copy lacks
+  bool params_stale_ = false;   // the backend has weights the host copy lacks
   bool moments_stale_ = false;  // ... and moments
 
-  void start_device_optimizer();
+  void start_optimizer();
+  RingGroup ring_of(const proto::Batch& batch, const proto::MicroBatch& mb, double* attn_l2) const;
   void sync_host_params();  // the host's weights from the device, where stale
   void sync_host_state();   // weights and moments (checkpoints)
 };

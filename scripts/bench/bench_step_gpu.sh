@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # bench_step_gpu.sh (also `scripts/bench/bench_step.sh --gpu`): the CUDA backend on
 # one GPU, the CUDA issue's acceptance figures:
-#   1. the attention kernels (kernels/attention): forward and backward TFLOP/s
+#   1. the attention kernels (cuda/kernels/attention): forward and backward TFLOP/s
 #      on a packed 32K-token micro-batch of long-tail documents, H 16, D 128
 #      (target: forward >= 350 TFLOP/s, FlashAttention-2's level on H100);
-#   2. the whole step (kernels/model, kernels/train): forward, backward,
+#   2. the whole step (cuda/model, cuda/train): forward, backward,
 #      gradient norm and AdamW of a ~1B-parameter model (d 2048, 16 layers,
 #      ffn 5504, V 50257) at 32K tokens, model FLOPs over the step's wall time
 #      against the bf16 dense peak (target: MFU >= 45%).

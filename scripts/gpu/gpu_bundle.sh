@@ -53,7 +53,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD_DIR:-build}
-bundle=${BUNDLE_OUT:-build-bundle}  # another folder for the ctest (tests/kernels)
+bundle=${BUNDLE_OUT:-build-bundle}  # another folder for the ctest (tests/cuda)
 stage=$BUILD/bundle-stage
 tests=(device_info_test gemm_gpu_test attention_gpu_test ops_gpu_test embedding_gpu_test
        gpu_transformer_test train_gpu_test comm_logic_test device_ring_test nccl_comm_test)

@@ -32,7 +32,7 @@ TEST(Config, DefaultsFillEverythingNotWritten) {
   config::Config d;
   EXPECT_EQ(c.model.d_model, d.model.d_model);
   EXPECT_EQ(c.data.sources.size(), 1u);
-  EXPECT_EQ(c.data.sources[0].format, "indexed");
+  EXPECT_EQ(c.data.sources[0].format, config::SourceFormat::indexed);
   EXPECT_EQ(c.data.sources[0].tokenizer, "gpt2");
 }
 
@@ -49,7 +49,7 @@ TEST(Config, EffectiveYamlRoundTrips) {
 
 TEST(Config, OverridesCreateSectionsAndNameThemselvesInErrors) {
   config::Config c = config::parse_config(kMinimal, "x.yaml", {"plan.planner=static"});
-  EXPECT_EQ(c.plan.planner, "static");
+  EXPECT_EQ(c.plan.planner, config::Planner::static_grid);
   std::string e = error_of(kMinimal, {"plan.capacty=5"});
   EXPECT_NE(e.find("--set plan.capacty=5"), std::string::npos) << e;
   EXPECT_NE(e.find("did you mean 'plan.capacity'"), std::string::npos) << e;

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "kernels/device_info.hpp"
+#include "cuda/kernels/device_info.hpp"
 
 #define ML_REQUIRE_GPU()                                  \
   do {                                                    \

@@ -10,8 +10,8 @@
 
 #include <string>
 
-#include "kernels/comm/nccl_comm.hpp"
-#include "tests/kernels/gpu_test.hpp"
+#include "cuda/comm/nccl_comm.hpp"
+#include "tests/cuda/gpu_test.hpp"
 
 namespace meshloom::kernels {
 

@@ -109,7 +109,21 @@ start=$SECONDS
 run -np 3 "$meshloom" data -c "$dir/c.yaml" --steps 100000 --set data.mode=colocated \
   --set cluster.roles.loaders=0 --set data.colocated_processes=2 >"$dir/killed.txt" 2>&1 &
 job=$!
-for _ in $(seq 100); do victim=$(pgrep -f "data-worker --rank 2 --index 1") && break; sleep 0.1; done
+# Only this job's worker: another run of this test may be going on beside it.
+descends_from() {  # PID ANCESTOR
+  local p=$1
+  while [[ -n $p && $p -gt 1 ]]; do
+    [[ $p == "$2" ]] && return 0
+    p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) || return 1
+  done
+  return 1
+}
+for _ in $(seq 100); do
+  for pid in $(pgrep -f "data-worker --rank 2 --index 1"); do
+    descends_from "$pid" "$job" && victim=$pid && break 2
+  done
+  sleep 0.1
+done
 [[ -n ${victim:-} ]] || fail "no data worker process found"
 sleep 0.3
 kill -9 "$victim"

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/flash_attention.hpp"
-#include "kernels/common/check.cuh"
-#include "kernels/device_info.hpp"
+#include "cuda/kernels/attention/flash_attention.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/kernels/device_info.hpp"
 
 namespace {
 

@@ -8,10 +8,10 @@
 // of one KV head (GQA) are different blocks that share the same dK, dV rows.
 #include <cmath>
 
-#include "kernels/attention/flash_attention.hpp"
-#include "kernels/attention/flash_backward.cuh"
-#include "kernels/attention/flash_tiles.cuh"
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/attention/flash_attention.hpp"
+#include "cuda/kernels/attention/flash_backward.cuh"
+#include "cuda/kernels/attention/flash_tiles.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 namespace flash {

@@ -16,10 +16,10 @@
 // the query heads of one KV head (GQA) are different blocks.
 #include <cmath>
 
-#include "kernels/attention/flash_backward.cuh"
-#include "kernels/attention/flash_rows.cuh"
-#include "kernels/attention/mma_tiles.cuh"
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/attention/flash_backward.cuh"
+#include "cuda/kernels/attention/flash_rows.cuh"
+#include "cuda/kernels/attention/mma_tiles.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels::flash {
 namespace {

@@ -18,10 +18,10 @@
 // Compiled for sm_90a alone, like the wgmma forward.
 #include <cmath>
 
-#include "kernels/attention/flash_backward.cuh"
-#include "kernels/attention/flash_rows.cuh"
-#include "kernels/attention/wgmma_tiles.cuh"
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/attention/flash_backward.cuh"
+#include "cuda/kernels/attention/flash_rows.cuh"
+#include "cuda/kernels/attention/wgmma_tiles.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels::flash {
 namespace {

@@ -10,10 +10,10 @@
 // lse = m + log l, or a zero row and -inf for a query that saw no key.
 #include <cmath>
 
-#include "kernels/attention/flash_attention.hpp"
-#include "kernels/attention/flash_forward.cuh"
-#include "kernels/attention/flash_tiles.cuh"
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/attention/flash_attention.hpp"
+#include "cuda/kernels/attention/flash_forward.cuh"
+#include "cuda/kernels/attention/flash_tiles.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 namespace flash {

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "kernels/attention/flash_tiles.cuh"
+#include "cuda/kernels/attention/flash_tiles.cuh"
 
 namespace meshloom::kernels::flash {
 

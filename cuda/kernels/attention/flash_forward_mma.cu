@@ -17,10 +17,10 @@
 // Fragment layouts and operand addressing: mma_tiles.cuh.
 #include <cmath>
 
-#include "kernels/attention/flash_forward.cuh"
-#include "kernels/attention/flash_rows.cuh"
-#include "kernels/attention/mma_tiles.cuh"
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/attention/flash_forward.cuh"
+#include "cuda/kernels/attention/flash_rows.cuh"
+#include "cuda/kernels/attention/mma_tiles.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels::flash {
 namespace {

@@ -14,14 +14,14 @@
 // a tile that every query sees skips the per-element mask. Layouts,
 // descriptors and fragments: wgmma_tiles.cuh.
 //
-// This file is compiled for sm_90a alone (kernels/attention/CMakeLists.txt);
+// This file is compiled for sm_90a alone (cuda/kernels/attention/CMakeLists.txt);
 // the launcher is only called on a compute capability 9.0 device.
 #include <cmath>
 
-#include "kernels/attention/flash_forward.cuh"
-#include "kernels/attention/flash_rows.cuh"
-#include "kernels/attention/wgmma_tiles.cuh"
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/attention/flash_forward.cuh"
+#include "cuda/kernels/attention/flash_rows.cuh"
+#include "cuda/kernels/attention/wgmma_tiles.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels::flash {
 namespace {

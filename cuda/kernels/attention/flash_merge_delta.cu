@@ -3,9 +3,9 @@
 // delta = rowsum(dO ⊙ O) per head (backward). One warp per (row, head).
 #include <cmath>
 
-#include "kernels/attention/flash_attention.hpp"
-#include "kernels/attention/flash_tiles.cuh"
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/attention/flash_attention.hpp"
+#include "cuda/kernels/attention/flash_tiles.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 namespace {

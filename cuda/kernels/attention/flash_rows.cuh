@@ -8,8 +8,8 @@
 
 #include <cmath>
 
-#include "kernels/attention/flash_tiles.cuh"
-#include "kernels/attention/mma_tiles.cuh"
+#include "cuda/kernels/attention/flash_tiles.cuh"
+#include "cuda/kernels/attention/mma_tiles.cuh"
 
 namespace meshloom::kernels::flash {
 

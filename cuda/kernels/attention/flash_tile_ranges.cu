@@ -5,9 +5,9 @@
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
-#include "kernels/attention/flash_attention.hpp"
-#include "kernels/attention/flash_tiles.cuh"
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/attention/flash_attention.hpp"
+#include "cuda/kernels/attention/flash_tiles.cuh"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 namespace flash {

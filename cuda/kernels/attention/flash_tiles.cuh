@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/attention/flash_attention.hpp"
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/attention/flash_attention.hpp"
+#include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels::flash {
 

@@ -9,7 +9,7 @@ path, online softmax, dS through shared memory, dQ/dK/dV accumulation), and
 compares forward (out, lse) and backward (dq, dk, dv) with NumPy attention on
 packed documents with GQA. Edit it together with the kernels.
 
-  /usr/bin/python3 kernels/attention/mma_emulation.py    # about 25 s
+  /usr/bin/python3 cuda/kernels/attention/mma_emulation.py    # about 25 s
 """
 import math
 

@@ -14,7 +14,7 @@ tile's forward runs with those operands, the accumulator / A-fragment
 register layouts and the kernel's masking and online softmax, and is compared
 with NumPy attention. Edit it together with the kernel.
 
-  /usr/bin/python3 kernels/attention/wgmma_emulation.py    # a few seconds
+  /usr/bin/python3 cuda/kernels/attention/wgmma_emulation.py    # a few seconds
 """
 import numpy as np
 

@@ -33,7 +33,7 @@
 
 #include <cstdint>
 
-#include "kernels/attention/mma_tiles.cuh"
+#include "cuda/kernels/attention/mma_tiles.cuh"
 
 namespace meshloom::kernels::flash {
 

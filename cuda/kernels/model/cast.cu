@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "kernels/common/check.cuh"
-#include "kernels/common/elem.cuh"
-#include "kernels/model/cast.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/kernels/common/elem.cuh"
+#include "cuda/kernels/model/cast.hpp"
 
 namespace meshloom::kernels {
 

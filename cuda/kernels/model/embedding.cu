@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <numeric>
 
-#include "kernels/common/check.cuh"
-#include "kernels/common/elem.cuh"
-#include "kernels/model/embedding.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/kernels/common/elem.cuh"
+#include "cuda/kernels/model/embedding.hpp"
 
 namespace meshloom::kernels {
 

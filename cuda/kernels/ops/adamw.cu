@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/common/check.cuh"
-#include "kernels/ops/adamw.hpp"
-#include "kernels/ops/ops_util.cuh"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/kernels/ops/adamw.hpp"
+#include "cuda/kernels/ops/ops_util.cuh"
 
 namespace meshloom::kernels {
 

@@ -5,9 +5,9 @@
 
 #include <cmath>
 
-#include "kernels/common/check.cuh"
-#include "kernels/ops/cross_entropy.hpp"
-#include "kernels/ops/ops_util.cuh"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/kernels/ops/cross_entropy.hpp"
+#include "cuda/kernels/ops/ops_util.cuh"
 
 namespace meshloom::kernels {
 

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-#include "kernels/common/check.cuh"
-#include "kernels/ops/norm.hpp"
-#include "kernels/ops/ops_util.cuh"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/kernels/ops/norm.hpp"
+#include "cuda/kernels/ops/ops_util.cuh"
 
 namespace meshloom::kernels {
 

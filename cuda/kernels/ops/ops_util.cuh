@@ -1,5 +1,5 @@
-// Device helpers shared by the kernels of kernels/ops/: element conversions
-// (from kernels/common/elem.cuh), deterministic block reductions and launch
+// Device helpers shared by the kernels of cuda/kernels/ops/: element conversions
+// (from cuda/kernels/common/elem.cuh), deterministic block reductions and launch
 // sizes. Private to this folder (.cu files only).
 #pragma once
 
@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/common/elem.cuh"
+#include "cuda/kernels/common/elem.cuh"
 
 namespace meshloom::kernels::ops_detail {
 
-using kernels::from_f32;  // kernels/common/elem.cuh
+using kernels::from_f32;  // cuda/kernels/common/elem.cuh
 using kernels::to_f32;
 
 // Sum over a warp; a butterfly, so every lane ends with the same value.

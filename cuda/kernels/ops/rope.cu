@@ -3,9 +3,9 @@
 // rotates all its heads with them, so each angle is computed once per token.
 #include <cuda_bf16.h>
 
-#include "kernels/common/check.cuh"
-#include "kernels/ops/ops_util.cuh"
-#include "kernels/ops/rope.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/kernels/ops/ops_util.cuh"
+#include "cuda/kernels/ops/rope.hpp"
 
 namespace meshloom::kernels {
 

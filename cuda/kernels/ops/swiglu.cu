@@ -2,9 +2,9 @@
 // elements, element (t, j) reading a at [t, j] and b at [t, F + j].
 #include <cuda_bf16.h>
 
-#include "kernels/common/check.cuh"
-#include "kernels/ops/ops_util.cuh"
-#include "kernels/ops/swiglu.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/kernels/ops/ops_util.cuh"
+#include "cuda/kernels/ops/swiglu.hpp"
 
 namespace meshloom::kernels {
 

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/flash_attention.hpp"
-#include "kernels/common/check.cuh"
-#include "tests/kernels/attention/attention_test_util.hpp"
-#include "tests/kernels/gpu_test.hpp"
+#include "cuda/kernels/attention/flash_attention.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "tests/cuda/attention/attention_test_util.hpp"
+#include "tests/cuda/gpu_test.hpp"
 
 namespace meshloom::kernels::test {
 namespace {

@@ -1,6 +1,6 @@
 // Host side of the flash-attention GPU tests: random blocks, the CPU
 // reference (lib/model/attention.hpp in double), device copies, errors.
-#include "tests/kernels/attention/attention_test_util.hpp"
+#include "tests/cuda/attention/attention_test_util.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <limits>
 #include <random>
 
-#include "kernels/common/check.cuh"
+#include "cuda/kernels/common/check.cuh"
 #include "model/attention.hpp"
 
 namespace meshloom::kernels::test {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/attention/flash_attention.hpp"
-#include "tests/kernels/elem_host.hpp"
+#include "cuda/kernels/attention/flash_attention.hpp"
+#include "tests/cuda/elem_host.hpp"
 
 namespace meshloom::kernels::test {
 

@@ -10,11 +10,11 @@
 #include <random>
 #include <vector>
 
-#include "kernels/blas/gemm.hpp"
-#include "kernels/common/device_buffer.hpp"
+#include "cuda/blas/gemm.hpp"
+#include "cuda/device_buffer.hpp"
 #include "model/blas.hpp"
-#include "tests/kernels/elem_host.hpp"
-#include "tests/kernels/gpu_test.hpp"
+#include "tests/cuda/elem_host.hpp"
+#include "tests/cuda/gpu_test.hpp"
 
 namespace {
 

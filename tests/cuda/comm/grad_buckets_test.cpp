@@ -1,5 +1,5 @@
 // Gradient bucket cutting and the in-order launch rule (no GPU).
-#include "kernels/comm/grad_buckets.hpp"
+#include "cuda/comm/grad_buckets.hpp"
 
 #include <gtest/gtest.h>
 

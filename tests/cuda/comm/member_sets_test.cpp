@@ -1,6 +1,6 @@
 // The pure bookkeeping of the group communicator cache (no GPU): member-set
 // keys, split rounds and colours, ring neighbours and the LRU plan.
-#include "kernels/comm/member_sets.hpp"
+#include "cuda/comm/member_sets.hpp"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 // NCCL refuses two ranks on one GPU: with fewer visible GPUs than ranks on a
 // node every test skips, and every rank decides the same (nccl_usable is a
 // collective), so none waits alone in a collective.
-#include "kernels/comm/nccl_comm.hpp"
+#include "cuda/comm/nccl_comm.hpp"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -21,12 +21,12 @@
 #include <vector>
 
 #include "base/check.hpp"
-#include "kernels/comm/grad_reducer.hpp"
-#include "kernels/comm/group_comms.hpp"
-#include "kernels/comm/ring_exchange.hpp"
-#include "kernels/common/check.cuh"
-#include "kernels/common/device_buffer.hpp"
-#include "tests/kernels/nccl_test.hpp"
+#include "cuda/comm/grad_reducer.hpp"
+#include "cuda/comm/group_comms.hpp"
+#include "cuda/comm/ring_exchange.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "tests/cuda/nccl_test.hpp"
 
 namespace meshloom::kernels {
 namespace {

@@ -1,9 +1,9 @@
 // The device query never fails: it names the devices, or says why there are none.
-#include "kernels/device_info.hpp"
+#include "cuda/kernels/device_info.hpp"
 
 #include <gtest/gtest.h>
 
-#include "tests/kernels/gpu_test.hpp"
+#include "tests/cuda/gpu_test.hpp"
 
 TEST(DeviceInfo, SummaryNamesTheRuntimeAndDevicesOrWhyNone) {
   std::string why;

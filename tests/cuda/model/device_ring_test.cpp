@@ -24,11 +24,11 @@
 #include <vector>
 
 #include "base/check.hpp"
-#include "kernels/comm/nccl_comm.hpp"
-#include "kernels/common/check.cuh"
-#include "kernels/model/device_ring_attention.hpp"
-#include "tests/kernels/attention/attention_test_util.hpp"
-#include "tests/kernels/nccl_test.hpp"
+#include "cuda/comm/nccl_comm.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/model/device_ring_attention.hpp"
+#include "tests/cuda/attention/attention_test_util.hpp"
+#include "tests/cuda/nccl_test.hpp"
 
 namespace {
 

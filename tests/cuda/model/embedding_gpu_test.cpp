@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
-#include "kernels/common/device_buffer.hpp"
-#include "kernels/model/embedding.hpp"
-#include "tests/kernels/gpu_test.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/kernels/model/embedding.hpp"
+#include "tests/cuda/gpu_test.hpp"
 
 using namespace meshloom::kernels;
 

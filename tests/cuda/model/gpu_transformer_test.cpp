@@ -5,7 +5,7 @@
 // with the CPU in double to 1e-4 of each tensor's largest gradient (fp32
 // round-off through two layers); the bf16 path (bf16 weights and
 // activations, fp32 accumulation) to 5e-2.
-#include "kernels/model/gpu_transformer.hpp"
+#include "cuda/model/gpu_transformer.hpp"
 
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "model/transformer.hpp"
-#include "tests/kernels/gpu_test.hpp"
+#include "tests/cuda/gpu_test.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// GPU AdamW and gradient norm (kernels/ops/adamw.hpp) against the CPU
+// GPU AdamW and gradient norm (cuda/kernels/ops/adamw.hpp) against the CPU
 // optimizer itself (train::AdamW, learning_rate, clip_scale): several steps of
 // the warmup/cosine schedule with clipping, decay on some ranges only; master
 // weights, m and v must match (bit for bit with a host-given grad scale: same
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "kernels/ops/adamw.hpp"
-#include "tests/kernels/gpu_test.hpp"
-#include "tests/kernels/ops/ops_test_util.hpp"
+#include "cuda/kernels/ops/adamw.hpp"
+#include "tests/cuda/gpu_test.hpp"
+#include "tests/cuda/ops/ops_test_util.hpp"
 #include "train/optimizer.hpp"
 
 namespace meshloom::kernels::test {

@@ -1,4 +1,4 @@
-// GPU fused cross-entropy (kernels/ops/cross_entropy.hpp) against a
+// GPU fused cross-entropy (cuda/kernels/ops/cross_entropy.hpp) against a
 // double-precision reference of the CPU's cross_entropy_row (private to
 // lib/model/transformer.cpp): per-row −log softmax, the loss sum and count,
 // and (softmax − onehot)·scale, zero rows for target −1. GPT-2's vocabulary
@@ -9,9 +9,9 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/ops/cross_entropy.hpp"
-#include "tests/kernels/gpu_test.hpp"
-#include "tests/kernels/ops/ops_test_util.hpp"
+#include "cuda/kernels/ops/cross_entropy.hpp"
+#include "tests/cuda/gpu_test.hpp"
+#include "tests/cuda/ops/ops_test_util.hpp"
 
 namespace meshloom::kernels::test {
 namespace {

@@ -1,4 +1,4 @@
-// GPU RMSNorm (kernels/ops/norm.hpp) against a double-precision reference of
+// GPU RMSNorm (cuda/kernels/ops/norm.hpp) against a double-precision reference of
 // docs/design.md's formula (the CPU's row kernels are private to
 // lib/model/transformer.cpp), fp32 and bf16, odd sizes; the gain gradient
 // accumulates into what is there and is bit-identical run to run.
@@ -7,9 +7,9 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/ops/norm.hpp"
-#include "tests/kernels/gpu_test.hpp"
-#include "tests/kernels/ops/ops_test_util.hpp"
+#include "cuda/kernels/ops/norm.hpp"
+#include "tests/cuda/gpu_test.hpp"
+#include "tests/cuda/ops/ops_test_util.hpp"
 
 namespace meshloom::kernels::test {
 namespace {

@@ -1,4 +1,4 @@
-// Helpers for the GPU tests of kernels/ops: values rounded to the element
+// Helpers for the GPU tests of cuda/kernels/ops: values rounded to the element
 // type (float or bf16) so the double references see exactly the GPU's inputs,
 // device copies of them, and the error measure the tolerances are stated in
 // (max |got − ref| / max |ref|: ≤ 1e-5 for fp32, ≤ 1e-2 for bf16).
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "kernels/common/device_buffer.hpp"
-#include "tests/kernels/elem_host.hpp"
+#include "cuda/device_buffer.hpp"
+#include "tests/cuda/elem_host.hpp"
 
 namespace meshloom::kernels::test {
 

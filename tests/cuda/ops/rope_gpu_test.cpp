@@ -1,4 +1,4 @@
-// GPU RoPE (kernels/ops/rope.hpp) against a double-precision reference of
+// GPU RoPE (cuda/kernels/ops/rope.hpp) against a double-precision reference of
 // docs/design.md's rotate-half formula (the CPU's rope_apply is private to
 // lib/model/transformer.cpp), on a fused QKV buffer with a padded leading
 // dimension: q and k heads turn, v and the padding stay bit-identical.
@@ -9,9 +9,9 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/ops/rope.hpp"
-#include "tests/kernels/gpu_test.hpp"
-#include "tests/kernels/ops/ops_test_util.hpp"
+#include "cuda/kernels/ops/rope.hpp"
+#include "tests/cuda/gpu_test.hpp"
+#include "tests/cuda/ops/ops_test_util.hpp"
 
 namespace meshloom::kernels::test {
 namespace {

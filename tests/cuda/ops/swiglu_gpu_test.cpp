@@ -1,4 +1,4 @@
-// GPU SwiGLU (kernels/ops/swiglu.hpp) against a double-precision reference of
+// GPU SwiGLU (cuda/kernels/ops/swiglu.hpp) against a double-precision reference of
 // docs/design.md's gate on the CPU's fused [a | b] rows (the CPU's row kernels are
 // private to lib/model/transformer.cpp), fp32 and bf16, odd sizes, including
 // the in-place backward (dab over ab).
@@ -7,9 +7,9 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/ops/swiglu.hpp"
-#include "tests/kernels/gpu_test.hpp"
-#include "tests/kernels/ops/ops_test_util.hpp"
+#include "cuda/kernels/ops/swiglu.hpp"
+#include "tests/cuda/gpu_test.hpp"
+#include "tests/cuda/ops/ops_test_util.hpp"
 
 namespace meshloom::kernels::test {
 namespace {

@@ -1,4 +1,4 @@
-// The optimizer's state on the GPU (kernels/train/device_adamw.hpp) against
+// The optimizer's state on the GPU (cuda/train/device_adamw.hpp) against
 // the CPU optimizer (train::AdamW) over several steps: the whole buffer and
 // ZeRO-1 slices (moments for the slice only, the rest of the master weights
 // untouched), a resume from saved moments, and the round trips to the host.
@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "kernels/common/device_buffer.hpp"
-#include "kernels/train/device_adamw.hpp"
-#include "tests/kernels/gpu_test.hpp"
-#include "tests/kernels/ops/ops_test_util.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/train/device_adamw.hpp"
+#include "tests/cuda/gpu_test.hpp"
+#include "tests/cuda/ops/ops_test_util.hpp"
 #include "train/optimizer.hpp"
 
 namespace meshloom::kernels::test {

@@ -1,0 +1,72 @@
+#include "runtime/plan_preview.hpp"
+
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "base/strings.hpp"
+#include "dataplane/data_plane.hpp"
+#include "plan/device_memory.hpp"
+#include "plan/planner.hpp"
+#include "roles/doc_source.hpp"
+
+namespace meshloom {
+
+void preview_plans(const config::Config& c, int trainers, int64_t steps,
+                   const FirstStepPlans& on_first_step) {
+  if (trainers < 1) throw Error("--config needs --trainers T (the trainer count to plan for)");
+  std::vector<std::unique_ptr<DocSource>> sources;
+  std::vector<int64_t> docs;
+  for (const auto& s : c.data.sources) {
+    sources.push_back(open_doc_source(s));
+    docs.push_back(sources.back()->docs());
+  }
+  dataplane::DataPlane plane(c, docs,
+                             [&](int s, int64_t d) { return sources[size_t(s)]->length(d); });
+  plan::Hardware hw;
+  hw.flops = c.plan.flops;
+  hw.bandwidth = hw.intra_bandwidth = c.plan.bandwidth;
+  hw.trainers_per_node = 0;
+  plan::CostModel cost = plan::CostModel::from_shape(plan::shape_from_config(c.model), hw);
+  if (!c.plan.calibration.empty())
+    cost = plan::calibrated(cost, plan::calibrate(plan::read_calibration_csv(c.plan.calibration)));
+  const plan::PlannerOptions o = plan::options_from_config(c.plan, trainers, c.data.seq_len);
+  if (c.run.backend == config::Backend::cuda) {
+    // run.gpu_comm: auto takes NCCL where every trainer has a GPU of its own.
+    const bool nccl = c.run.gpu_comm != config::GpuComm::mpi;
+    const plan::DeviceMemory m = plan::device_memory_for_run(c, trainers, nccl);
+    std::printf(
+        "device memory per trainer (run.backend: cuda, rings over %s): about %s for "
+        "micro-batches of up to %lld tokens\n",
+        nccl ? "NCCL" : "MPI", m.describe(3).c_str(), (long long)m.input.tokens);
+  }
+  const bool grid = c.plan.planner == config::Planner::static_grid;
+  const config::Planner other = grid ? config::Planner::hdp : config::Planner::static_grid;
+  std::printf("%5s %8s %6s %6s %9s %10s %10s %10s %11s %9s %10s\n", "step", "samples", "split",
+              "max k", "micro", "predicted", "imbalance", "ring/step", "plan ms",
+              config::enum_name(other), "speedup");
+  int64_t fallbacks = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    dataplane::StepManifest m = plane.next();
+    std::vector<int64_t> lengths;
+    for (const auto& p : m.samples) lengths.push_back(p.length);
+    const plan::Plan p = plan::make_plan(c.plan.planner, lengths, o, cost);
+    const std::string err = p.validate();
+    if (!err.empty()) throw Error(strf("step %lld: %s", (long long)step, err.c_str()));
+    const plan::Plan q = plan::make_plan(other, lengths, o, cost);
+    const plan::PlanStats st = plan::plan_stats(p), sq = plan::plan_stats(q);
+    std::printf("%5lld %8zu %6lld %6d %4d-%-4d %10s %10.3f %10s %11.2f %9s %9.2fx%s\n",
+                (long long)step, lengths.size(), (long long)st.split_sequences, st.max_group,
+                st.min_micro_batches, st.max_micro_batches, human_seconds(st.makespan).c_str(),
+                st.imbalance, human_bytes(st.comm_bytes).c_str(), p.planning_seconds * 1e3,
+                human_seconds(sq.makespan).c_str(), sq.makespan / std::max(st.makespan, 1e-12),
+                p.static_fallback() ? "  static fallback" : "");
+    fallbacks += p.static_fallback();
+    if (step == 0 && on_first_step) on_first_step(grid ? q : p, grid ? p : q);
+  }
+  if (o.static_fallback && c.plan.planner == config::Planner::hdp)
+    std::printf("static fallback (plan.static_fallback): %lld of %lld steps\n",
+                (long long)fallbacks, (long long)steps);
+}
+
+}  // namespace meshloom

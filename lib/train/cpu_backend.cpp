@@ -1,0 +1,106 @@
+#include "train/cpu_backend.hpp"
+
+#include <algorithm>
+
+#include "base/strings.hpp"
+#include "comm/mpi_check.hpp"
+#include "parallel/watchdog.hpp"
+#include "train/ring_attention.hpp"
+
+namespace meshloom {
+
+namespace {
+
+// Copies src into dst unless they are the same memory (the host copies of
+// the CPU backend are its own buffers).
+void copy_unless_same(std::span<const float> src, std::span<float> dst) {
+  if (src.data() != dst.data()) std::copy(src.begin(), src.end(), dst.begin());
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(model::Transformer<float>* model, train::AdamW* adam, int64_t max_tokens)
+    : model_(model), adam_(adam) {
+  model_->reserve(max_tokens);
+}
+
+std::string CpuBackend::describe() const {
+  return strf("the CPU, %d thread%s", model_->threads(), model_->threads() == 1 ? "" : "s");
+}
+
+void CpuBackend::start_optimizer(const OptimizerSetup& opt, std::span<const float>) {
+  opt_ = opt;
+  MPI_CHECK(MPI_Comm_size(opt_.trainers, &size_));
+}
+
+model::LossSum CpuBackend::forward_backward(const model::Batch& batch, double scale,
+                                            const RingGroup* ring, float, bool) {
+  if (!ring) {
+    const model::LossSum ls = model_->forward(batch);
+    model_->backward(scale);
+    return ls;
+  }
+  // The model keeps the attention backend from forward to backward.
+  model::AttnOptions attn;
+  attn.threads = model_->threads();
+  train::RingAttention attention(ring->comm, ring->members, ring->me, ring->max_tokens, attn,
+                                 ring->timeout_s);
+  const model::LossSum ls = model_->forward(batch, &attention);
+  model_->backward(scale);
+  return ls;
+}
+
+double CpuBackend::reduce_grads() {
+  const auto grads = model_->grads();
+  double sq = 0;
+  if (!zero1()) {
+    reduced_.assign(grads.begin(), grads.end());
+    opt_.host_allreduce(reduced_);
+    for (float g : reduced_) sq += double(g) * double(g);
+    return sq;
+  }
+  // Reduce-scatter into equal shards (the buffer padded to size x shard).
+  const int64_t n = int64_t(grads.size()), shard = opt_.shard_size;
+  std::vector<float> padded(size_t(shard * size_), 0.0f);
+  std::copy(grads.begin(), grads.end(), padded.begin());
+  std::vector<float> mine(static_cast<size_t>(shard));
+  WatchScope watch("the gradient reduce-scatter over all trainers");
+  MPI_CHECK(MPI_Reduce_scatter_block(padded.data(), mine.data(), int(shard), MPI_FLOAT, MPI_SUM,
+                                     opt_.trainers));
+  for (int64_t i = 0; i < opt_.end - opt_.begin; ++i)
+    sq += double(mine[size_t(i)]) * mine[size_t(i)];
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, opt_.trainers));
+  reduced_.assign(size_t(n), 0.0f);  // only this shard is known here
+  std::copy(mine.begin(), mine.begin() + (opt_.end - opt_.begin), reduced_.begin() + opt_.begin);
+  return sq;
+}
+
+void CpuBackend::update(double lr, double grad_scale) {
+  const auto params = model_->params();
+  adam_->update(params.data() + opt_.begin, reduced_.data() + opt_.begin, lr, grad_scale);
+  if (!zero1()) return;
+  std::vector<float> gathered(size_t(opt_.shard_size * size_));
+  std::copy(params.begin() + opt_.begin, params.begin() + opt_.end, gathered.begin() + opt_.begin);
+  opt_.host_allgather(gathered);
+  std::copy(gathered.begin(), gathered.begin() + int64_t(params.size()), params.begin());
+}
+
+void CpuBackend::download_grads(std::span<float> grads) {
+  if (!zero1()) return copy_unless_same(reduced_, grads);
+  std::vector<float> gathered(size_t(opt_.shard_size * size_), 0.0f);
+  std::copy(reduced_.begin() + opt_.begin, reduced_.begin() + opt_.end,
+            gathered.begin() + opt_.begin);
+  opt_.host_allgather(gathered);
+  std::copy(gathered.begin(), gathered.begin() + int64_t(grads.size()), grads.begin());
+}
+
+void CpuBackend::download_params(std::span<float> params) {
+  copy_unless_same(model_->params(), params);
+}
+
+void CpuBackend::download_moments(std::span<float> m, std::span<float> v) {
+  copy_unless_same(adam_->m(), m);
+  copy_unless_same(adam_->v(), v);
+}
+
+}  // namespace meshloom
