@@ -106,6 +106,26 @@ size_t H5File::size_of(const std::string& name) const {
   return size_t(n);
 }
 
+size_t H5File::stored_size_of(const std::string& name) const {
+  if (!exists(name)) throw Error("'" + path_ + "' has no dataset '" + name + "'");
+  hid_t ds = H5_CHECK(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+  hid_t space = H5Dget_space(ds);
+  hid_t type = H5Dget_type(ds);
+  const hssize_t n = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
+  const size_t item = type < 0 ? 0 : H5Tget_size(type);
+  const hsize_t stored = H5Dget_storage_size(ds);
+  if (type >= 0) H5Tclose(type);
+  if (space >= 0) H5Sclose(space);
+  H5Dclose(ds);
+  if (n < 0 || item == 0)
+    throw Error("'" + path_ + "': dataset '" + name + "' has no readable shape or type");
+  if (item > 0 && uint64_t(n) > stored / item)
+    throw Error("'" + path_ + "': dataset '" + name + "' declares " + std::to_string(n) +
+                " values of " + std::to_string(item) + " bytes but stores " +
+                std::to_string(stored) + " bytes (truncated or corrupt)");
+  return size_t(n);
+}
+
 void H5File::read_raw(const std::string& name, hid_t type, void* data) const {
   if (!exists(name)) throw Error("'" + path_ + "' has no dataset '" + name + "'");
   hid_t ds = H5_CHECK(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
@@ -121,6 +141,18 @@ std::string H5File::read_string(const std::string& name) const {
   hid_t ds = H5_CHECK(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
   hid_t type = H5_CHECK(H5Dget_type(ds));
   size_t n = H5Tget_size(type);
+  // One fixed-length string (what write_string writes), stored in full;
+  // anything else would be read past the buffer.
+  hid_t space = H5Dget_space(ds);
+  const hssize_t points = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
+  if (space >= 0) H5Sclose(space);
+  if (H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) != 0 || points != 1 ||
+      H5Dget_storage_size(ds) < n) {
+    H5Tclose(type);
+    H5Dclose(ds);
+    throw Error("'" + path_ + "': dataset '" + name +
+                "' is not one fixed-length string stored in full");
+  }
   std::string out(n, '\0');
   H5_CHECK(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()));
   H5Tclose(type);

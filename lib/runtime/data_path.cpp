@@ -140,7 +140,7 @@ void run_loader(const World& w) {
     if (hung && tag != proto::kStop) continue;  // a hung loader answers nothing
     const auto busy = std::chrono::steady_clock::now();
     if (tag == proto::kAssign) {
-      proto::Assign a = proto::decode_assign(msg);
+      proto::Assign a = proto::decode_assign(msg, from);
       shadow = a.shadow;
       for (int32_t s : a.shadow_sources) source_at(s);  // hot standby: opened, indexes ready
       for (int32_t s : a.sources) {
@@ -150,7 +150,7 @@ void run_loader(const World& w) {
         send_bytes(proto::encode(count), from, proto::kDocCount, MPI_COMM_WORLD);
       }
     } else if (tag == proto::kLengthReq) {
-      proto::LengthRequest req = proto::decode_length_request(msg);
+      proto::LengthRequest req = proto::decode_length_request(msg, from);
       inject(req.step);
       if (hung) continue;
       DocSource& src = source_at(req.source);
@@ -170,9 +170,9 @@ void run_loader(const World& w) {
         mirrors = std::move(still);
       }
     } else if (tag == proto::kMirror) {
-      to_mirror.push_back(proto::decode_length_request(msg));
+      to_mirror.push_back(proto::decode_length_request(msg, from));
     } else if (tag == proto::kTokenReq) {
-      proto::TokenRequest req = proto::decode_token_request(msg);
+      proto::TokenRequest req = proto::decode_token_request(msg, from);
       inject(req.step);
       if (hung) continue;
       std::vector<int32_t> tokens;
@@ -229,18 +229,19 @@ static std::map<int32_t, std::vector<int32_t>> fetch_samples(
       const proto::Sample& s = work.samples[size_t(idx)];
       req.ranges.push_back({s.source, s.doc, s.offset, s.length});
     }
+    int served = owner;
     std::string msg = router->request(owner, proto::kTokenReq, proto::encode(req), proto::kTokenRep,
-                                      "a token request");
-    ByteReader r(msg, "token reply");
+                                      "a token request", &served);
+    ByteReader r(msg, "token reply", served);
     std::vector<int32_t> all = r.get_vector<int32_t>();
     size_t at = 0;
     for (int32_t idx : idxs) {
       const int64_t n = work.samples[size_t(idx)].length;
-      ML_CHECK(at + size_t(n) <= all.size(), "a loader sent fewer tokens than asked");
+      if (n < 0 || at + size_t(n) > all.size()) r.fail_corrupt("fewer tokens than asked");
       tokens[idx].assign(all.begin() + int64_t(at), all.begin() + int64_t(at) + n);
       at += size_t(n);
     }
-    ML_CHECK(at == all.size(), "a loader sent more tokens than asked");
+    if (at != all.size()) r.fail_corrupt("more tokens than asked");
   }
   return tokens;
 }
@@ -313,7 +314,7 @@ void run_constructor(const World& w) {
     if (tag == proto::kStop) break;
     ML_CHECK(tag == proto::kStepWork, strf("constructor got tag %d", tag));
     const auto busy = std::chrono::steady_clock::now();
-    report.tokens += c.construct(proto::decode_step_work(msg));
+    report.tokens += c.construct(proto::decode_step_work(msg, 0));
     report.busy_seconds += seconds_since(busy);
   }
   c.drain();
@@ -387,12 +388,14 @@ proto::Batch receive_batch(const World& w, double* wait_seconds) {
     b = local_batch(
         w.config,
         proto::decode_step_work(recv_bytes(0, proto::kStepWork, MPI_COMM_WORLD,
-                                           w.config.run.timeout, "step work from the lead")),
+                                           w.config.run.timeout, "step work from the lead"),
+                                0),
         &local);
   } else {
     const int constructor = w.role_index % w.layout.constructors;
     b = proto::decode_batch(recv_bytes(constructor, proto::kBatch, MPI_COMM_WORLD,
-                                       w.config.run.timeout, "a batch from its constructor"));
+                                       w.config.run.timeout, "a batch from its constructor"),
+                            constructor);
   }
   if (wait_seconds) *wait_seconds = seconds_since(start);
   return b;
