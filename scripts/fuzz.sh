@@ -43,6 +43,8 @@ fi
 say "building ${run[*]} (${BUILD_JOBS:-2} jobs)"
 "${NICE[@]}" cmake --build "$BUILD" -j "${BUILD_JOBS:-2}" --target "${run[@]/#/fuzz_}"
 
+# Known leaks outside meshloom (HDF5), each with its reason in the file.
+export LSAN_OPTIONS="suppressions=$root/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 OUT=${FUZZ_OUT:-$BUILD/runs/$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)

@@ -119,6 +119,7 @@ class H5File {
   void write_nd(const std::string& name, hid_t type, const void* data, size_t n,
                 const std::vector<int64_t>& dims);
   void read_raw(const std::string& name, hid_t type, void* data) const;
+  hid_t open_dataset(const std::string& name) const;  // throws naming file and dataset
   hid_t file_ = -1;
   std::string path_;
 };

@@ -39,7 +39,11 @@ Lead::Lead(const World& w) : w_(w) {
             recv_bytes(loader, proto::kDocCount, MPI_COMM_WORLD, w.config.run.timeout,
                        "a document count from a loader"),
             loader);
-        docs[size_t(c.source)] = c.docs.at(0);
+        ML_CHECK(c.docs.size() == 1 && c.source >= 0 && size_t(c.source) < n,
+                 strf("the document count from loader rank %d names source %d of %zu with %zu "
+                      "counts",
+                      loader, c.source, n, c.docs.size()));
+        docs[size_t(c.source)] = c.docs[0];
       }
     own_constructor_ = std::make_unique<Constructor>(w, router_.get());
   }
@@ -183,7 +187,9 @@ void Lead::fetch_lengths(int source, int64_t doc) {
       targets, payloads, proto::kLengthReq, proto::kLengthRep, "a length request", &served);
   for (size_t j = 0; j < replies.size(); ++j) {
     proto::LengthReply rep = proto::decode_length_reply(replies[j], served[j]);
-    ML_CHECK(rep.docs.size() == rep.lengths.size(), "bad length reply");
+    ML_CHECK(rep.docs.size() == rep.lengths.size(),
+             strf("the length reply from rank %d has %zu documents but %zu lengths", served[j],
+                  rep.docs.size(), rep.lengths.size()));
     for (size_t i = 0; i < rep.docs.size(); ++i) {
       if (lengths_[s][size_t(rep.docs[i])] < 0) learned_[s].push_back(rep.docs[i]);
       lengths_[s][size_t(rep.docs[i])] = rep.lengths[i];
