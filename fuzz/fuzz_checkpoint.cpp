@@ -14,12 +14,15 @@
 
 using namespace meshloom;
 
-// HDF5 1.10.8 asks malloc for sizes read from the file's metadata (13 PB for a
-// corrupt one, in H5C_protect) and handles a NULL answer as an error, as
-// glibc gives it: ASan must answer NULL too rather than report. C++ `new`
-// still reports any size it cannot allocate, so meshloom's own allocations
-// stay checked.
-extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
+// HDF5 1.10.8 asks malloc for sizes read from the file's metadata (13 PB or
+// 4 GiB for a corrupt entry, in H5C_protect) and handles a NULL answer as an
+// error: ASan answers NULL above 2 GiB rather than report (or spend seconds
+// poisoning 4 GiB of shadow), and the open fails with an Error naming the
+// file. C++ `new` still reports any size it cannot allocate, so meshloom's
+// own allocations stay checked.
+extern "C" const char* __asan_default_options() {
+  return "allocator_may_return_null=1:max_allocation_size_mb=2048";
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::init();

@@ -56,15 +56,12 @@ fuzz_one() {
   mkdir -p "$corpus" "$findings" "$OUT/logs"
   cp -r fuzz/corpus/"$t"/. "$corpus"/
   [[ -d fuzz/regressions/$t ]] && cp -r fuzz/regressions/"$t"/. "$corpus"/
-  local dict=() limit=2048
+  local dict=()
   [[ -f fuzz/dict/$t.dict ]] && dict=(-dict="$root/fuzz/dict/$t.dict")
-  # HDF5 1.10.8 mallocs an object header's claimed size (up to 4 GiB) before
-  # reading it and failing: not meshloom's to bound (docs/fuzzing.md).
-  [[ $t == checkpoint ]] && limit=4200
   local start=$SECONDS rc=0
   # shellcheck disable=SC2086
   (cd "$OUT" && "${NICE[@]}" "$root/$BUILD/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 \
-    -rss_limit_mb=2048 -malloc_limit_mb="$limit" -close_fd_mask=3 -print_final_stats=1 \
+    -rss_limit_mb=2048 -malloc_limit_mb=2048 -close_fd_mask=3 -print_final_stats=1 \
     -artifact_prefix="$findings/" "${dict[@]}" ${FUZZ_ARGS:-} "$corpus") >"$log" 2>&1 || rc=$?
   local elapsed=$((SECONDS - start))
   local execs rate files bytes found

@@ -186,7 +186,7 @@ std::string encode(const Ack& m);
 // meshloom::Error naming the message, the peer rank `from` (-1: unknown, not
 // named) and the byte offset; nothing is allocated beyond what the message's
 // own bytes can describe (a sparse sample list: at most kMaxSamples).
-inline constexpr uint64_t kMaxSamples = uint64_t(1) << 22;
+inline constexpr uint64_t kMaxSamples = uint64_t(1) << 20;
 
 Assign decode_assign(const std::string& b, int from = -1);
 LengthRequest decode_length_request(const std::string& b, int from = -1);
