@@ -7,6 +7,7 @@
 #   MESHLOOM_CUDA=OFF scripts/setup.sh   force a CPU-only build
 #   BUILD_DIR=build-dbg BUILD_TYPE=Debug scripts/setup.sh
 #   SETUP_NO_BUILD=1 scripts/setup.sh    install only
+#   WITH_FUZZ=1 scripts/setup.sh         also clang 14 and libFuzzer (scripts/fuzz.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -25,6 +26,7 @@ PKGS=(
   python3.11-doc bible-kjv bible-kjv-text fortunes         # real text for the quickstart
 )
 [[ ${WITH_SLURM:-1} == 1 ]] && PKGS+=(slurm-wlm munge)
+[[ ${WITH_FUZZ:-0} == 1 ]] && PKGS+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)  # fuzz/
 command -v npm >/dev/null || PKGS+=(nodejs npm)
 
 missing=()

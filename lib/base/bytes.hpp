@@ -38,10 +38,12 @@ class ByteWriter {
 
 class ByteReader {
  public:
-  ByteReader(const char* data, size_t size, const char* what = "message")
-      : data_(data), size_(size), what_(what) {}
-  explicit ByteReader(const std::string& s, const char* what = "message")
-      : ByteReader(s.data(), s.size(), what) {}
+  // `peer`: the world rank the bytes came from (-1: a file or a local
+  // buffer), named in the error of a truncated or corrupt message.
+  ByteReader(const char* data, size_t size, const char* what = "message", int peer = -1)
+      : data_(data), size_(size), what_(what), peer_(peer) {}
+  explicit ByteReader(const std::string& s, const char* what = "message", int peer = -1)
+      : ByteReader(s.data(), s.size(), what, peer) {}
   template <class T>
   T get() {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -54,7 +56,7 @@ class ByteReader {
   template <class T>
   std::vector<T> get_vector() {
     const uint64_t n = get<uint64_t>();
-    if (n > (size_ - pos_) / (sizeof(T) ? sizeof(T) : 1)) fail_truncated();
+    if (n > (size_ - pos_) / (sizeof(T) ? sizeof(T) : 1)) fail_count(n, sizeof(T));
     std::vector<T> v(n);
     if (n) std::memcpy(v.data(), data_ + pos_, n * sizeof(T));
     pos_ += n * sizeof(T);
@@ -67,18 +69,43 @@ class ByteReader {
     pos_ += n;
     return s;
   }
+  // A count of items that take at least `min_bytes` each on the wire: one
+  // that the rest of the bytes cannot hold is corrupt (a length field of 2^60
+  // must fail here, not allocate).
+  uint64_t get_count(size_t min_bytes) {
+    const uint64_t n = get<uint64_t>();
+    if (n > (size_ - pos_) / (min_bytes ? min_bytes : 1)) fail_count(n, min_bytes);
+    return n;
+  }
   bool done() const { return pos_ == size_; }
+  size_t offset() const { return pos_; }
+
+  // Throws Error: "WHAT from rank PEER is corrupt at byte OFFSET of SIZE: why".
+  [[noreturn]] void fail_corrupt(const std::string& why) const {
+    throw Error(describe() + " is corrupt at byte " + std::to_string(pos_) + " of " +
+                std::to_string(size_) + ": " + why);
+  }
 
  private:
   void need(size_t n) {
-    if (n > size_ - pos_) fail_truncated();
+    if (n > size_ - pos_) fail_truncated(n);
   }
-  [[noreturn]] void fail_truncated() const {
-    throw Error(std::string(what_) + " is truncated or corrupt");
+  [[noreturn]] void fail_truncated(uint64_t wanted) const {
+    throw Error(describe() + " is truncated or corrupt: " + std::to_string(wanted) +
+                " bytes wanted at byte " + std::to_string(pos_) + " of " + std::to_string(size_));
+  }
+  [[noreturn]] void fail_count(uint64_t n, size_t each) const {
+    throw Error(describe() + " is truncated or corrupt: a count of " + std::to_string(n) +
+                " items of " + std::to_string(each) + " bytes at byte " + std::to_string(pos_ - 8) +
+                " of " + std::to_string(size_));
+  }
+  std::string describe() const {
+    return std::string(what_) + (peer_ >= 0 ? " from rank " + std::to_string(peer_) : "");
   }
   const char* data_;
   size_t size_, pos_ = 0;
   const char* what_;
+  int peer_ = -1;
 };
 
 }  // namespace meshloom

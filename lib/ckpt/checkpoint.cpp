@@ -189,7 +189,10 @@ Checkpoint read_checkpoint(const std::string& path, bool only_meta) {
       H5Gget_num_objs(g, &n);
       for (hsize_t i = 0; i < n; ++i) {
         char name[1024];
-        H5Gget_objname_by_idx(g, i, name, sizeof(name));
+        if (H5Gget_objname_by_idx(g, i, name, sizeof(name)) < 0) {  // name would be unset
+          H5Gclose(g);
+          throw Error(path + ": cannot list group /" + group);
+        }
         names.emplace_back(name);
       }
       H5Gclose(g);

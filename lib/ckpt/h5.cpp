@@ -9,6 +9,22 @@ herr_t innermost(unsigned n, const H5E_error2_t* err, void* out) {
   if (n == 0) *static_cast<std::string*>(out) = err->desc ? err->desc : "";
   return 0;
 }
+// Closes an HDF5 id at the end of its scope, error paths included (an id
+// left open keeps its file open after H5Fclose).
+class Id {
+ public:
+  Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Id() {
+    if (id_ >= 0) close_(id_);
+  }
+  Id(const Id&) = delete;
+  Id& operator=(const Id&) = delete;
+  hid_t get() const { return id_; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
 }  // namespace
 
 std::string h5_error_string() {
@@ -19,10 +35,15 @@ std::string h5_error_string() {
 
 H5File::H5File(const std::string& path, const char* mode) : path_(path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // our messages, not HDF5's stack dumps
+  // Closing the file closes every object still open in it: nothing of a
+  // corrupt file outlives this handle (the next open of the same name would
+  // otherwise find the old file's state).
+  const Id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
   if (std::string(mode) == "w")
-    file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   else
-    file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
   if (file_ < 0) throw Error("cannot open HDF5 file '" + path + "': " + h5_error_string());
 }
 
@@ -96,35 +117,61 @@ bool H5File::exists(const std::string& name) const {
   return true;
 }
 
-size_t H5File::size_of(const std::string& name) const {
+// Reading trusts nothing in the file: every failure throws Error naming the
+// file and the dataset (a corrupt checkpoint is skipped by resume, not fatal).
+hid_t H5File::open_dataset(const std::string& name) const {
   if (!exists(name)) throw Error("'" + path_ + "' has no dataset '" + name + "'");
-  hid_t ds = H5_CHECK(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
-  hid_t space = H5_CHECK(H5Dget_space(ds));
-  hssize_t n = H5Sget_simple_extent_npoints(space);
-  H5Sclose(space);
-  H5Dclose(ds);
+  const hid_t ds = H5Dopen2(file_, name.c_str(), H5P_DEFAULT);
+  if (ds < 0)
+    throw Error("cannot open dataset '" + name + "' in '" + path_ + "': " + h5_error_string());
+  return ds;
+}
+
+size_t H5File::size_of(const std::string& name) const {
+  const Id ds(open_dataset(name), H5Dclose);
+  const Id space(H5Dget_space(ds.get()), H5Sclose);
+  const hssize_t n = space.get() < 0 ? -1 : H5Sget_simple_extent_npoints(space.get());
+  if (n < 0) throw Error("'" + path_ + "': dataset '" + name + "' has no readable shape");
+  return size_t(n);
+}
+
+size_t H5File::stored_size_of(const std::string& name) const {
+  const Id ds(open_dataset(name), H5Dclose);
+  const Id space(H5Dget_space(ds.get()), H5Sclose);
+  const Id type(H5Dget_type(ds.get()), H5Tclose);
+  const hssize_t n = space.get() < 0 ? -1 : H5Sget_simple_extent_npoints(space.get());
+  const size_t item = type.get() < 0 ? 0 : H5Tget_size(type.get());
+  const hsize_t stored = H5Dget_storage_size(ds.get());
+  if (n < 0 || item == 0)
+    throw Error("'" + path_ + "': dataset '" + name + "' has no readable shape or type");
+  if (item > 0 && uint64_t(n) > stored / item)
+    throw Error("'" + path_ + "': dataset '" + name + "' declares " + std::to_string(n) +
+                " values of " + std::to_string(item) + " bytes but stores " +
+                std::to_string(stored) + " bytes (truncated or corrupt)");
   return size_t(n);
 }
 
 void H5File::read_raw(const std::string& name, hid_t type, void* data) const {
-  if (!exists(name)) throw Error("'" + path_ + "' has no dataset '" + name + "'");
-  hid_t ds = H5_CHECK(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
-  if (H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
-    H5Dclose(ds);
+  const Id ds(open_dataset(name), H5Dclose);
+  if (H5Dread(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
     throw Error("cannot read '" + name + "' from '" + path_ + "': " + h5_error_string());
-  }
-  H5Dclose(ds);
 }
 
 std::string H5File::read_string(const std::string& name) const {
-  if (!exists(name)) throw Error("'" + path_ + "' has no dataset '" + name + "'");
-  hid_t ds = H5_CHECK(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
-  hid_t type = H5_CHECK(H5Dget_type(ds));
-  size_t n = H5Tget_size(type);
+  const Id ds(open_dataset(name), H5Dclose);
+  const Id type(H5Dget_type(ds.get()), H5Tclose);
+  const size_t n = type.get() < 0 ? 0 : H5Tget_size(type.get());
+  // One fixed-length string (what write_string writes), stored in full;
+  // anything else would be read past the buffer.
+  const Id space(H5Dget_space(ds.get()), H5Sclose);
+  const hssize_t points = space.get() < 0 ? -1 : H5Sget_simple_extent_npoints(space.get());
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) != 0 ||
+      points != 1 || n == 0 || H5Dget_storage_size(ds.get()) < n)
+    throw Error("'" + path_ + "': dataset '" + name +
+                "' is not one fixed-length string stored in full");
   std::string out(n, '\0');
-  H5_CHECK(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()));
-  H5Tclose(type);
-  H5Dclose(ds);
+  if (H5Dread(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+    throw Error("cannot read '" + name + "' from '" + path_ + "': " + h5_error_string());
   while (!out.empty() && out.back() == '\0') out.pop_back();
   return out;
 }

@@ -86,20 +86,30 @@ class H5File {
   void write_string(const std::string& name, const std::string& text);
 
   bool exists(const std::string& name) const;
+  // Reads never trust the file: a dataset's element count must match what is
+  // read into (one for a scalar), and its stored bytes must hold its elements
+  // (a 2^40-element dataset in a 1 KiB file fails, naming the file and the
+  // dataset, before anything is allocated).
   template <class T>
   std::vector<T> read(const std::string& name) const {
-    std::vector<T> out(size_of(name));
+    std::vector<T> out(stored_size_of(name));
     read_raw(name, h5_type<T>(), out.data());
     return out;
   }
   template <class T>
   T read_scalar(const std::string& name) const {
+    const size_t n = stored_size_of(name);
+    if (n != 1)
+      throw Error("'" + path_ + "': dataset '" + name + "' holds " + std::to_string(n) +
+                  " values where one is expected");
     T v{};
     read_raw(name, h5_type<T>(), &v);
     return v;
   }
   std::string read_string(const std::string& name) const;
   size_t size_of(const std::string& name) const;  // elements
+  // size_of(), checked against the bytes the file stores for the dataset.
+  size_t stored_size_of(const std::string& name) const;
   hid_t id() const { return file_; }
   void flush();
 
@@ -109,6 +119,7 @@ class H5File {
   void write_nd(const std::string& name, hid_t type, const void* data, size_t n,
                 const std::vector<int64_t>& dims);
   void read_raw(const std::string& name, hid_t type, void* data) const;
+  hid_t open_dataset(const std::string& name) const;  // throws naming file and dataset
   hid_t file_ = -1;
   std::string path_;
 };

@@ -250,7 +250,11 @@ IndexLayout parse_index(const std::string& path, const std::byte* data, size_t s
     if (static_cast<uint64_t>(ptr) % item != 0)
       file_error(path, strf("sequence %zu starts at byte %lld, not a multiple of the %s size (%zu)",
                             i, static_cast<long long>(ptr), dtype_name(layout.dtype), item));
-    prev_end = ptr + static_cast<int64_t>(len) * static_cast<int64_t>(item);
+    const int64_t bytes = static_cast<int64_t>(len) * static_cast<int64_t>(item);
+    if (ptr > std::numeric_limits<int64_t>::max() - bytes)  // ptr + bytes would overflow
+      file_error(path, strf("sequence %zu starts at byte %lld and ends past 2^63 bytes", i,
+                            static_cast<long long>(ptr)));
+    prev_end = ptr + bytes;
   }
 
   if (layout.doc_index(0) != 0)

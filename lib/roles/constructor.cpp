@@ -40,18 +40,19 @@ std::map<int32_t, std::vector<int32_t>> fetch_samples(
       const proto::Sample& s = work.samples[size_t(idx)];
       req.ranges.push_back({s.source, s.doc, s.offset, s.length});
     }
+    int served = owner;
     std::string msg = router->request(owner, proto::kTokenReq, proto::encode(req), proto::kTokenRep,
-                                      "a token request");
-    ByteReader r(msg, "token reply");
+                                      "a token request", &served);
+    ByteReader r(msg, "token reply", served);
     std::vector<int32_t> all = r.get_vector<int32_t>();
     size_t at = 0;
     for (int32_t idx : idxs) {
       const int64_t n = work.samples[size_t(idx)].length;
-      ML_CHECK(at + size_t(n) <= all.size(), "a loader sent fewer tokens than asked");
+      if (n < 0 || at + size_t(n) > all.size()) r.fail_corrupt("fewer tokens than asked");
       tokens[idx].assign(all.begin() + int64_t(at), all.begin() + int64_t(at) + n);
       at += size_t(n);
     }
-    ML_CHECK(at == all.size(), "a loader sent more tokens than asked");
+    if (at != all.size()) r.fail_corrupt("more tokens than asked");
   }
   return tokens;
 }
@@ -129,7 +130,7 @@ void run_constructor(const World& w) {
     if (tag == proto::kStop) break;
     ML_CHECK(tag == proto::kStepWork, strf("constructor got tag %d", tag));
     const auto busy = Clock::now();
-    report.tokens += c.construct(proto::decode_step_work(msg));
+    report.tokens += c.construct(proto::decode_step_work(msg, 0));
     report.busy_seconds += seconds_since(busy);
   }
   c.drain();

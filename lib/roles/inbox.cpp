@@ -33,12 +33,14 @@ proto::Batch BatchInbox::receive(double* wait_seconds) {
     b = local_batch(
         w.config,
         proto::decode_step_work(recv_bytes(0, proto::kStepWork, MPI_COMM_WORLD,
-                                           w.config.run.timeout, "step work from the lead")),
+                                           w.config.run.timeout, "step work from the lead"),
+                                0),
         &local_);
   } else {
     const int constructor = w.role_index % w.layout.constructors;
     b = proto::decode_batch(recv_bytes(constructor, proto::kBatch, MPI_COMM_WORLD,
-                                       w.config.run.timeout, "a batch from its constructor"));
+                                       w.config.run.timeout, "a batch from its constructor"),
+                            constructor);
   }
   if (wait_seconds) *wait_seconds = seconds_since(start);
   return b;

@@ -36,10 +36,16 @@ Lead::Lead(const World& w) : w_(w) {
     // Each loader reports the document count of each source it serves.
     for (int l = 0; l < w.layout.loaders; ++l)
       for (size_t k = 0; k < assignment_.sources_of_loader[l].size(); ++k) {
+        const int loader = w.layout.first_rank(Role::loader) + l;
         proto::LengthReply c = proto::decode_length_reply(
-            recv_bytes(w.layout.first_rank(Role::loader) + l, proto::kDocCount, MPI_COMM_WORLD,
-                       w.config.run.timeout, "a document count from a loader"));
-        docs[size_t(c.source)] = c.docs.at(0);
+            recv_bytes(loader, proto::kDocCount, MPI_COMM_WORLD, w.config.run.timeout,
+                       "a document count from a loader"),
+            loader);
+        ML_CHECK(c.docs.size() == 1 && c.source >= 0 && size_t(c.source) < n,
+                 strf("the document count from loader rank %d names source %d of %zu with %zu "
+                      "counts",
+                      loader, c.source, n, c.docs.size()));
+        docs[size_t(c.source)] = c.docs[0];
       }
     own_constructor_ = std::make_unique<Constructor>(w, router_.get());
   }
@@ -182,8 +188,10 @@ void Lead::fetch_lengths(int source, int64_t doc) {
   std::vector<std::string> replies = router_->request_many(
       targets, payloads, proto::kLengthReq, proto::kLengthRep, "a length request", &served);
   for (size_t j = 0; j < replies.size(); ++j) {
-    proto::LengthReply rep = proto::decode_length_reply(replies[j]);
-    ML_CHECK(rep.docs.size() == rep.lengths.size(), "bad length reply");
+    proto::LengthReply rep = proto::decode_length_reply(replies[j], served[j]);
+    ML_CHECK(rep.docs.size() == rep.lengths.size(),
+             strf("the length reply from rank %d has %zu documents but %zu lengths", served[j],
+                  rep.docs.size(), rep.lengths.size()));
     for (size_t i = 0; i < rep.docs.size(); ++i) {
       if (lengths_[s][size_t(rep.docs[i])] < 0) learned_[s].push_back(rep.docs[i]);
       lengths_[s][size_t(rep.docs[i])] = rep.lengths[i];
@@ -385,8 +393,10 @@ void Lead::receive_ack() {
     return text + strf(" (step %lld still waits for %s)", (long long)(first_step_ + int64_t(i)),
                        missing.c_str());
   };
-  proto::Ack ack = proto::decode_ack(
-      recv_bytes(MPI_ANY_SOURCE, proto::kAck, MPI_COMM_WORLD, w_.config.run.timeout, what));
+  int from = -1;
+  std::string msg =
+      recv_bytes(MPI_ANY_SOURCE, proto::kAck, MPI_COMM_WORLD, w_.config.run.timeout, what, &from);
+  proto::Ack ack = proto::decode_ack(msg, from);
   const int64_t i = ack.step - first_step_;
   ML_CHECK(i >= 0 && i < int64_t(acks_.size()), "ack for an unknown step");
   ++ack_count_[size_t(i)];
@@ -414,13 +424,14 @@ std::vector<proto::Report> Lead::stop() {
   for (int r = 1; r < w_.size; ++r)
     if (w_.layout.role_of(r) != Role::loader)
       reports.push_back(proto::decode_report(
-          recv_bytes(r, proto::kReport, MPI_COMM_WORLD, w_.config.run.timeout, "a final report")));
+          recv_bytes(r, proto::kReport, MPI_COMM_WORLD, w_.config.run.timeout, "a final report"),
+          r));
   // Loaders: a dead one never answers; a hung one still obeys Stop.
   for (int l = 0; l < w_.layout.loaders; ++l) {
     const int r = w_.layout.first_rank(Role::loader) + l;
     std::string reply;
     if (router_->try_request(r, proto::kStop, std::string(1, '\0'), proto::kReport, &reply))
-      reports.push_back(proto::decode_report(reply));
+      reports.push_back(proto::decode_report(reply, r));
     else
       LOG_WARN("loader rank %d did not answer Stop: its process is gone", r);
   }

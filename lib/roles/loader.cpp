@@ -103,7 +103,7 @@ void run_loader(const World& w) {
     if (hung && tag != proto::kStop) continue;  // a hung loader answers nothing
     const auto busy = Clock::now();
     if (tag == proto::kAssign) {
-      proto::Assign a = proto::decode_assign(msg);
+      proto::Assign a = proto::decode_assign(msg, from);
       shadow = a.shadow;
       for (int32_t s : a.shadow_sources) source_at(s);  // hot standby: opened, indexes ready
       for (int32_t s : a.sources) {
@@ -113,7 +113,7 @@ void run_loader(const World& w) {
         send_bytes(proto::encode(count), from, proto::kDocCount, MPI_COMM_WORLD);
       }
     } else if (tag == proto::kLengthReq) {
-      proto::LengthRequest req = proto::decode_length_request(msg);
+      proto::LengthRequest req = proto::decode_length_request(msg, from);
       inject(req.step);
       if (hung) continue;
       DocSource& src = source_at(req.source);
@@ -133,9 +133,9 @@ void run_loader(const World& w) {
         mirrors = std::move(still);
       }
     } else if (tag == proto::kMirror) {
-      to_mirror.push_back(proto::decode_length_request(msg));
+      to_mirror.push_back(proto::decode_length_request(msg, from));
     } else if (tag == proto::kTokenReq) {
-      proto::TokenRequest req = proto::decode_token_request(msg);
+      proto::TokenRequest req = proto::decode_token_request(msg, from);
       inject(req.step);
       if (hung) continue;
       std::vector<int32_t> tokens;

@@ -181,13 +181,20 @@ std::string encode(const Batch& m);
 std::string encode(const Report& m);
 std::string encode(const Ack& m);
 
-Assign decode_assign(const std::string& b);
-LengthRequest decode_length_request(const std::string& b);
-LengthReply decode_length_reply(const std::string& b);
-TokenRequest decode_token_request(const std::string& b);
-StepWork decode_step_work(const std::string& b);
-Batch decode_batch(const std::string& b);
-Report decode_report(const std::string& b);
-Ack decode_ack(const std::string& b);
+// Decoders trust nothing: a truncated or corrupt message (a count its bytes
+// cannot hold, a sample index outside the list, bytes left over) throws
+// meshloom::Error naming the message, the peer rank `from` (-1: unknown, not
+// named) and the byte offset; nothing is allocated beyond what the message's
+// own bytes can describe (a sparse sample list: at most kMaxSamples).
+inline constexpr uint64_t kMaxSamples = uint64_t(1) << 20;
+
+Assign decode_assign(const std::string& b, int from = -1);
+LengthRequest decode_length_request(const std::string& b, int from = -1);
+LengthReply decode_length_reply(const std::string& b, int from = -1);
+TokenRequest decode_token_request(const std::string& b, int from = -1);
+StepWork decode_step_work(const std::string& b, int from = -1);
+Batch decode_batch(const std::string& b, int from = -1);
+Report decode_report(const std::string& b, int from = -1);
+Ack decode_ack(const std::string& b, int from = -1);
 
 }  // namespace meshloom::proto

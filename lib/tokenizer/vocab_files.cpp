@@ -82,6 +82,11 @@ SplitPattern pattern_of(std::string_view pat, const std::string& path) {
               ": unsupported split pattern (pat_str); known: gpt2/r50k/p50k, cl100k, o200k");
 }
 
+// Ranks (ids) are below 2^24, as model.vocab_size and GPT-2's encoder.json
+// ids are: a rank file is dense, so a larger rank is corrupt, and would
+// allocate ids up to it.
+constexpr int64_t kMaxRank = int64_t(1) << 24;
+
 std::string stem_of(const std::string& path) { return fs::path(path).stem().string(); }
 
 // npm tiktoken's NAME.json.
@@ -125,22 +130,37 @@ BpeVocab read_tiktoken_json(const std::string& path) {
           strf("tokenizer rank file %s: bpe_ranks line %zu does not start with "
                "\"MARK FIRST_RANK\"",
                path.c_str(), line_no));
+    if (rank >= kMaxRank)
+      throw Error(strf("tokenizer rank file %s: bpe_ranks line %zu: rank %lld is not below 2^24",
+                       path.c_str(), line_no, static_cast<long long>(rank)));
     for (size_t k = s2 + 1; k < line.size();) {
       size_t e = line.find(' ', k);
       if (e == std::string_view::npos) e = line.size();
       if (!base64_decode(line.substr(k, e - k), &bytes) || bytes.empty())
         throw Error(strf("tokenizer rank file %s: bad base64 token for rank %lld", path.c_str(),
                          static_cast<long long>(rank)));
+      if (rank >= kMaxRank)
+        throw Error(strf("tokenizer rank file %s: bpe_ranks line %zu: rank %lld is not below 2^24",
+                         path.c_str(), line_no, static_cast<long long>(rank)));
       if (static_cast<size_t>(rank) >= v.tokens.size()) v.tokens.resize(rank + 1);
       v.tokens[rank++] = bytes;
       k = e + 1;
     }
   }
   if (j.contains("special_tokens") && j["special_tokens"].is_object())
-    for (const auto& [text, id] : j["special_tokens"].items())
+    for (const auto& [text, id] : j["special_tokens"].items()) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxRank)
+        throw Error("tokenizer rank file " + path + ": special token " + text +
+                    " has no id in [0, 2^24)");
       v.specials.emplace_back(text, id.get<int32_t>());
-  if (j.contains("explicit_n_vocab") && j["explicit_n_vocab"].is_number_integer())
-    v.vocab_size = j["explicit_n_vocab"].get<int32_t>();
+    }
+  if (j.contains("explicit_n_vocab") && j["explicit_n_vocab"].is_number_integer()) {
+    const int64_t n = j["explicit_n_vocab"].get<int64_t>();
+    if (n < 1 || n > kMaxRank)
+      throw Error(strf("tokenizer rank file %s: explicit_n_vocab %lld is not in [1, 2^24]",
+                       path.c_str(), static_cast<long long>(n)));
+    v.vocab_size = static_cast<int32_t>(n);
+  }
   return v;
 }
 
@@ -183,6 +203,9 @@ BpeVocab read_tiktoken_plain(const std::string& path) {
         bytes.empty())
       throw Error(
           strf("tokenizer rank file %s: line %zu is not \"BASE64 RANK\"", path.c_str(), line_no));
+    if (rank >= kMaxRank)
+      throw Error(strf("tokenizer rank file %s: line %zu: rank %lld is not below 2^24",
+                       path.c_str(), line_no, rank));
     if (static_cast<size_t>(rank) >= v.tokens.size()) v.tokens.resize(rank + 1);
     v.tokens[rank] = bytes;
   }

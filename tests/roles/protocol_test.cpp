@@ -142,3 +142,39 @@ TEST(Protocol, ConstructorsGetTheSamplesOfTheirTrainers) {
   const std::vector<Sample> with_first = samples_for(all, std::vector<TrainerWork>{a, first});
   for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(with_first[i].length, all[i].length);
 }
+
+// A corrupt message from a peer is one Error naming the message, the peer's
+// rank and the byte offset; a count of 2^60 fails before allocating
+// (fuzz/regressions/protocol holds the inputs the fuzzer replays).
+TEST(Protocol, ACorruptMessageNamesThePeerRankAndAllocatesNothing) {
+  auto error_of = [](auto decode, const std::string& bytes) -> std::string {
+    try {
+      decode(bytes, 7);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  auto u64 = [](uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); };
+  const std::string head = u64(12) + std::string(1, '\0') + u64(0);  // step, last, predictions
+  const std::string empty_samples = u64(0) + u64(0) + u64(0);
+
+  const std::string trainers = error_of(decode_step_work, head + empty_samples + u64(1ULL << 60));
+  EXPECT_NE(trainers.find("step work from rank 7 is truncated or corrupt"), std::string::npos)
+      << trainers;
+  const std::string micro = error_of(decode_batch, head + empty_samples + u64(1ULL << 60));
+  EXPECT_NE(micro.find("trainer batch from rank 7"), std::string::npos) << micro;
+  const std::string samples =
+      error_of(decode_batch, head + u64(INT32_MAX) + u64(0) + u64(0) + u64(0) + "\0" + u64(0));
+  EXPECT_NE(samples.find("from rank 7 is corrupt at byte"), std::string::npos) << samples;
+
+  Batch b;
+  b.samples = {sample(0, 5)};
+  MicroBatch mb;
+  mb.segments = {{3, 0, 5}};  // sample 3 of a list of 1
+  b.micro = {mb};
+  const std::string segment = error_of(decode_batch, encode(b));
+  EXPECT_NE(segment.find("a segment of sample 3 outside a list of 1"), std::string::npos)
+      << segment;
+  EXPECT_NE(error_of(decode_ack, encode(Ack{}) + "x").find("bytes left over"), std::string::npos);
+}

@@ -1,0 +1,127 @@
+// Writes the generated seeds of fuzz/corpus with the project's own writers:
+// `fuzz_make_seeds CONFIG.yaml OUT` writes OUT/protocol/* (every message type,
+// encoded by lib/roles/protocol) and OUT/checkpoint/* (checkpoints written
+// by ckpt::write_checkpoint holding CONFIG.yaml's text, a real data plane
+// state and small tensors). Built with the replayers (not under MESHLOOM_FUZZ).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "ckpt/checkpoint.hpp"
+#include "dataplane/data_plane.hpp"
+#include "base/bytes.hpp"
+#include "roles/protocol.hpp"
+
+using namespace meshloom;
+namespace fs = std::filesystem;
+
+static void put(const fs::path& file, const std::string& bytes) {
+  std::ofstream(file, std::ios::binary) << bytes;
+}
+
+// Protocol seeds: kind byte (harness's switch), peer rank byte, message.
+static void protocol(const fs::path& dir, int kind, const char* name, const std::string& msg) {
+  put(dir / name, std::string(1, char(kind)) + std::string(1, char(3)) + msg);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: fuzz_make_seeds CONFIG.yaml OUT\n");
+    return 2;
+  }
+  std::ostringstream config_text;
+  config_text << std::ifstream(argv[1]).rdbuf();
+  const fs::path out = argv[2];
+  fs::create_directories(out / "protocol");
+  fs::create_directories(out / "checkpoint");
+
+  const fs::path p = out / "protocol";
+  protocol(p, 0, "assign", proto::encode(proto::Assign{{0, 2}, {1}, 5}));
+  protocol(p, 1, "length_request", proto::encode(proto::LengthRequest{7, 1, {3, 9, 27, 81}}));
+  protocol(p, 2, "length_reply",
+           proto::encode(proto::LengthReply{1, {3, 9, 27}, {512, 17, 4096}, 2.5e-6}));
+  proto::TokenRequest treq;
+  treq.step = 7;
+  treq.ranges = {{0, 3, 0, 128}, {1, 9, 64, 17}};
+  protocol(p, 3, "token_request", proto::encode(treq));
+
+  proto::StepWork work;
+  work.step = 7;
+  work.global_predictions = 140;
+  work.samples = {{0, 4, 0, 3, 0, 128}, {1, 5, 1, 9, 64, 17}, {0, 4, 0, 11, 0, 0}};
+  proto::TrainerWork t0{0, {{{{0, 0, 100}}, {0}, 0, 0}}};
+  proto::TrainerWork t1{1, {{{{0, 100, 28}, {1, 0, 17}}, {1, 2}, 0, 0.25f}}};
+  work.trainers = {t0, t1};
+  work.checkpoint = true;
+  work.ckpt_data = "lead state";
+  protocol(p, 4, "step_work", proto::encode(work));
+
+  proto::Batch batch;
+  batch.step = 7;
+  batch.global_predictions = 140;
+  batch.samples = proto::samples_for(work.samples, t1);
+  proto::MicroBatch mb;
+  mb.tokens = {464, 2068, 7586, 21831, 18045};
+  mb.targets = {2068, 7586, 21831, 18045, -1};
+  mb.positions = {0, 1, 2, 3, 4};
+  mb.segments = {{1, 0, 5}};
+  mb.group = {1, 2};
+  mb.member = 1;
+  mb.offload = 0.5f;
+  batch.micro = {mb};
+  protocol(p, 5, "batch", proto::encode(batch));
+
+  proto::Report report;
+  report.rank = 3;
+  report.role = 1;
+  report.peak_rss_kib = 123456;
+  report.tokens = 4096;
+  protocol(p, 6, "report", proto::encode(report));
+
+  proto::Ack ack;
+  ack.step = 7;
+  ack.trainer = 1;
+  ack.loss_sum = 1234.5;
+  ack.predictions = 140;
+  ack.tokens = 145;
+  ack.echo = proto::encode(batch);
+  ack.note = "checkpoint written";
+  ack.micro = {145, 20000, 2, 0.01};
+  protocol(p, 7, "ack", proto::encode(ack));
+
+  ByteWriter tokens;
+  tokens.put_vector(std::vector<int32_t>{464, 2068, 7586, 21831});
+  protocol(p, 8, "token_reply", tokens.bytes());
+
+  // Checkpoints: a full one and a delta, as a 2-tensor model would write them.
+  dataplane::DataPlane::State plane;
+  plane.step = 8;
+  plane.streams.resize(3);
+  plane.streams[1].epoch = 1;
+  plane.streams[1].lanes[0].cursor = 17;
+  plane.streams[1].lanes[0].offset = 300;
+  plane.target = {1200, 400, 400};
+  plane.delivered = {1180, 410, 398};
+  ckpt::Checkpoint c;
+  c.step = 7;
+  c.trainers = 5;
+  c.seed = 1234;
+  c.config = config_text.str();
+  c.tensors = {{"embed", {4, 2}, 0, 8}, {"norm", {2}, 8, 2}};
+  c.params = {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f, 1.0f, 1.0f};
+  c.m.assign(10, 0.01f);
+  c.v.assign(10, 0.001f);
+  c.adam_step = 7;
+  c.plane = dataplane::serialize(plane);
+  c.lengths = {{"pydocs", {0, 3, 9}, {512, 17, 4096}}};
+  ckpt::write_checkpoint((out / "checkpoint" / "full.h5").string(), c);
+  c.lengths_full = false;
+  c.lengths_base = "step_00000006.h5";
+  c.lengths = {{"pydocs", {27}, {88}}};
+  ckpt::write_checkpoint((out / "checkpoint" / "delta.h5").string(), c);
+  put(out / "checkpoint" / "plane_state", c.plane);  // not HDF5: the state decoder
+  std::printf("seeds written to %s\n", out.c_str());
+  return 0;
+}
