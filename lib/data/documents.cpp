@@ -104,11 +104,13 @@ class DecompressStream final : public ByteStream {
   explicit DecompressStream(const std::string& path) : a_(archive_read_new()) {
     archive_read_support_filter_all(a_);
     archive_read_support_format_raw(a_);
-    if (archive_read_open_filename(a_, path.c_str(), 1 << 16) != ARCHIVE_OK)
-      throw UnitFailure{"cannot decompress: " + archive_error(a_)};
     struct archive_entry* entry = nullptr;
-    if (archive_read_next_header(a_, &entry) != ARCHIVE_OK)
-      throw UnitFailure{"cannot decompress: " + archive_error(a_)};
+    if (archive_read_open_filename(a_, path.c_str(), 1 << 16) != ARCHIVE_OK ||
+        archive_read_next_header(a_, &entry) != ARCHIVE_OK) {
+      UnitFailure failure{"cannot decompress: " + archive_error(a_)};
+      archive_read_free(a_);  // no destructor runs for a throwing constructor
+      throw failure;
+    }
   }
   ~DecompressStream() override { archive_read_free(a_); }
   size_t read(char* buf, size_t n) override {
@@ -303,7 +305,14 @@ class TarUnit final : public Unit {
     archive_read_support_filter_all(a_);
     archive_read_support_format_tar(a_);
     archive_read_support_format_empty(a_);
-    if (archive_read_open_filename(a_, path.c_str(), 1 << 16) != ARCHIVE_OK) fail_open();
+    if (archive_read_open_filename(a_, path.c_str(), 1 << 16) != ARCHIVE_OK) {
+      try {
+        fail_open();
+      } catch (...) {
+        archive_read_free(a_);  // no destructor runs for a throwing constructor
+        throw;
+      }
+    }
   }
   ~TarUnit() override { archive_read_free(a_); }
 
