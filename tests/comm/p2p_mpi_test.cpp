@@ -49,7 +49,8 @@ TEST(PendingSend, AbandonAfterCompletionFreesTheBuffer) {
   const int peer = rank ^ 1;
   if (peer >= size) GTEST_SKIP() << "an odd rank count leaves this rank without a peer";
   std::vector<PendingSend> sends;
-  for (int i = 0; i < 8; ++i) sends.emplace_back(std::string(100 + i, 'x'), peer, 8, MPI_COMM_WORLD);
+  for (int i = 0; i < 8; ++i)
+    sends.emplace_back(std::string(100 + i, 'x'), peer, 8, MPI_COMM_WORLD);
   for (int i = 0; i < 8; ++i) {
     std::string got = recv_bytes(peer, 8, MPI_COMM_WORLD, 60.0, "a small send");
     EXPECT_EQ(got.size(), size_t(100 + i));

@@ -18,7 +18,7 @@ mkdir -p "$MESHLOOM_SANITIZER_LOGS"
 export OPENBLAS_NUM_THREADS=1
 case $san_kind in
   address)
-    export ASAN_OPTIONS="log_path=$MESHLOOM_SANITIZER_LOGS/asan:detect_leaks=1:fast_unwind_on_malloc=0:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=0:abort_on_error=0:halt_on_error=1"
+    export ASAN_OPTIONS="log_path=$MESHLOOM_SANITIZER_LOGS/asan:detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=0:abort_on_error=0:halt_on_error=1"
     export LSAN_OPTIONS="suppressions=$san_dir/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="log_path=$MESHLOOM_SANITIZER_LOGS/ubsan:suppressions=$san_dir/ubsan.supp:halt_on_error=1:print_stacktrace=1:print_suppressions=0"
     ;;
