@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
@@ -13,7 +14,8 @@ int g_exit_code = 1;
 void exiting_fatal_handler(const std::string&) { std::exit(g_exit_code); }
 
 FatalHandler g_handler = exiting_fatal_handler;
-int g_rank = -1;
+// Atomic: mpi_start's start-up guard thread reads it while MPI_Init returns.
+std::atomic<int> g_rank{-1};
 std::string g_role;
 
 }  // namespace

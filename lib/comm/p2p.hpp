@@ -26,7 +26,8 @@ class PendingSend {
   ~PendingSend();
   bool done();
   // Gives up on a send whose peer may be dead: MPI completes or drops it on
-  // its own, the buffer is leaked on purpose (it must outlive the send).
+  // its own. A completed send's buffer is freed; an incomplete one's is kept,
+  // reachable, until the process ends (it must outlive the send).
   void abandon();
 
  private:

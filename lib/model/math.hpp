@@ -10,7 +10,10 @@
 // ML_SIMD_CLONES marks the hot elementwise kernels: GCC compiles each for
 // baseline x86-64, x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512) and picks one
 // at load time for the CPU it runs on, so the build stays portable and still
-// uses the wide vectors where they exist.
+// uses the wide vectors where they exist. Not in TSan builds: the clones'
+// resolver runs while the dynamic loader relocates the executable, before
+// TSan's runtime is up, and its instrumented code crashed there (every binary
+// linking the model died before main).
 #pragma once
 
 #include <algorithm>
@@ -18,7 +21,8 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define ML_SIMD_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define ML_SIMD_CLONES

@@ -40,6 +40,9 @@ data:
     - {step: 0, weights: {pydocs: 9, fortunes: 1}}
     - {step: 40, weights: {pydocs: 1, fortunes: 9}}
 YAML
+# A sanitizer run on a loaded machine: a loader's answer may take over the
+# default 5 s, and a loader counted dead makes the job end non-zero.
+[[ -n ${MESHLOOM_SANITIZER_LOGS:-} ]] && echo "faults: {loader_timeout: 60}" >>"$dir/c.yaml"
 
 hashes=()
 for layout in "1 1 1" "1 2 2" "2 3 1" "2 4 3"; do
@@ -90,7 +93,8 @@ bad() {  # expect args...
   ((rc != 0 && rc != 124)) || { cat "$dir/bad.txt"; fail "bad input: rc=$rc for $*"; }
   grep -qF -- "$expect" "$dir/bad.txt" || { cat "$dir/bad.txt"; fail "message lacks: $expect"; }
   (($(grep -c '^meshloom: error' "$dir/bad.txt") == 1)) || { cat "$dir/bad.txt"; fail "not one message"; }
-  ((SECONDS - start < 20)) || fail "took $((SECONDS - start)) s"
+  limit=20; [[ -n ${MESHLOOM_SANITIZER_LOGS:-} ]] && limit=60  # sanitized ranks start slowly
+((SECONDS - start < limit)) || fail "took $((SECONDS - start)) s"
   echo "ok: $(grep '^meshloom: error' "$dir/bad.txt")"
 }
 ix=(--set data.sources.1.format=indexed)
@@ -106,31 +110,28 @@ bad "short.bin" --set data.sources.1.path="$dir/short" "${ix[@]}"
 printf '{"text": "fine"}\n' >"$dir/nothing.jsonl"
 # A data worker process that dies: its trainer names it and the job ends.
 start=$SECONDS
-run -np 3 "$meshloom" data -c "$dir/c.yaml" --steps 100000 --set data.mode=colocated \
-  --set cluster.roles.loaders=0 --set data.colocated_processes=2 >"$dir/killed.txt" 2>&1 &
+# This job's worker only: another checkout's test on the same machine runs
+# workers with the same command line (and kill -9'd this one's).
+DATA_PATH_TEST_DIR=$dir run -np 3 "$meshloom" data -c "$dir/c.yaml" --steps 100000 \
+  --set data.mode=colocated --set cluster.roles.loaders=0 --set data.colocated_processes=2 \
+  >"$dir/killed.txt" 2>&1 &
 job=$!
-# Only this job's worker: another run of this test may be going on beside it.
-descends_from() {  # PID ANCESTOR
-  local p=$1
-  while [[ -n $p && $p -gt 1 ]]; do
-    [[ $p == "$2" ]] && return 0
-    p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) || return 1
-  done
-  return 1
-}
+victim=
 for _ in $(seq 100); do
-  for pid in $(pgrep -f "data-worker --rank 2 --index 1"); do
-    descends_from "$pid" "$job" && victim=$pid && break 2
+  for p in $(pgrep -f "data-worker --rank 2 --index 1"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DATA_PATH_TEST_DIR=$dir" && victim=$p
   done
+  [[ -n $victim ]] && break
   sleep 0.1
 done
-[[ -n ${victim:-} ]] || fail "no data worker process found"
+[[ -n $victim ]] || fail "no data worker process found"
 sleep 0.3
 kill -9 "$victim"
 wait $job && fail "the job went on after a data worker died"
 grep -q "data worker 1 (pid $victim) .*killed by signal 9" "$dir/killed.txt" ||
   { cat "$dir/killed.txt"; fail "no message naming the dead data worker"; }
-((SECONDS - start < 20)) || fail "a dead data worker took $((SECONDS - start)) s to end the job"
+limit=20; [[ -n ${MESHLOOM_SANITIZER_LOGS:-} ]] && limit=60  # sanitized ranks start slowly
+((SECONDS - start < limit)) || fail "a dead data worker took $((SECONDS - start)) s to end the job"
 echo "ok: $(grep -o 'rank 2: data worker 1.*' "$dir/killed.txt")"
 bad "missing.jsonl" --set data.sources.1.path="$dir/missing.jsonl"
 echo "data path test passed"
