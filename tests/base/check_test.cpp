@@ -29,7 +29,7 @@ TEST(Check, PassingCheckDoesNothing) {
   EXPECT_NO_THROW(ML_CHECK(2 > 1, "never"));
 }
 
-// mpi_start's start-up guard thread (lib/runtime/world.cpp) runs before
+// mpi_start's start-up guard thread (lib/parallel/world.cpp) runs before
 // MPI_Init and reads the rank (record_exit) when it fires, while the main
 // thread sets the rank after MPI_Init: a data race under TSan
 // (scripts/test.sh --sanitize thread) while the rank was a plain int.
