@@ -9,10 +9,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::init();
   const std::string_view in = fuzz::bytes(data, size);
   std::string name = "docs.jsonl";
-  if (in.starts_with("\x1f\x8b")) name += ".gz";
-  else if (in.starts_with("\xfd" "7zXZ")) name += ".xz";
-  else if (in.starts_with("BZh")) name += ".bz2";
-  else if (in.starts_with("\x28\xb5\x2f\xfd")) name += ".zst";
+  if (in.starts_with("\x1f\x8b"))
+    name += ".gz";
+  else if (in.starts_with("\xfd"
+                          "7zXZ"))
+    name += ".xz";
+  else if (in.starts_with("BZh"))
+    name += ".bz2";
+  else if (in.starts_with("\x28\xb5\x2f\xfd"))
+    name += ".zst";
   fuzz::read_documents(fuzz::write_file(name, in), data::InputFormat::kJsonl);
   return 0;
 }

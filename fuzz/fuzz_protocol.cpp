@@ -22,7 +22,8 @@ void round_trip(const std::string& msg, int from, Decode decode) {
   const auto m = decode(msg, from);
   const std::string once = proto::encode(m);
   const std::string twice = proto::encode(decode(once, from));
-  if (once != twice) fuzz::finding("encode(decode(encode(decode(m)))) differs from encode(decode(m))");
+  if (once != twice)
+    fuzz::finding("encode(decode(encode(decode(m)))) differs from encode(decode(m))");
 }
 
 }  // namespace
@@ -36,10 +37,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string rank = strf("rank %d", from);
   try {
     switch (kind) {
-      case 0: round_trip(msg, from, proto::decode_assign); break;
-      case 1: round_trip(msg, from, proto::decode_length_request); break;
-      case 2: round_trip(msg, from, proto::decode_length_reply); break;
-      case 3: round_trip(msg, from, proto::decode_token_request); break;
+      case 0:
+        round_trip(msg, from, proto::decode_assign);
+        break;
+      case 1:
+        round_trip(msg, from, proto::decode_length_request);
+        break;
+      case 2:
+        round_trip(msg, from, proto::decode_length_reply);
+        break;
+      case 3:
+        round_trip(msg, from, proto::decode_token_request);
+        break;
       case 4: {
         round_trip(msg, from, proto::decode_step_work);
         // What a constructor does with step work: each trainer's samples. Each
@@ -51,7 +60,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (void)proto::samples_for(w.samples, w.trainers);
         break;
       }
-      case 5: round_trip(msg, from, proto::decode_batch); break;
+      case 5:
+        round_trip(msg, from, proto::decode_batch);
+        break;
       case 6: {  // a plain struct: its padding bytes need not survive, its fields must
         const proto::Report a = proto::decode_report(msg, from);
         const proto::Report b = proto::decode_report(proto::encode(a), from);

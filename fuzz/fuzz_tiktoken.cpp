@@ -14,9 +14,9 @@ using namespace meshloom;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::init();
   if (size < 1) return 0;
-  static const char* const kNames[] = {"cl100k_base.tiktoken", "o200k_base.tiktoken",
-                                       "r50k_base.tiktoken", "cl100k_base.json",
-                                       "gpt2.json", "unknown.tiktoken"};
+  static const char* const kNames[] = {
+      "cl100k_base.tiktoken", "o200k_base.tiktoken", "r50k_base.tiktoken",
+      "cl100k_base.json",     "gpt2.json",           "unknown.tiktoken"};
   const std::string name = kNames[data[0] % 6];
   const std::string path = fuzz::write_file(name, fuzz::bytes(data + 1, size - 1));
   BpeVocab vocab;

@@ -17,8 +17,10 @@ namespace {
 
 std::string make_scratch_dir() {
   std::string base = "/tmp";
-  if (fs::is_directory("/dev/shm")) base = "/dev/shm";
-  else if (const char* t = std::getenv("TMPDIR"); t && *t) base = t;
+  if (fs::is_directory("/dev/shm"))
+    base = "/dev/shm";
+  else if (const char* t = std::getenv("TMPDIR"); t && *t)
+    base = t;
   std::string templ = base + "/meshloom-fuzz-XXXXXX";
   if (!::mkdtemp(templ.data())) finding("cannot create a scratch folder under " + base);
   return templ;

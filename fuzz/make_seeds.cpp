@@ -9,9 +9,9 @@
 #include <sstream>
 #include <string>
 
+#include "base/bytes.hpp"
 #include "ckpt/checkpoint.hpp"
 #include "dataplane/data_plane.hpp"
-#include "base/bytes.hpp"
 #include "roles/protocol.hpp"
 
 using namespace meshloom;

@@ -22,7 +22,8 @@ inline void encode_decode(BpeVocab vocab, const std::string& file) {
     return;
   }
   BpeTokenizer tok(model);
-  const std::string text = "Hello, w\xc3\xb6rld! 12345  \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\n\tend";
+  const std::string text =
+      "Hello, w\xc3\xb6rld! 12345  \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\n\tend";
   try {
     const std::vector<int32_t> ids = tok.encode(text);
     for (int32_t id : ids)

@@ -112,11 +112,9 @@ E choice_from_name(const std::string& name, const std::string& what) {
   throw ConfigError(msg);
 }
 
-std::string describe_rule(const Rule& rule);
 std::string scalar_text(const YAML::Node& node);
 // The text of a mapping key under `parent`; a ConfigError unless it is a plain name.
 std::string key_name(const YAML::Node& key, const std::string& parent, const Origin& origin);
-std::string nearest_choice(const std::string& word, const std::vector<std::string>& choices);
 
 // --- reading ---------------------------------------------------------------
 class Reader {

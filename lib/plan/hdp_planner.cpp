@@ -423,8 +423,8 @@ void schedule(Schedule& sc, int32_t region) {
 }
 
 // 6. Micro-batches: rings at their start, gap packs before them, tails after.
-Plan micro_batches(const Schedule& sc, const std::vector<int64_t>& lengths,
-                   const PlannerOptions& o, const CostModel& cost) {
+Plan micro_batches(const Schedule& sc, const std::vector<int64_t>& lengths, const PlannerOptions& o,
+                   const CostModel& cost) {
   const Work& w = sc.w;
   const int32_t T = o.trainers;
   PlanBuilder b("hdp", T, o.capacity, ChunkRule::kBalanced, lengths, cost);

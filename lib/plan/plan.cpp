@@ -230,14 +230,16 @@ struct PlanChecker {
     if (int64_t(p.group_begin.size()) != int64_t(n) + 1 || p.group_begin.empty() ||
         p.group_begin.front() != 0 || size_t(p.group_begin.back()) != p.members.size())
       bad("group offsets do not match the sequences");
-    if (!p.offload.empty() && p.offload.size() != p.lengths.size()) bad("offload ratios do not match");
-    if (T >= 1 && (int64_t(p.trainer_begin.size()) != int64_t(T) + 1 ||
-                   p.trainer_begin.front() != 0 ||
-                   size_t(p.trainer_begin.back()) != p.micro_batches.size()))
+    if (!p.offload.empty() && p.offload.size() != p.lengths.size())
+      bad("offload ratios do not match");
+    if (T >= 1 &&
+        (int64_t(p.trainer_begin.size()) != int64_t(T) + 1 || p.trainer_begin.front() != 0 ||
+         size_t(p.trainer_begin.back()) != p.micro_batches.size()))
       bad("trainer offsets do not match the micro-batches");
     if (!ok()) return;
     for (size_t i = 0; i + 1 < p.group_begin.size(); ++i)
-      if (p.group_begin[i + 1] <= p.group_begin[i]) return bad(strf("sequence %zu has an empty group", i));
+      if (p.group_begin[i + 1] <= p.group_begin[i])
+        return bad(strf("sequence %zu has an empty group", i));
     for (int32_t t = 0; t < T; ++t)
       if (p.trainer_begin[t + 1] < p.trainer_begin[t]) return bad("trainer offsets decrease");
     int32_t expect = 0;
@@ -311,7 +313,8 @@ struct PlanChecker {
     if (!ok()) return;
     for (int32_t s = 0; s < p.sequences(); ++s)
       for (int c = 0; c < p.group_size(s); ++c)
-        if (where[p.group_begin[s] + c] < 0) bad(strf("sequence %d member %d is on no trainer", s, c));
+        if (where[p.group_begin[s] + c] < 0)
+          bad(strf("sequence %d member %d is on no trainer", s, c));
   }
 
   void micro_batch(int32_t t, int32_t i) {
@@ -337,7 +340,8 @@ struct PlanChecker {
                  pc.seq));
       int32_t& w = where[p.group_begin[pc.seq] + pc.member];
       if (w != -1)
-        bad(strf("sequence %d member %d appears twice (tokens on two trainers)", pc.seq, pc.member));
+        bad(strf("sequence %d member %d appears twice (tokens on two trainers)", pc.seq,
+                 pc.member));
       w = i;
       resident += p.resident_tokens(pc);
     }
@@ -387,8 +391,8 @@ struct PlanChecker {
 
 std::string Plan::validate() const {
   PlanChecker c{*this, {}, {}};
-  for (void (PlanChecker::*stage)() :
-       {&PlanChecker::offsets, &PlanChecker::sequences, &PlanChecker::pieces, &PlanChecker::rings}) {
+  for (void (PlanChecker::*stage)() : {&PlanChecker::offsets, &PlanChecker::sequences,
+                                       &PlanChecker::pieces, &PlanChecker::rings}) {
     (c.*stage)();
     if (!c.ok()) return c.report();
   }

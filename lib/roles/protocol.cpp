@@ -148,7 +148,6 @@ static std::vector<Sample> get_samples(ByteReader* r) {
   return samples;
 }
 
-
 static void put_micro(ByteWriter* w, const std::vector<MicroBatchWork>& micro) {
   w->put(uint64_t(micro.size()));
   for (const auto& mb : micro) {

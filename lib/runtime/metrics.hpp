@@ -24,9 +24,9 @@ namespace meshloom {
 
 // The step's figures from its acknowledgements (pure).
 struct StepFigures {
-  double loss = 0;       // global mean over the step's predictions
-  double flops = 0;      // model FLOPs, all trainers
-  double peak = 0;       // FLOP/s the trainers could reach together
+  double loss = 0;   // global mean over the step's predictions
+  double flops = 0;  // model FLOPs, all trainers
+  double peak = 0;   // FLOP/s the trainers could reach together
   double max_compute = 0, mean_compute = 0, median_compute = 0;
   double max_wait = 0;   // the longest data wait
   double wall = 0;       // the step on the slowest trainer, data wait included
@@ -41,7 +41,8 @@ StepFigures step_figures(const std::vector<proto::Ack>& acks);
 // Tracks each trainer's run of slow steps (compute > factor x median).
 class StragglerWatch {
  public:
-  StragglerWatch(int trainers, double factor, int64_t steps) : streak_(size_t(trainers)), factor_(factor), steps_(steps) {}
+  StragglerWatch(int trainers, double factor, int64_t steps)
+      : streak_(size_t(trainers)), factor_(factor), steps_(steps) {}
   // The trainers slow for `steps` steps in a row or more, after this step.
   std::vector<int> update(const std::vector<proto::Ack>& acks, double median);
   int64_t streak(int trainer) const { return streak_.at(size_t(trainer)); }
