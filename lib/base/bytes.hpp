@@ -30,6 +30,15 @@ class ByteWriter {
     put(uint64_t(s.size()));
     out_.append(s);
   }
+  // LEB128: 7 bits a byte, low first; small counts take one byte.
+  void put_varint(uint64_t v) {
+    while (v >= 0x80) {
+      out_.push_back(char(uint8_t(v) | 0x80));
+      v >>= 7;
+    }
+    out_.push_back(char(uint8_t(v)));
+  }
+  void put_raw(const void* data, size_t n) { out_.append(static_cast<const char*>(data), n); }
   std::string& bytes() { return out_; }
 
  private:
@@ -68,6 +77,20 @@ class ByteReader {
     std::string s(data_ + pos_, n);
     pos_ += n;
     return s;
+  }
+  uint64_t get_varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      const auto b = get<uint8_t>();
+      v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    fail_corrupt("a varint longer than 10 bytes");
+  }
+  void get_raw(void* out, size_t n) {
+    need(n);
+    std::memcpy(out, data_ + pos_, n);
+    pos_ += n;
   }
   // A count of items that take at least `min_bytes` each on the wire: one
   // that the rest of the bytes cannot hold is corrupt (a length field of 2^60

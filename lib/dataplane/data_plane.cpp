@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/bytes.hpp"
 #include "base/check.hpp"
 
 namespace meshloom::dataplane {
@@ -93,64 +94,52 @@ void DataPlane::restore(const State& state) {
 // --- serialization: little-endian fixed-width fields, versioned ------------------
 
 namespace {
-template <class T>
-void put(std::string* out, const T& v) {
-  out->append(reinterpret_cast<const char*>(&v), sizeof(T));
-}
-template <class T>
-T get(const std::string& in, size_t* pos) {
-  if (*pos + sizeof(T) > in.size()) throw Error("data plane state is truncated");
-  T v;
-  std::memcpy(&v, in.data() + *pos, sizeof(T));
-  *pos += sizeof(T);
-  return v;
-}
 constexpr uint32_t kStateMagic = 0x4d4c4450;  // "PDLM"
 }  // namespace
 
 std::string serialize(const DataPlane::State& s) {
-  std::string out;
-  put(&out, kStateMagic);
-  put(&out, uint32_t(1));
-  put(&out, s.step);
-  put(&out, uint64_t(s.streams.size()));
+  ByteWriter w;
+  w.put(kStateMagic);
+  w.put(uint32_t(1));
+  w.put(s.step);
+  w.put(uint64_t(s.streams.size()));
   for (size_t i = 0; i < s.streams.size(); ++i) {
-    put(&out, s.streams[i].epoch);
+    w.put(s.streams[i].epoch);
     for (const auto& lane : s.streams[i].lanes) {
-      put(&out, lane.cursor);
-      put(&out, lane.offset);
+      w.put(lane.cursor);
+      w.put(lane.offset);
     }
-    put(&out, s.target[i]);
-    put(&out, s.delivered[i]);
+    w.put(s.target[i]);
+    w.put(s.delivered[i]);
   }
-  put(&out, s.long_target);
-  put(&out, s.long_delivered);
-  return out;
+  w.put(s.long_target);
+  w.put(s.long_delivered);
+  return std::move(w.bytes());
 }
 
 DataPlane::State deserialize_state(const std::string& in) {
-  size_t pos = 0;
-  if (get<uint32_t>(in, &pos) != kStateMagic) throw Error("not a data plane state");
-  if (get<uint32_t>(in, &pos) != 1) throw Error("unsupported data plane state version");
+  ByteReader r(in, "data plane state");
+  if (r.get<uint32_t>() != kStateMagic) throw Error("not a data plane state");
+  if (r.get<uint32_t>() != 1) throw Error("unsupported data plane state version");
   DataPlane::State s;
-  s.step = get<int64_t>(in, &pos);
-  const uint64_t n = get<uint64_t>(in, &pos);
-  if (n > (1u << 20)) throw Error("data plane state is corrupt (source count)");
+  s.step = r.get<int64_t>();
+  // A source takes at least 8 (epoch) + 16 (target, delivered) bytes.
+  const uint64_t n = r.get_count(24);
   s.streams.resize(n);
   s.target.resize(n);
   s.delivered.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    s.streams[i].epoch = get<int64_t>(in, &pos);
+    s.streams[i].epoch = r.get<int64_t>();
     for (auto& lane : s.streams[i].lanes) {
-      lane.cursor = get<int64_t>(in, &pos);
-      lane.offset = get<int64_t>(in, &pos);
+      lane.cursor = r.get<int64_t>();
+      lane.offset = r.get<int64_t>();
     }
-    s.target[i] = get<double>(in, &pos);
-    s.delivered[i] = get<double>(in, &pos);
+    s.target[i] = r.get<double>();
+    s.delivered[i] = r.get<double>();
   }
-  s.long_target = get<double>(in, &pos);
-  s.long_delivered = get<double>(in, &pos);
-  if (pos != in.size()) throw Error("data plane state has trailing bytes");
+  s.long_target = r.get<double>();
+  s.long_delivered = r.get<double>();
+  if (!r.done()) r.fail_corrupt("trailing bytes");
   return s;
 }
 

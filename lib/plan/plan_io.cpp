@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/bytes.hpp"
 #include "base/check.hpp"
 #include "base/strings.hpp"
 
@@ -23,44 +24,28 @@ uint64_t fnv1a(const uint8_t* p, size_t n) {
   return h;
 }
 
+// Plan fields in the file: varints for counts and indices, raw floats.
 class Writer {
  public:
-  void u8(uint8_t v) { out.push_back(v); }
-  void var(uint64_t v) {
-    while (v >= 0x80) {
-      out.push_back(uint8_t(v) | 0x80);
-      v >>= 7;
-    }
-    out.push_back(uint8_t(v));
-  }
+  void u8(uint8_t v) { w_.put(v); }
+  void var(uint64_t v) { w_.put_varint(v); }
   template <class T>
   void raw(T v) {
-    uint8_t b[sizeof(T)];
-    std::memcpy(b, &v, sizeof(T));
-    out.insert(out.end(), b, b + sizeof(T));
+    w_.put(v);
   }
-  std::vector<uint8_t> out;
+  const std::string& bytes() { return w_.bytes(); }
+
+ private:
+  ByteWriter w_;
 };
 
 class Reader {
  public:
-  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
-  uint8_t u8() {
-    need(1);
-    return p_[at_++];
-  }
-  uint64_t var() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      const uint8_t b = u8();
-      v |= uint64_t(b & 0x7f) << shift;
-      if (!(b & 0x80)) return v;
-    }
-    throw Error("plan: malformed varint");
-  }
+  Reader(const uint8_t* p, size_t n) : r_(reinterpret_cast<const char*>(p), n, "plan") {}
+  uint8_t u8() { return r_.get<uint8_t>(); }
   // A varint that must lie in [lo, hi].
   int64_t var_in(int64_t lo, int64_t hi, const char* what) {
-    const uint64_t v = var();
+    const uint64_t v = r_.get_varint();
     if (v > uint64_t(INT64_MAX) || int64_t(v) < lo || int64_t(v) > hi)
       throw Error(strf("plan: %s = %llu out of range [%lld, %lld]", what, (unsigned long long)v,
                        (long long)lo, (long long)hi));
@@ -68,26 +53,13 @@ class Reader {
   }
   template <class T>
   T raw() {
-    need(sizeof(T));
-    T v;
-    std::memcpy(&v, p_ + at_, sizeof(T));
-    at_ += sizeof(T);
-    return v;
+    return r_.get<T>();
   }
-  void bytes(void* dst, size_t n) {
-    need(n);
-    std::memcpy(dst, p_ + at_, n);
-    at_ += n;
-  }
-  size_t at() const { return at_; }
+  void bytes(void* dst, size_t n) { r_.get_raw(dst, n); }
+  size_t at() const { return r_.offset(); }
 
  private:
-  void need(size_t k) {
-    if (n_ - at_ < k) throw Error("plan: truncated data");
-  }
-  const uint8_t* p_;
-  size_t n_;
-  size_t at_ = 0;
+  ByteReader r_;
 };
 
 constexpr int64_t kMaxCount = int64_t(1) << 31;
@@ -141,8 +113,12 @@ std::vector<uint8_t> serialize(const Plan& p) {
       }
     }
   }
-  w.raw<uint64_t>(fnv1a(w.out.data(), w.out.size()));
-  return std::move(w.out);
+  const std::string& b = w.bytes();
+  std::vector<uint8_t> out(b.begin(), b.end());
+  const uint64_t sum = fnv1a(out.data(), out.size());
+  out.insert(out.end(), reinterpret_cast<const uint8_t*>(&sum),
+             reinterpret_cast<const uint8_t*>(&sum) + sizeof(sum));
+  return out;
 }
 
 Plan deserialize(const uint8_t* data, size_t size) {

@@ -1,6 +1,8 @@
 #include "roles/protocol.hpp"
 
+#include <concepts>
 #include <cstdint>
+#include <type_traits>
 
 #include "base/bytes.hpp"
 #include "base/check.hpp"
@@ -12,88 +14,6 @@ namespace meshloom::proto {
 static_assert(std::is_trivially_copyable_v<TokenRange>);
 static_assert(std::is_trivially_copyable_v<Sample>);
 static_assert(std::is_trivially_copyable_v<Segment>);
-
-// Every segment names a sample of the message's list.
-static void check_segments(const ByteReader& r, const std::vector<Segment>& segments,
-                           size_t samples) {
-  for (const Segment& s : segments)
-    if (s.sample < 0 || size_t(s.sample) >= samples)
-      r.fail_corrupt("a segment of sample " + std::to_string(s.sample) + " outside a list of " +
-                     std::to_string(samples));
-}
-
-// The whole message is read: bytes left over mean sender and receiver disagree.
-static void finish(const ByteReader& r) {
-  if (!r.done()) r.fail_corrupt("bytes left over after the message");
-}
-
-std::string encode(const Assign& m) {
-  ByteWriter w;
-  w.put_vector(m.sources);
-  w.put_vector(m.shadow_sources);
-  w.put(m.shadow);
-  return std::move(w.bytes());
-}
-Assign decode_assign(const std::string& b, int from) {
-  ByteReader r(b, "loader assignment", from);
-  Assign m;
-  m.sources = r.get_vector<int32_t>();
-  m.shadow_sources = r.get_vector<int32_t>();
-  m.shadow = r.get<int32_t>();
-  finish(r);
-  return m;
-}
-
-std::string encode(const LengthRequest& m) {
-  ByteWriter w;
-  w.put(m.step);
-  w.put(m.source);
-  w.put_vector(m.docs);
-  return std::move(w.bytes());
-}
-LengthRequest decode_length_request(const std::string& b, int from) {
-  ByteReader r(b, "length request", from);
-  LengthRequest m;
-  m.step = r.get<int64_t>();
-  m.source = r.get<int32_t>();
-  m.docs = r.get_vector<int64_t>();
-  finish(r);
-  return m;
-}
-
-std::string encode(const LengthReply& m) {
-  ByteWriter w;
-  w.put(m.source);
-  w.put_vector(m.docs);
-  w.put_vector(m.lengths);
-  w.put(m.seconds_per_token);
-  return std::move(w.bytes());
-}
-LengthReply decode_length_reply(const std::string& b, int from) {
-  ByteReader r(b, "length reply", from);
-  LengthReply m;
-  m.source = r.get<int32_t>();
-  m.docs = r.get_vector<int64_t>();
-  m.lengths = r.get_vector<int64_t>();
-  m.seconds_per_token = r.get<double>();
-  finish(r);
-  return m;
-}
-
-std::string encode(const TokenRequest& m) {
-  ByteWriter w;
-  w.put(m.step);
-  w.put_vector(m.ranges);
-  return std::move(w.bytes());
-}
-TokenRequest decode_token_request(const std::string& b, int from) {
-  ByteReader r(b, "token request", from);
-  TokenRequest m;
-  m.step = r.get<int64_t>();
-  m.ranges = r.get_vector<TokenRange>();
-  finish(r);
-  return m;
-}
 
 std::vector<Sample> samples_for(const std::vector<Sample>& all,
                                 std::span<const TrainerWork> trainers) {
@@ -110,190 +30,265 @@ std::vector<Sample> samples_for(const std::vector<Sample>& all, const TrainerWor
   return samples_for(all, std::span<const TrainerWork>(&work, 1));
 }
 
-// Sample lists travel sparse: their size, then the index and value of each
-// sample present (length > 0; a trimmed list's others are default).
-static void put_samples(ByteWriter* w, const std::vector<Sample>& samples) {
-  std::vector<int32_t> index;
-  std::vector<Sample> present;
-  for (size_t i = 0; i < samples.size(); ++i)
-    if (samples[i].length > 0) {
-      index.push_back(int32_t(i));
-      present.push_back(samples[i]);
+namespace {
+
+// Each message's wire layout is written once, as a function `layout(io, m)`
+// over its fields; `io` is an Encoder (reads the fields into bytes) or a
+// Decoder (fills them from bytes, checking each count against the bytes left).
+// Fixed-width fields, vectors of them and strings take io(field); the few
+// fields with rules of their own take a named call.
+
+class Encoder {
+ public:
+  template <class T>
+  void operator()(const T& v) {
+    w_.put(v);
+  }
+  void operator()(bool v) { w_.put(uint8_t(v)); }
+  template <class T>
+  void operator()(const std::vector<T>& v) {
+    w_.put_vector(v);
+  }
+  void operator()(const std::string& s) { w_.put_string(s); }
+  // A list of structs, each written by `each`.
+  template <class T, class Each>
+  void list(const std::vector<T>& v, size_t /*min_bytes*/, Each each) {
+    w_.put(uint64_t(v.size()));
+    for (const T& x : v) each(x);
+  }
+  void segments(const std::vector<Segment>& v, size_t /*samples*/) { w_.put_vector(v); }
+  // Sample lists travel sparse: their size, then the index and value of each
+  // sample present (length > 0; a trimmed list's others are default).
+  void samples(const std::vector<Sample>& samples) {
+    std::vector<int32_t> index;
+    std::vector<Sample> present;
+    for (size_t i = 0; i < samples.size(); ++i)
+      if (samples[i].length > 0) {
+        index.push_back(int32_t(i));
+        present.push_back(samples[i]);
+      }
+    ML_CHECK(samples.size() <= kMaxSamples,
+             strf("a step of %zu samples (a message holds at most %llu)", samples.size(),
+                  (unsigned long long)kMaxSamples));
+    w_.put(uint64_t(samples.size()));
+    w_.put_vector(index);
+    w_.put_vector(present);
+  }
+  std::string take() { return std::move(w_.bytes()); }
+
+ private:
+  ByteWriter w_;
+};
+
+class Decoder {
+ public:
+  Decoder(const std::string& bytes, const char* what, int from) : r_(bytes, what, from) {}
+  template <class T>
+  void operator()(T& v) {
+    v = r_.get<T>();
+  }
+  void operator()(bool& v) { v = r_.get<uint8_t>() != 0; }
+  template <class T>
+  void operator()(std::vector<T>& v) {
+    v = r_.get_vector<T>();
+  }
+  void operator()(std::string& s) { s = r_.get_string(); }
+  // `min_bytes`: the least one item takes on the wire, so that a count the
+  // rest of the bytes cannot hold fails before anything is allocated.
+  template <class T, class Each>
+  void list(std::vector<T>& v, size_t min_bytes, Each each) {
+    v.resize(r_.get_count(min_bytes));
+    for (T& x : v) each(x);
+  }
+  // Every segment names a sample of the message's list.
+  void segments(std::vector<Segment>& v, size_t samples) {
+    v = r_.get_vector<Segment>();
+    for (const Segment& s : v)
+      if (s.sample < 0 || size_t(s.sample) >= samples)
+        r_.fail_corrupt("a segment of sample " + std::to_string(s.sample) + " outside a list of " +
+                        std::to_string(samples));
+  }
+  void samples(std::vector<Sample>& samples) {
+    const uint64_t n = r_.get<uint64_t>();
+    if (n > kMaxSamples)
+      r_.fail_corrupt("a sample list of " + std::to_string(n) + " samples (at most " +
+                      std::to_string(kMaxSamples) + ")");
+    const std::vector<int32_t> index = r_.get_vector<int32_t>();
+    const std::vector<Sample> present = r_.get_vector<Sample>();
+    if (index.size() != present.size() || index.size() > n)
+      r_.fail_corrupt("a sample list of " + std::to_string(n) + " samples with " +
+                      std::to_string(index.size()) + " indices and " +
+                      std::to_string(present.size()) + " samples present");
+    samples.assign(n, Sample{});
+    for (size_t k = 0; k < index.size(); ++k) {
+      if (index[k] < 0 || uint64_t(index[k]) >= n)
+        r_.fail_corrupt("sample index " + std::to_string(index[k]) + " outside a list of " +
+                        std::to_string(n));
+      samples[size_t(index[k])] = present[k];
     }
-  ML_CHECK(samples.size() <= kMaxSamples,
-           strf("a step of %zu samples (a message holds at most %llu)", samples.size(),
-                (unsigned long long)kMaxSamples));
-  w->put(uint64_t(samples.size()));
-  w->put_vector(index);
-  w->put_vector(present);
-}
-static std::vector<Sample> get_samples(ByteReader* r) {
-  const uint64_t n = r->get<uint64_t>();
-  if (n > kMaxSamples)
-    r->fail_corrupt("a sample list of " + std::to_string(n) + " samples (at most " +
-                    std::to_string(kMaxSamples) + ")");
-  const std::vector<int32_t> index = r->get_vector<int32_t>();
-  const std::vector<Sample> present = r->get_vector<Sample>();
-  if (index.size() != present.size() || index.size() > n)
-    r->fail_corrupt("a sample list of " + std::to_string(n) + " samples with " +
-                    std::to_string(index.size()) + " indices and " +
-                    std::to_string(present.size()) + " samples present");
-  std::vector<Sample> samples(n);
-  for (size_t k = 0; k < index.size(); ++k) {
-    if (index[k] < 0 || uint64_t(index[k]) >= n)
-      r->fail_corrupt("sample index " + std::to_string(index[k]) + " outside a list of " +
-                      std::to_string(n));
-    samples[size_t(index[k])] = present[k];
   }
-  return samples;
+  // The whole message is read: bytes left over mean sender and receiver disagree.
+  void finish() const {
+    if (!r_.done()) r_.fail_corrupt("bytes left over after the message");
+  }
+
+ private:
+  ByteReader r_;
+};
+
+// `M` is the message type, const when encoding.
+template <class M, class Message>
+concept Is = std::same_as<std::remove_const_t<M>, Message>;
+
+template <class IO, Is<Assign> M>
+void layout(IO& io, M& m) {
+  io(m.sources);
+  io(m.shadow_sources);
+  io(m.shadow);
 }
 
-static void put_micro(ByteWriter* w, const std::vector<MicroBatchWork>& micro) {
-  w->put(uint64_t(micro.size()));
-  for (const auto& mb : micro) {
-    w->put_vector(mb.segments);
-    w->put_vector(mb.group);
-    w->put(mb.member);
-    w->put(mb.offload);
-  }
+template <class IO, Is<LengthRequest> M>
+void layout(IO& io, M& m) {
+  io(m.step);
+  io(m.source);
+  io(m.docs);
 }
 
-std::string encode(const StepWork& m) {
-  ByteWriter w;
-  w.put(m.step);
-  w.put(uint8_t(m.last));
-  w.put(m.global_predictions);
-  put_samples(&w, m.samples);
-  w.put(uint64_t(m.trainers.size()));
-  for (const auto& t : m.trainers) {
-    w.put(t.trainer);
-    put_micro(&w, t.micro);
-  }
-  w.put(uint8_t(m.checkpoint));
-  w.put_string(m.ckpt_data);
-  return std::move(w.bytes());
+template <class IO, Is<LengthReply> M>
+void layout(IO& io, M& m) {
+  io(m.source);
+  io(m.docs);
+  io(m.lengths);
+  io(m.seconds_per_token);
+}
+
+template <class IO, Is<TokenRequest> M>
+void layout(IO& io, M& m) {
+  io(m.step);
+  io(m.ranges);
+}
+
+template <class IO, Is<StepWork> M>
+void layout(IO& io, M& m) {
+  io(m.step);
+  io(m.last);
+  io(m.global_predictions);
+  io.samples(m.samples);
+  // A trainer takes at least 12 bytes (its index, its micro-batch count), a
+  // micro-batch at least 24 (two counts, member, offload).
+  io.list(m.trainers, 12, [&](auto& t) {
+    io(t.trainer);
+    io.list(t.micro, 24, [&](auto& mb) {
+      io.segments(mb.segments, m.samples.size());
+      io(mb.group);
+      io(mb.member);
+      io(mb.offload);
+    });
+  });
+  io(m.checkpoint);
+  io(m.ckpt_data);
+}
+
+template <class IO, Is<Batch> M>
+void layout(IO& io, M& m) {
+  io(m.step);
+  io(m.last);
+  io(m.global_predictions);
+  io.samples(m.samples);
+  // A micro-batch takes at least 48 bytes (five counts, member, offload).
+  io.list(m.micro, 48, [&](auto& mb) {
+    io(mb.tokens);
+    io(mb.targets);
+    io(mb.positions);
+    io.segments(mb.segments, m.samples.size());
+    io(mb.group);
+    io(mb.member);
+    io(mb.offload);
+  });
+  io(m.checkpoint);
+  io(m.ckpt_data);
+}
+
+template <class IO, Is<Report> M>
+void layout(IO& io, M& m) {
+  io(m.rank);
+  io(m.role);
+  io(m.peak_rss_kib);
+  io(m.pss_kib);
+  io(m.worker_pss_kib);
+  io(m.busy_seconds);
+  io(m.tokens);
+  io(m.faults_fired);
+}
+
+template <class IO, Is<Ack> M>
+void layout(IO& io, M& m) {
+  io(m.step);
+  io(m.trainer);
+  io(m.loss_sum);
+  io(m.predictions);
+  io(m.tokens);
+  io(m.flops);
+  io(m.step_seconds);
+  io(m.wait_seconds);
+  io(m.compute_seconds);
+  io(m.grad_norm);
+  io(m.peak_flops);
+  io(m.echo);
+  io(m.note);
+  io(m.micro);
+}
+
+template <class M>
+std::string encode_message(const M& m) {
+  Encoder e;
+  layout(e, m);
+  return e.take();
+}
+
+template <class M>
+M decode_message(const std::string& bytes, const char* what, int from) {
+  Decoder d(bytes, what, from);
+  M m;
+  layout(d, m);
+  d.finish();
+  return m;
+}
+
+}  // namespace
+
+std::string encode(const Assign& m) { return encode_message(m); }
+std::string encode(const LengthRequest& m) { return encode_message(m); }
+std::string encode(const LengthReply& m) { return encode_message(m); }
+std::string encode(const TokenRequest& m) { return encode_message(m); }
+std::string encode(const StepWork& m) { return encode_message(m); }
+std::string encode(const Batch& m) { return encode_message(m); }
+std::string encode(const Report& m) { return encode_message(m); }
+std::string encode(const Ack& m) { return encode_message(m); }
+
+Assign decode_assign(const std::string& b, int from) {
+  return decode_message<Assign>(b, "loader assignment", from);
+}
+LengthRequest decode_length_request(const std::string& b, int from) {
+  return decode_message<LengthRequest>(b, "length request", from);
+}
+LengthReply decode_length_reply(const std::string& b, int from) {
+  return decode_message<LengthReply>(b, "length reply", from);
+}
+TokenRequest decode_token_request(const std::string& b, int from) {
+  return decode_message<TokenRequest>(b, "token request", from);
 }
 StepWork decode_step_work(const std::string& b, int from) {
-  ByteReader r(b, "step work", from);
-  StepWork m;
-  m.step = r.get<int64_t>();
-  m.last = r.get<uint8_t>() != 0;
-  m.global_predictions = r.get<int64_t>();
-  m.samples = get_samples(&r);
-  // Each trainer takes at least 12 bytes (its index, its micro-batch count),
-  // each micro-batch at least 24 (two counts, member, offload).
-  m.trainers.resize(r.get_count(12));
-  for (auto& t : m.trainers) {
-    t.trainer = r.get<int32_t>();
-    t.micro.resize(r.get_count(24));
-    for (auto& mb : t.micro) {
-      mb.segments = r.get_vector<Segment>();
-      check_segments(r, mb.segments, m.samples.size());
-      mb.group = r.get_vector<int32_t>();
-      mb.member = r.get<int32_t>();
-      mb.offload = r.get<float>();
-    }
-  }
-  m.checkpoint = r.get<uint8_t>() != 0;
-  m.ckpt_data = r.get_string();
-  finish(r);
-  return m;
-}
-
-std::string encode(const Batch& m) {
-  ByteWriter w;
-  w.put(m.step);
-  w.put(uint8_t(m.last));
-  w.put(m.global_predictions);
-  put_samples(&w, m.samples);
-  w.put(uint64_t(m.micro.size()));
-  for (const auto& mb : m.micro) {
-    w.put_vector(mb.tokens);
-    w.put_vector(mb.targets);
-    w.put_vector(mb.positions);
-    w.put_vector(mb.segments);
-    w.put_vector(mb.group);
-    w.put(mb.member);
-    w.put(mb.offload);
-  }
-  w.put(uint8_t(m.checkpoint));
-  w.put_string(m.ckpt_data);
-  return std::move(w.bytes());
+  return decode_message<StepWork>(b, "step work", from);
 }
 Batch decode_batch(const std::string& b, int from) {
-  ByteReader r(b, "trainer batch", from);
-  Batch m;
-  m.step = r.get<int64_t>();
-  m.last = r.get<uint8_t>() != 0;
-  m.global_predictions = r.get<int64_t>();
-  m.samples = get_samples(&r);
-  // Each micro-batch takes at least 48 bytes (five counts, member, offload).
-  m.micro.resize(r.get_count(48));
-  for (auto& mb : m.micro) {
-    mb.tokens = r.get_vector<int32_t>();
-    mb.targets = r.get_vector<int32_t>();
-    mb.positions = r.get_vector<int32_t>();
-    mb.segments = r.get_vector<Segment>();
-    check_segments(r, mb.segments, m.samples.size());
-    mb.group = r.get_vector<int32_t>();
-    mb.member = r.get<int32_t>();
-    mb.offload = r.get<float>();
-  }
-  m.checkpoint = r.get<uint8_t>() != 0;
-  m.ckpt_data = r.get_string();
-  finish(r);
-  return m;
-}
-
-std::string encode(const Report& m) {
-  ByteWriter w;
-  w.put(m);
-  return std::move(w.bytes());
+  return decode_message<Batch>(b, "trainer batch", from);
 }
 Report decode_report(const std::string& b, int from) {
-  ByteReader r(b, "report", from);
-  const Report m = r.get<Report>();
-  finish(r);
-  return m;
-}
-
-std::string encode(const Ack& m) {
-  ByteWriter w;
-  w.put(m.step);
-  w.put(m.trainer);
-  w.put(m.loss_sum);
-  w.put(m.predictions);
-  w.put(m.tokens);
-  w.put(m.flops);
-  w.put(m.step_seconds);
-  w.put(m.wait_seconds);
-  w.put(m.compute_seconds);
-  w.put(m.grad_norm);
-  w.put(m.peak_flops);
-  w.put_string(m.echo);
-  w.put_string(m.note);
-  w.put_vector(m.micro);
-  return std::move(w.bytes());
+  return decode_message<Report>(b, "report", from);
 }
 Ack decode_ack(const std::string& b, int from) {
-  ByteReader r(b, "trainer ack", from);
-  Ack m;
-  m.step = r.get<int64_t>();
-  m.trainer = r.get<int32_t>();
-  m.loss_sum = r.get<double>();
-  m.predictions = r.get<int64_t>();
-  m.tokens = r.get<int64_t>();
-  m.flops = r.get<double>();
-  m.step_seconds = r.get<double>();
-  m.wait_seconds = r.get<double>();
-  m.compute_seconds = r.get<double>();
-  m.grad_norm = r.get<double>();
-  m.peak_flops = r.get<double>();
-  m.echo = r.get_string();
-  m.note = r.get_string();
-  m.micro = r.get_vector<double>();
-  finish(r);
-  return m;
+  return decode_message<Ack>(b, "trainer ack", from);
 }
 
 }  // namespace meshloom::proto
