@@ -83,7 +83,7 @@ int run_plan(const PlanArgs& a) {
   const std::string err = p.validate();
   std::fputs(plan::plan_summary(p, ideal).c_str(), stdout);
   if (!err.empty()) {
-    std::fprintf(stderr, "meshloom: error: %s\n", err.c_str());
+    print_error(err);
     return kExitFatal;
   }
   std::printf(

@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   };
   auto bad_input = [&](const std::string& message) {
-    if (reporter) std::fprintf(stderr, "meshloom: error: %s\n", message.c_str());
+    if (reporter) meshloom::print_error(message);
     return leave_after_reporter();
   };
   if (argc > 1 && argv[1][0] != '-') {  // CLI11 would say only "A subcommand is required"
@@ -61,15 +61,14 @@ int main(int argc, char** argv) {
   } catch (const meshloom::Error& e) {
     return bad_input(e.what());
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr,
-                 "meshloom: error [rank %s]: out of host memory (std::bad_alloc): the model or "
-                 "the batch is too large for this node (model.*, data.tokens_per_step, "
-                 "plan.capacity)\n",
-                 rank.c_str());
+    meshloom::print_error(
+        "out of host memory (std::bad_alloc): the model or the batch is too large for this node "
+        "(model.*, data.tokens_per_step, plan.capacity)",
+        rank);
     meshloom::record_exit(kExitFatal);
     return kExitFatal;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "meshloom: error [rank %s]: %s\n", rank.c_str(), e.what());
+    meshloom::print_error(e.what(), rank);
     meshloom::record_exit(kExitFatal);
     return kExitFatal;
   }

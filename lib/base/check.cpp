@@ -53,6 +53,13 @@ void fail_waited(const char* file, int line, const std::string& message) {
   fail(file, line, "meshloom", message);
 }
 
+void print_error(const std::string& message, const std::string& rank) {
+  const std::string where =
+      rank.empty() ? "meshloom: error" : "meshloom: error [rank " + rank + "]";
+  std::fprintf(stderr, "%s: %s\n", where.c_str(), message.c_str());
+  std::fflush(stderr);
+}
+
 void fail(const char* file, int line, const char* lib, const std::string& message) {
   std::string where = "meshloom: error";
   if (g_rank >= 0) where += " [rank " + std::to_string(g_rank) + " " + host_name() + "]";

@@ -43,6 +43,10 @@ const std::string& process_role();
 const std::string& host_name();
 
 [[noreturn]] void fail(const char* file, int line, const char* lib, const std::string& message);
+// Errors that end a process without fail() use the same format:
+// "meshloom: error [rank R]: message", or "meshloom: error: message" where
+// `rank` is empty (bad input, which rank 0 alone reports). Flushed.
+void print_error(const std::string& message, const std::string& rank = "");
 // fail() for a wait that ran past its deadline (a peer dead or hung): the
 // process exits with 3, the code the watchdog uses, not 1.
 [[noreturn]] void fail_waited(const char* file, int line, const std::string& message);

@@ -19,6 +19,12 @@ inline std::string mpi_error_string(int code) {
   return std::string(text, static_cast<size_t>(len));
 }
 
+// The one deliberate exception to MPI_CHECK: calls on a peer that may have
+// died and whose loss the job survives (a loader, whose shadow takes over).
+// There a failed call means "that peer is gone": the caller drops the message
+// or turns to the shadow instead of ending the job.
+inline bool peer_call_ok(int mpi_rc) { return mpi_rc == MPI_SUCCESS; }
+
 }  // namespace meshloom
 
 #define MPI_CHECK(call)                                                                       \

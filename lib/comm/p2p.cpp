@@ -36,7 +36,7 @@ void PendingSend::abandon() {
   if (request_ == MPI_REQUEST_NULL) return;
   // A send that has completed meanwhile frees its buffer as usual.
   int flag = 0;
-  if (MPI_Test(&request_, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) return;
+  if (peer_call_ok(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE)) && flag) return;
   if (request_ != MPI_REQUEST_NULL) MPI_Request_free(&request_);
   request_ = MPI_REQUEST_NULL;
   // The rest must outlive a send MPI may still read from: kept reachable for
@@ -52,7 +52,7 @@ bool PendingSend::done() {
   if (request_ == MPI_REQUEST_NULL) return true;
   int flag = 0;
   // A send to a process that died fails here: count it as done (dropped).
-  if (MPI_Test(&request_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+  if (!peer_call_ok(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE))) {
     abandon();
     return true;
   }

@@ -33,7 +33,7 @@ void exit_if_stuck(double seconds, const std::atomic<bool>* busy, int code, std:
     while (*busy && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (!*busy) return;
-    if (!message.empty()) std::fprintf(stderr, "meshloom: %s\n", message.c_str());
+    if (!message.empty()) print_error(message, launcher_rank());
     std::fflush(nullptr);
     record_exit(code);
     std::_Exit(code);
@@ -57,8 +57,7 @@ double start_timeout_seconds() {
 
 void report_on_root(int rank, const std::string& text) {
   if (rank != 0) return;
-  std::fprintf(stderr, "meshloom: error: %s\n", text.c_str());
-  std::fflush(stderr);
+  print_error(text);
 }
 
 }  // namespace
@@ -67,10 +66,10 @@ void mpi_start(int* argc, char*** argv) {
   g_starting = true;
   const double limit = start_timeout_seconds();
   exit_if_stuck(limit, &g_starting, 3,
-                strf("rank %s: start-up (MPI_Init, config broadcast, role split) did not finish "
+                strf("start-up (MPI_Init, config broadcast, role split) did not finish "
                      "within %.0f s: did a rank die while starting? Exiting (code 3); "
                      "MESHLOOM_START_TIMEOUT sets the limit",
-                     launcher_rank().c_str(), limit));
+                     limit));
   int provided = 0;
   MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
   // Only the main thread calls MPI; the watchdog, the checkpoint writer and

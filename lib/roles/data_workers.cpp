@@ -198,9 +198,7 @@ int run_data_worker(int fd, int rank, int index) {
   } catch (const std::exception& e) {
     // The trainer reports it; say it here only if the trainer is gone.
     if (!write_frame(fd, e.what(), kErrorFrame)) {
-      std::fprintf(stderr, "meshloom: error [rank %d, data worker %d]: %s\n", rank, index,
-                   e.what());
-      std::fflush(stderr);
+      print_error(strf("data worker %d: %s", index, e.what()), std::to_string(rank));
     }
     return 2;
   }

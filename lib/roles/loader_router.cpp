@@ -4,6 +4,7 @@
 
 #include "base/log.hpp"
 #include "base/strings.hpp"
+#include "comm/mpi_check.hpp"
 #include "comm/p2p.hpp"
 
 namespace meshloom {
@@ -32,8 +33,8 @@ int LoaderRouter::route(int loader) const {
 LoaderRouter::Sent LoaderRouter::post(int rank, int tag, const std::string& payload) {
   Sent s;
   s.buffer = new std::string(payload);
-  s.ok = MPI_Isend(s.buffer->data(), int(s.buffer->size()), MPI_BYTE, rank, tag, MPI_COMM_WORLD,
-                   &s.request) == MPI_SUCCESS;
+  s.ok = peer_call_ok(MPI_Isend(s.buffer->data(), int(s.buffer->size()), MPI_BYTE, rank, tag,
+                                MPI_COMM_WORLD, &s.request));
   return s;
 }
 
@@ -48,7 +49,7 @@ bool LoaderRouter::await(int rank, int reply_tag, Sent* sent, std::string* reply
   while (true) {
     if (!done) {
       int flag = 0;
-      if (MPI_Test(&sent->request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+      if (!peer_call_ok(MPI_Test(&sent->request, &flag, MPI_STATUS_IGNORE))) return false;
       done = flag != 0;
       if (done) {
         delete sent->buffer;
@@ -61,19 +62,19 @@ bool LoaderRouter::await(int rank, int reply_tag, Sent* sent, std::string* reply
       int flag = 0;
       MPI_Message message;
       MPI_Status status;
-      if (MPI_Improbe(rank, reply_tag, MPI_COMM_WORLD, &flag, &message, &status) != MPI_SUCCESS)
+      if (!peer_call_ok(MPI_Improbe(rank, reply_tag, MPI_COMM_WORLD, &flag, &message, &status)))
         return false;
       if (flag) {
         int count = 0;
         MPI_Get_count(&status, MPI_BYTE, &count);
         reply->assign(size_t(count), '\0');
-        if (MPI_Imrecv(reply->data(), count, MPI_BYTE, &message, &recv) != MPI_SUCCESS)
+        if (!peer_call_ok(MPI_Imrecv(reply->data(), count, MPI_BYTE, &message, &recv)))
           return false;
       }
     }
     if (recv != MPI_REQUEST_NULL) {
       int flag = 0;
-      if (MPI_Test(&recv, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+      if (!peer_call_ok(MPI_Test(&recv, &flag, MPI_STATUS_IGNORE))) return false;
       if (flag) {
         if (!done) {
           MPI_Wait(&sent->request, MPI_STATUS_IGNORE);  // it answered, so it received

@@ -18,8 +18,7 @@ namespace {
 // One message, the code in the exit file, and the job ends (a lone exiting
 // rank would leave the others waiting).
 [[noreturn]] void leave(int rank, int code, const std::string& message) {
-  std::fprintf(stderr, "meshloom: error [rank %d]: %s\n", rank, message.c_str());
-  std::fflush(stderr);
+  print_error(message, std::to_string(rank));
   record_exit(code);
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);

@@ -191,14 +191,14 @@ int run_train(const World& w, const TrainRun& run) {
             return p.path;
           },
           &resume_from)) {
-    if (w.rank == 0) std::fprintf(stderr, "meshloom: error: %s\n", resume_from.c_str());
+    if (w.rank == 0) print_error(resume_from);
     return kExitBadInput;
   }
   MPI_CHECK(MPI_Bcast(&first, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
   if (run.dump_step >= 0 && run.dump_step < first) {
     if (w.rank == 0)
-      std::fprintf(stderr, "meshloom: error: --dump-step %lld: the run resumes at step %lld\n",
-                   (long long)run.dump_step, (long long)first);
+      print_error(strf("--dump-step %lld: the run resumes at step %lld", (long long)run.dump_step,
+                       (long long)first));
     return kExitBadInput;
   }
   const int64_t end = run.end(w.config);
