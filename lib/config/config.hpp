@@ -125,6 +125,22 @@ struct ClusterConfig {
   }
 };
 
+struct ParallelConfig {
+  ML_CONFIG_SECTION;
+  int64_t tp = 1;
+  bool sequence_parallel = false;
+  template <class V>
+  void visit(V& v) {
+    v.field("tp", tp,
+            "Tensor-parallel degree: trainers form groups of tp consecutive ranks on one node, "
+            "each group one HDP rank (must divide the trainers, n_heads, n_kv_heads, ffn_dim)",
+            in_range(1, 1024));
+    v.field("sequence_parallel", sequence_parallel,
+            "With tp > 1: norms and the residual stream split over the TP group "
+            "(reduce-scatter / all-gather instead of all-reduce)");
+  }
+};
+
 struct ModelConfig {
   ML_CONFIG_SECTION;
   int64_t vocab_size = 50257;
@@ -373,6 +389,7 @@ struct Config {
   ML_CONFIG_SECTION;
   RunConfig run;
   ClusterConfig cluster;
+  ParallelConfig parallel;
   ModelConfig model;
   OptimConfig optim;
   DataConfig data;
@@ -384,6 +401,7 @@ struct Config {
   void visit(V& v) {
     v.field("run", run, "The run: name, folder, seed, length");
     v.field("cluster", cluster, "How ranks split into roles");
+    v.field("parallel", parallel, "Model parallelism inside each HDP rank");
     v.field("model", model, "The transformer's shape");
     v.field("optim", optim, "Optimizer and learning-rate schedule");
     v.field("data", data, "The data plane: sources, mixture, curriculum");

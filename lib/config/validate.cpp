@@ -22,6 +22,16 @@ void validate(const Config& c, const Origin& origin) {
                  strf("model.n_heads (%lld) must be a multiple of model.n_kv_heads (%lld)",
                       (long long)m.n_heads, (long long)m.n_kv_heads));
 
+  // Megatron's split: whole query and KV heads and FFN columns per TP rank.
+  const int64_t tp = c.parallel.tp;
+  for (const auto& [key, value] : {std::pair<const char*, int64_t>{"model.n_heads", m.n_heads},
+                                   {"model.n_kv_heads", m.n_kv_heads},
+                                   {"model.ffn_dim", m.ffn_dim}})
+    if (value % tp != 0)
+      origin.error("parallel.tp", strf("parallel.tp (%lld) must divide %s (%lld): each TP rank "
+                                       "holds whole heads and an equal share of the FFN",
+                                       (long long)tp, key, (long long)value));
+
   if (c.optim.min_lr > c.optim.lr)
     origin.error("optim.min_lr", "optim.min_lr must not exceed optim.lr");
 

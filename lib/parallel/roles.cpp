@@ -97,15 +97,33 @@ RoleLayout make_layout(int world, const config::Config& config) {
              "and the job has %d: launch more ranks (mpirun -np %d or more) or lower cluster.roles",
              l.constructors, l.loaders, l.constructors + l.loaders + 1, world,
              l.constructors + l.loaders + 1));
-  // The longest sample must fit on the trainers there are (HDP splits it over
+  const int64_t tp = config.parallel.tp;
+  if (l.trainers % tp != 0)
+    throw config::ConfigError(
+        strf("parallel.tp %lld must divide the trainers, and the layout has %d (%d ranks minus "
+             "cluster.roles' %d constructor(s) and %d loader(s)): launch a multiple of %lld "
+             "trainers or change parallel.tp",
+             (long long)tp, l.trainers, world, l.constructors, l.loaders, (long long)tp));
+  // The layout checks above hold already; the TP step is being built.
+  if (tp > 1)
+    throw config::ConfigError(
+        "parallel.tp > 1 is not implemented yet (the tensor-parallel step is in progress): set "
+        "parallel.tp: 1");
+  if (config.run.backend == config::Backend::cuda && tp > 1)
+    throw config::ConfigError(
+        "parallel.tp > 1 with run.backend: cuda is not implemented yet: use run.backend: cpu or "
+        "parallel.tp: 1");
+  // The longest sample must fit on the HDP ranks there are (HDP splits it over
   // ceil(seq_len / C) of them at least; offloading may need fewer).
   const int64_t need = ceil_div(config.data.seq_len, config.plan.capacity);
-  if (!config.plan.offload && need > l.trainers)
+  const int64_t hdp_ranks = l.trainers / tp;
+  if (!config.plan.offload && need > hdp_ranks)
     throw config::ConfigError(
-        strf("data.seq_len %lld needs %lld trainers of plan.capacity %lld, but the layout has %d: "
-             "raise plan.capacity, lower data.seq_len, or launch more ranks",
+        strf("data.seq_len %lld needs %lld HDP ranks of plan.capacity %lld, but the layout has "
+             "%lld (%d trainers, parallel.tp %lld): raise plan.capacity, lower data.seq_len, or "
+             "launch more ranks",
              (long long)config.data.seq_len, (long long)need, (long long)config.plan.capacity,
-             l.trainers));
+             (long long)hdp_ranks, l.trainers, (long long)tp));
   for (size_t i = 0; i < config.faults.inject.size(); ++i)
     if (config.faults.inject[i].rank >= world)
       throw config::ConfigError(strf("faults.inject[%zu].rank is %lld, but the job has %d ranks", i,

@@ -573,16 +573,12 @@ Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o, cons
   return with_alternatives(micro_batches(*best, lengths, o, cost), ideal, lengths, o, cost);
 }
 
-Plan plan_bytescale(const std::vector<int64_t>& lengths, const PlannerOptions& o,
-                    const CostModel& cost) {
-  Work w(lengths, o, cost);
+// ByteScale's buckets: sequences longest first, cut into as many buckets as
+// the step has rounds of T x C tokens, each holding an equal share of the work.
+static std::vector<std::vector<int32_t>> flop_buckets(const Work& w,
+                                                      const std::vector<int64_t>& lengths,
+                                                      int32_t T, int64_t C) {
   const int32_t n = w.n();
-  const int32_t T = o.trainers;
-  const int64_t C = o.capacity;
-  PlanBuilder b("bytescale", T, C, ChunkRule::kBalanced, lengths, cost);
-  for (int32_t i = 0; i < n; ++i)
-    if (w.r[i] > 0) b.set_offload(i, w.r[i]);
-
   std::vector<int32_t> order(n);
   for (int32_t i = 0; i < n; ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
@@ -604,6 +600,20 @@ Plan plan_bytescale(const std::vector<int64_t>& lengths, const PlannerOptions& o
     buckets.back().push_back(i);
     acc += w.work(i);
   }
+  return buckets;
+}
+
+Plan plan_bytescale(const std::vector<int64_t>& lengths, const PlannerOptions& o,
+                    const CostModel& cost) {
+  Work w(lengths, o, cost);
+  const int32_t n = w.n();
+  const int32_t T = o.trainers;
+  const int64_t C = o.capacity;
+  PlanBuilder b("bytescale", T, C, ChunkRule::kBalanced, lengths, cost);
+  for (int32_t i = 0; i < n; ++i)
+    if (w.r[i] > 0) b.set_offload(i, w.r[i]);
+
+  std::vector<std::vector<int32_t>> buckets = flop_buckets(w, lengths, T, C);
 
   std::vector<double> exec(T, 0.0);
   std::vector<int32_t> lag, all(T), members;

@@ -63,6 +63,7 @@ proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& t,
   b.step = work.step;
   b.last = work.last;
   b.global_predictions = work.global_predictions;
+  b.capacity = work.capacity;
   b.samples = proto::samples_for(work.samples, t);
   b.checkpoint = work.checkpoint;
   if (t.trainer == 0) b.ckpt_data = work.ckpt_data;

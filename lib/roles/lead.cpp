@@ -193,6 +193,10 @@ void Lead::fetch_lengths(int source, int64_t doc) {
              strf("the length reply from rank %d has %zu documents but %zu lengths", served[j],
                   rep.docs.size(), rep.lengths.size()));
     for (size_t i = 0; i < rep.docs.size(); ++i) {
+      ML_CHECK(rep.docs[i] >= 0 && size_t(rep.docs[i]) < lengths_[s].size(),
+               strf("the length reply from rank %d names document %lld of source %d, which has "
+                    "%zu",
+                    served[j], (long long)rep.docs[i], source, lengths_[s].size()));
       if (lengths_[s][size_t(rep.docs[i])] < 0) learned_[s].push_back(rep.docs[i]);
       lengths_[s][size_t(rep.docs[i])] = rep.lengths[i];
       owner_[s][size_t(rep.docs[i])] = served[j];
@@ -227,6 +231,7 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
       plan::options_from_config(w_.config.plan, T, w_.config.data.seq_len);
   last_plan_ = plan::make_plan(w_.config.plan.planner, lengths, options, plan_cost_);
   ML_DCHECK(last_plan_.validate().empty(), last_plan_.validate());
+  work.capacity = last_plan_.capacity;
   work.trainers.resize(size_t(T));
   for (int t = 0; t < T; ++t) {
     proto::TrainerWork& tw = work.trainers[size_t(t)];

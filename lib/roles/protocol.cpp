@@ -168,12 +168,25 @@ void layout(IO& io, M& m) {
   io(m.ranges);
 }
 
-template <class IO, Is<StepWork> M>
-void layout(IO& io, M& m) {
+// What the step work and the batches made from it share: the step, its
+// sample list, and whether trainers checkpoint after it.
+template <class IO, class M>
+void step_head(IO& io, M& m) {
   io(m.step);
   io(m.last);
   io(m.global_predictions);
+  io(m.capacity);
   io.samples(m.samples);
+}
+template <class IO, class M>
+void step_tail(IO& io, M& m) {
+  io(m.checkpoint);
+  io(m.ckpt_data);
+}
+
+template <class IO, Is<StepWork> M>
+void layout(IO& io, M& m) {
+  step_head(io, m);
   // A trainer takes at least 12 bytes (its index, its micro-batch count), a
   // micro-batch at least 24 (two counts, member, offload).
   io.list(m.trainers, 12, [&](auto& t) {
@@ -185,16 +198,12 @@ void layout(IO& io, M& m) {
       io(mb.offload);
     });
   });
-  io(m.checkpoint);
-  io(m.ckpt_data);
+  step_tail(io, m);
 }
 
 template <class IO, Is<Batch> M>
 void layout(IO& io, M& m) {
-  io(m.step);
-  io(m.last);
-  io(m.global_predictions);
-  io.samples(m.samples);
+  step_head(io, m);
   // A micro-batch takes at least 48 bytes (five counts, member, offload).
   io.list(m.micro, 48, [&](auto& mb) {
     io(mb.tokens);
@@ -205,8 +214,7 @@ void layout(IO& io, M& m) {
     io(mb.member);
     io(mb.offload);
   });
-  io(m.checkpoint);
-  io(m.ckpt_data);
+  step_tail(io, m);
 }
 
 template <class IO, Is<Report> M>

@@ -94,6 +94,7 @@ struct StepWork {
   int64_t step = 0;
   bool last = false;
   int64_t global_predictions = 0;  // sum over samples of (length - 1)
+  int64_t capacity = 0;            // the plan's tokens per trainer (ring block sizes)
   std::vector<Sample> samples;
   std::vector<TrainerWork> trainers;
   bool checkpoint = false;  // trainers checkpoint after this step
@@ -115,6 +116,7 @@ struct Batch {
   int64_t step = 0;
   bool last = false;
   int64_t global_predictions = 0;
+  int64_t capacity = 0;  // the plan's tokens per trainer
   // The step's manifest, indexed by Segment::sample: whole for trainer 0
   // (it writes step dumps), only the samples its segments touch for the others
   // (the rest are default, length 0), so that a step's batches cost

@@ -66,9 +66,12 @@ static int threads_per_trainer(const World& w) {
   return std::max(1, cores / std::max(1, on_node));
 }
 
-Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
-  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-  MPI_CHECK(MPI_Comm_size(comm_, &size_));
+Trainer::Trainer(const World& w, const StepComms& comms)
+    : w_(w),
+      comm_(comms.comm(Axis::data)),
+      trainer_(comms.rank(Axis::trainers)),
+      rank_(comms.rank(Axis::data)),
+      size_(comms.size(Axis::data)) {
   model::ModelOptions opt;
   opt.threads = threads_per_trainer(w);
   model_ =
@@ -136,7 +139,7 @@ void Trainer::start_optimizer() {
     const plan::DeviceMemory need = plan::device_memory_for_run(w_.config, size_, info.nccl);
     const double free_bytes = double(info.free_bytes);
     if (double(need.total()) * info.sharers > free_bytes)
-      ML_FAIL(strf("trainer %d on %s: ", rank_, backend_->describe().c_str()) +
+      ML_FAIL(strf("trainer %d on %s: ", trainer_, backend_->describe().c_str()) +
               plan::device_memory_error(w_.config, need, free_bytes, info.sharers));
     memory_note_ = strf(
         "device memory per trainer: about %s for micro-batches of up to %lld tokens, %s free",
@@ -215,7 +218,7 @@ ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
     gather(m);
     gather(v);
   }
-  if (rank_ != 0) return c;
+  if (trainer_ != 0) return c;
   c.step = step;
   c.trainers = size_;
   c.seed = w_.config.run.seed;
@@ -266,7 +269,7 @@ RingGroup Trainer::ring_of(const proto::Batch& batch, const proto::MicroBatch& m
   RingGroup ring;
   if (mb.group.size() > 1)
     ring = RingGroup{comm_, std::vector<int>(mb.group.begin(), mb.group.end()), mb.member,
-                     std::max(w_.config.plan.capacity, shares), w_.config.run.timeout};
+                     std::max(batch.capacity, shares), w_.config.run.timeout};
   return ring;
 }
 
@@ -275,9 +278,9 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
   if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
   proto::Ack ack;
   ack.step = batch.step;
-  ack.trainer = rank_;
+  ack.trainer = trainer_;
   backend_->zero_grads();
-  if (!announced_ && rank_ == 0)
+  if (!announced_ && trainer_ == 0)
     ack.note = "trainer 0 computes on " + backend_->describe() +
                " (run.backend: " + config::enum_name(w_.config.run.backend) + ")" +
                (memory_note_.empty() ? "" : "; " + memory_note_);

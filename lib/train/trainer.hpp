@@ -19,6 +19,7 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "model/transformer.hpp"
+#include "parallel/step_comms.hpp"
 #include "parallel/world.hpp"
 #include "roles/protocol.hpp"
 #include "train/backend.hpp"
@@ -28,8 +29,9 @@ namespace meshloom {
 
 class Trainer {
  public:
-  // `trainers` is the trainers' communicator (rank = trainer index).
-  Trainer(const World& w, MPI_Comm trainers);
+  // Gradients, ZeRO-1 shards and CP rings run on the data axis of `comms`
+  // (which must outlive the trainer).
+  Trainer(const World& w, const StepComms& comms);
 
   // One optimizer step on this trainer's part of the global batch. Returns the
   // measurements for the lead (loss sum, counts, timings, gradient norm).
@@ -60,8 +62,9 @@ class Trainer {
 
  private:
   const World& w_;
-  MPI_Comm comm_;
-  int rank_ = 0, size_ = 1;
+  MPI_Comm comm_;            // the data axis
+  int trainer_ = 0;          // index among all trainers
+  int rank_ = 0, size_ = 1;  // on the data axis
   // The host copy: the CPU backend's own model, the GPU's fp32 master copy.
   std::unique_ptr<model::Transformer<float>> model_;
   std::unique_ptr<train::AdamW> adam_;  // this trainer's slice of the moments

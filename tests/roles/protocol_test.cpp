@@ -156,7 +156,8 @@ TEST(Protocol, ACorruptMessageNamesThePeerRankAndAllocatesNothing) {
     return "(accepted)";
   };
   auto u64 = [](uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); };
-  const std::string head = u64(12) + std::string(1, '\0') + u64(0);  // step, last, predictions
+  // step, last, predictions, capacity
+  const std::string head = u64(12) + std::string(1, '\0') + u64(0) + u64(4096);
   const std::string empty_samples = u64(0) + u64(0) + u64(0);
 
   const std::string trainers = error_of(decode_step_work, head + empty_samples + u64(1ULL << 60));

@@ -60,28 +60,57 @@ std::vector<int> parse_docs(const char* s) {
   return docs;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct BenchArgs {
   std::vector<int> docs = {16384, 8192, 4096, 2048, 1024, 512, 256, 128, 64, 32, 16, 8, 4, 2, 1, 1};
   int heads = 16, kv_heads = 16, dim = 128, iters = 20;
+};
+
+BenchArgs parse_args(int argc, char** argv) {
+  BenchArgs a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--docs") {
-      docs = parse_docs(argv[i + 1]);
+      a.docs = parse_docs(argv[i + 1]);
     } else if (flag == "--heads") {
-      heads = std::atoi(argv[i + 1]);
+      a.heads = std::atoi(argv[i + 1]);
     } else if (flag == "--kv-heads") {
-      kv_heads = std::atoi(argv[i + 1]);
+      a.kv_heads = std::atoi(argv[i + 1]);
     } else if (flag == "--dim") {
-      dim = std::atoi(argv[i + 1]);
+      a.dim = std::atoi(argv[i + 1]);
     } else if (flag == "--iters") {
-      iters = std::atoi(argv[i + 1]);
+      a.iters = std::atoi(argv[i + 1]);
     } else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
-      return 2;
+      std::exit(2);
     }
   }
+  return a;
+}
+
+// Mean milliseconds of `fn` over `iters` runs on `stream`, after two warm-ups.
+template <class Fn>
+double mean_ms(cudaStream_t stream, int iters, Fn&& fn) {
+  for (int i = 0; i < 2; ++i) fn();
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  CUDA_CHECK(cudaEventRecord(start, stream));
+  for (int i = 0; i < iters; ++i) fn();
+  CUDA_CHECK(cudaEventRecord(stop, stream));
+  CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  return static_cast<double>(ms) / iters;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const BenchArgs args = parse_args(argc, argv);
+  const std::vector<int>& docs = args.docs;
+  const int heads = args.heads, kv_heads = args.kv_heads, dim = args.dim, iters = args.iters;
   std::string why;
   if (meshloom::cuda_device_count(&why) == 0) {
     std::printf("attention_bench: no GPU (%s); nothing to measure\n", why.c_str());
@@ -136,21 +165,7 @@ int main(int argc, char** argv) {
     flash_attention_delta(dims, n, out, ld_o, dout, ld_o, delta, stream);
     flash_attention_backward(dims, q, kv, g, kvg, stream);
   };
-  auto time_ms = [&](auto&& fn) {
-    for (int i = 0; i < 2; ++i) fn();  // warm-up
-    cudaEvent_t start, stop;
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
-    CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int i = 0; i < iters; ++i) fn();
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    CUDA_CHECK(cudaEventDestroy(start));
-    CUDA_CHECK(cudaEventDestroy(stop));
-    return static_cast<double>(ms) / iters;
-  };
+  auto time_ms = [&](auto&& fn) { return mean_ms(stream, iters, fn); };
   // The default kernels (wgmma forward on an sm_90, else mma.sync), then
   // each family by name; the outputs of the default and the mma.sync forward
   // are compared, as a sanity check of the timed kernels.

@@ -1,0 +1,40 @@
+#include "parallel/mesh.hpp"
+
+#include "base/strings.hpp"
+
+namespace meshloom {
+
+TrainerMesh trainer_mesh(const config::Config& config, int trainers) {
+  return TrainerMesh{trainers, int(config.parallel.tp)};
+}
+
+std::string groups_across_nodes(const TrainerMesh& mesh, int first_trainer_rank,
+                                const std::vector<std::string>& hosts) {
+  for (int t = 0; t < mesh.trainers; ++t) {
+    const int first = first_trainer_rank + mesh.trainer_at(mesh.hdp_rank_of(t), 0);
+    const int rank = first_trainer_rank + t;
+    if (hosts.at(size_t(rank)) != hosts.at(size_t(first)))
+      return strf(
+          "parallel.tp %d: the TP group of trainer %d spans nodes (rank %d on %s, rank %d "
+          "on %s); TP groups run a collective per layer and must stay on one node: "
+          "place a multiple of parallel.tp trainers on each node, or lower parallel.tp",
+          mesh.tp, t, first, hosts[size_t(first)].c_str(), rank, hosts[size_t(rank)].c_str());
+  }
+  return "";
+}
+
+std::string TrainerMesh::describe() const {
+  if (tp == 1) return strf("%d HDP ranks, one trainer each (tp = 1)", hdp_ranks());
+  std::string groups;
+  for (int h = 0; h < hdp_ranks(); ++h) {
+    if (h == 3 && hdp_ranks() > 4) {
+      groups += ", ...";
+      break;
+    }
+    groups += strf("%s%d-%d", h ? ", " : "", trainer_at(h, 0), trainer_at(h, tp - 1));
+  }
+  return strf("%d HDP ranks of %d trainers (TP groups: trainers %s)", hdp_ranks(), tp,
+              groups.c_str());
+}
+
+}  // namespace meshloom

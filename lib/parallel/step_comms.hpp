@@ -1,0 +1,45 @@
+// The trainers' communicators, split once at start and kept, queried by axis
+// (the manner of Megatron-core's parallel_state): the one place that knows
+// which MPI communicator a collective of the step runs on.
+//
+//   Axis::trainers  every trainer (rank = trainer index): step dumps,
+//                   checkpoints, the metrics every trainer adds to
+//   Axis::tensor    this trainer's TP group (rank = TP rank)
+//   Axis::data      the trainers of this TP rank across HDP ranks
+//                   (rank = HDP rank): gradient reduction, ZeRO-1 shards,
+//                   CP rings
+//
+// With tp = 1, data spans every trainer and tensor is this trainer alone.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+
+#include "parallel/mesh.hpp"
+
+namespace meshloom {
+
+enum class Axis { trainers = 0, tensor, data };
+const char* axis_name(Axis axis);
+
+class StepComms {
+ public:
+  // Collective over `trainers` (each trainer calls it once).
+  StepComms(MPI_Comm trainers, const TrainerMesh& mesh);
+  ~StepComms();
+  StepComms(const StepComms&) = delete;
+  StepComms& operator=(const StepComms&) = delete;
+
+  MPI_Comm comm(Axis axis) const { return comms_[size_t(axis)]; }
+  int rank(Axis axis) const { return ranks_[size_t(axis)]; }
+  int size(Axis axis) const { return sizes_[size_t(axis)]; }
+  const TrainerMesh& mesh() const { return mesh_; }
+
+ private:
+  TrainerMesh mesh_;
+  std::array<MPI_Comm, 3> comms_{};
+  std::array<int, 3> ranks_{}, sizes_{};
+};
+
+}  // namespace meshloom

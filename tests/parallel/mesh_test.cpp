@@ -1,0 +1,47 @@
+#include "parallel/mesh.hpp"
+
+#include <gtest/gtest.h>
+
+#include "parallel/roles.hpp"
+
+using namespace meshloom;
+
+TEST(Mesh, TpGroupsAreConsecutiveTrainersAndTheDataAxisLinksEqualTpRanks) {
+  const TrainerMesh m{8, 2};
+  EXPECT_EQ(m.hdp_ranks(), 4);
+  for (int t = 0; t < 8; ++t) {
+    EXPECT_EQ(m.hdp_rank_of(t), t / 2);
+    EXPECT_EQ(m.tp_rank_of(t), t % 2);
+    EXPECT_EQ(m.trainer_at(m.hdp_rank_of(t), m.tp_rank_of(t)), t);
+  }
+  const std::string text = m.describe();
+  EXPECT_NE(text.find("4 HDP ranks of 2 trainers"), std::string::npos) << text;
+  EXPECT_NE(text.find("0-1, 2-3"), std::string::npos) << text;
+}
+
+TEST(Mesh, AGroupSpanningNodesIsNamed) {
+  // Ranks 0-1 constructor and loader, trainers at ranks 2-7; node b starts at rank 5.
+  const std::vector<std::string> hosts = {"a", "a", "a", "a", "a", "b", "b", "b"};
+  EXPECT_EQ(groups_across_nodes(TrainerMesh{6, 1}, 2, hosts), "");
+  EXPECT_EQ(groups_across_nodes(TrainerMesh{6, 3}, 2, hosts), "");           // trainers 0-2 | 3-5
+  const std::string why = groups_across_nodes(TrainerMesh{6, 2}, 2, hosts);  // 2-3 spans a|b
+  EXPECT_NE(why.find("TP group of trainer 3 spans nodes (rank 4 on a, rank 5 on b)"),
+            std::string::npos)
+      << why;
+}
+
+TEST(Mesh, TrainersThatTpDoesNotDivideAreRefusedNamingTheKey) {
+  config::Config c;
+  c.cluster.roles.constructors = 1;
+  c.cluster.roles.loaders = 1;
+  c.parallel.tp = 4;
+  try {
+    make_layout(8, c);  // 6 trainers
+    FAIL() << "accepted 6 trainers with tp 4";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.tp 4 must divide the trainers, and the "
+                                         "layout has 6"),
+              std::string::npos)
+        << e.what();
+  }
+}
