@@ -10,6 +10,7 @@
 #include "app/plan_chart.hpp"
 #include "base/check.hpp"
 #include "config/config.hpp"
+#include "data/length_table.hpp"
 #include "plan/lengths.hpp"
 #include "plan/plan_io.hpp"
 #include "plan/planner.hpp"
@@ -67,8 +68,9 @@ int run_plan(const PlanArgs& a) {
   if (a.lengths.empty()) throw Error("--lengths FILE is required (or --calibrate FILE alone)");
   if (a.trainers < 1) throw Error("--trainers must be at least 1");
   const int64_t context = a.context.empty() ? 0 : plan::parse_tokens(a.context);
-  const std::vector<int64_t> lengths = plan::batch_from_file(
-      a.lengths, a.batch.empty() ? 0 : plan::parse_tokens(a.batch), context, a.seed);
+  const std::vector<int64_t> lengths =
+      plan::batch_from_lengths(data::read_length_table(a.lengths),
+                               a.batch.empty() ? 0 : plan::parse_tokens(a.batch), context, a.seed);
   plan::PlannerOptions o;
   o.trainers = a.trainers;
   o.capacity = plan::parse_tokens(a.capacity);

@@ -12,6 +12,7 @@
 #include "plan/lengths.hpp"
 #include "plan/model_shape.hpp"
 #include "plan/simulate.hpp"
+#include "runtime/length_input.hpp"
 
 namespace meshloom::app {
 
@@ -20,6 +21,7 @@ void add_simulate(CLI::App& app, Runner* run) {
     plan::SimulateSpec spec;
     int trainers = 0;
     std::string context = "2M", batch = "32M", capacity = "8K";
+    std::string lengths = "byted";
     double tflops = 312, bandwidth = 25, nvlink = 150, latency_us = 10, host = 20, mb_ms = 0;
     double host_memory = 256;
     std::string planners = "static,naive,bytescale,hdp";
@@ -42,7 +44,7 @@ void add_simulate(CLI::App& app, Runner* run) {
   cmd->add_option("--batch", a.batch, "Global batch, tokens")->capture_default_str();
   cmd->add_option("--capacity,-C", a.capacity, "Tokens one trainer holds in a micro-batch")
       ->capture_default_str();
-  cmd->add_option("--lengths", a.spec.lengths,
+  cmd->add_option("--lengths", a.lengths,
                   "Length distribution (byted, github, fixed:N, loguniform:A:B) or a lengths "
                   "file (.tsv with gpt2_tokens, one per line, or .idx)")
       ->capture_default_str();
@@ -88,7 +90,7 @@ void add_simulate(CLI::App& app, Runner* run) {
       s.micro_batch_overhead = a.mb_ms * 1e-3;
       s.validate = !a.no_validate;
       s.planners = split(a.planners, ',');
-      const plan::SimResult r = plan::simulate(s);
+      const plan::SimResult r = plan::simulate(s, length_sampler(a.lengths));
       std::fputs(plan::simulate_report(r).c_str(), stdout);
       const plan::SimRow* hdp = r.row("hdp");
       const plan::SimRow* bs = r.row("bytescale");

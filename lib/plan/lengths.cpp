@@ -2,9 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
@@ -53,16 +50,6 @@ int64_t draw_segment(const LengthSampler::Segment& s, double u) {
     x = std::pow(std::pow(lo, e) + u * (std::pow(hi, e) - std::pow(lo, e)), 1 / e);
   }
   return std::clamp<int64_t>(int64_t(x), s.lo, s.hi - 1);
-}
-
-IdxReader& idx_reader() {
-  static IdxReader reader = read_mmidx_lengths;
-  return reader;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -166,67 +153,6 @@ std::string format_tokens(int64_t n) {
   return strf("%lld", (long long)n);
 }
 
-std::vector<int64_t> read_lengths(const std::string& path) {
-  if (ends_with(path, ".idx")) return idx_reader()(path);
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read lengths file '" + path + "'");
-  std::vector<int64_t> out;
-  std::string line;
-  int line_no = 0;
-  int column = -1;  // TSV: index of gpt2_tokens
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty() || line[0] == '#') continue;
-    const std::vector<std::string> f = split(line, '\t');
-    if (line_no == 1 && f.size() > 1) {
-      for (size_t i = 0; i < f.size(); ++i)
-        if (f[i] == "gpt2_tokens" || f[i] == "tokens" || f[i] == "length") column = int(i);
-      if (column < 0)
-        throw Error(strf("%s:1: a TSV header needs a gpt2_tokens (or tokens, length) column",
-                         path.c_str()));
-      continue;
-    }
-    const std::string& cell =
-        column >= 0 ? (size_t(column) < f.size() ? f[column] : std::string()) : f[0];
-    char* end = nullptr;
-    const long long v = std::strtoll(cell.c_str(), &end, 10);
-    if (cell.empty() || *end != '\0' || v < 0)
-      throw Error(
-          strf("%s:%d: expected a token count, got '%s'", path.c_str(), line_no, cell.c_str()));
-    if (v > 0) out.push_back(v);  // empty documents carry no tokens
-  }
-  if (out.empty()) throw Error("lengths file '" + path + "' holds no lengths");
-  return out;
-}
-
-void set_idx_reader(IdxReader reader) { idx_reader() = std::move(reader); }
-
-std::vector<int64_t> read_mmidx_lengths(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read index '" + path + "'");
-  char magic[9];
-  uint64_t version = 0, sequences = 0, documents = 0;
-  uint8_t dtype = 0;
-  in.read(magic, 9);
-  in.read(reinterpret_cast<char*>(&version), 8);
-  in.read(reinterpret_cast<char*>(&dtype), 1);
-  in.read(reinterpret_cast<char*>(&sequences), 8);
-  in.read(reinterpret_cast<char*>(&documents), 8);
-  if (!in || std::memcmp(magic, "MMIDIDX\0\0", 9) != 0 || version != 1)
-    throw Error("'" + path + "' is not a Megatron MMIDIDX index (version 1)");
-  if (sequences > (uint64_t(1) << 34)) throw Error("'" + path + "': implausible sequence count");
-  std::vector<int32_t> lengths(sequences);
-  in.read(reinterpret_cast<char*>(lengths.data()), std::streamsize(sequences * 4));
-  if (!in) throw Error("'" + path + "': truncated sequence lengths");
-  std::vector<int64_t> out;
-  out.reserve(sequences);
-  for (int32_t L : lengths)
-    if (L > 0) out.push_back(L);
-  if (out.empty()) throw Error("'" + path + "' holds no sequences");
-  return out;
-}
-
 std::vector<int64_t> draw_batch(const LengthSampler& sampler, int64_t tokens, int64_t context,
                                 uint64_t seed) {
   ML_CHECK(tokens >= 1 && context >= 1, "batch and context must be positive");
@@ -261,12 +187,11 @@ double sample_share_at_most(const std::vector<int64_t>& lengths, int64_t thresho
   return double(n) / double(lengths.size());
 }
 
-std::vector<int64_t> batch_from_file(const std::string& path, int64_t batch_tokens, int64_t context,
-                                     uint64_t seed) {
-  std::vector<int64_t> lengths = read_lengths(path);
+std::vector<int64_t> batch_from_lengths(std::vector<int64_t> lengths, int64_t batch_tokens,
+                                        int64_t context, uint64_t seed) {
   if (batch_tokens > 0)
-    return draw_batch(LengthSampler::empirical(lengths, path), batch_tokens,
-                      context > 0 ? context : INT64_MAX / 4, seed);
+    return draw_batch(LengthSampler::empirical(std::move(lengths), "the length table"),
+                      batch_tokens, context > 0 ? context : INT64_MAX / 4, seed);
   if (context <= 0) return lengths;
   std::vector<int64_t> cut;
   for (int64_t L : lengths)

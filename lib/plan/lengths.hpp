@@ -1,5 +1,6 @@
 // Sequence lengths for planning without data: named distributions fitted to
-// published figures, real length files, and drawing a global batch.
+// published figures, draws from a given length table, and drawing a global
+// batch.
 //
 // Named distributions are mixtures of truncated power laws (density ~ L^-alpha
 // on [lo, hi)) plus point masses, their weights fitted to the aggregate shares
@@ -12,13 +13,12 @@
 // Only these aggregates are matched; the shape inside each bucket is ours.
 // Also: "fixed:N" (every sample N tokens) and "loguniform:A:B".
 //
-// Files: a TSV with a header naming a `gpt2_tokens` column (the format of
-// bench/data/linux_c_h.tsv.xz, unpacked), or one length per line, or a Megatron .idx
-// (through a replaceable reader; the default reads MMIDIDX headers).
+// Nothing here reads files: length tables come from data::read_length_table
+// (lib/data/length_table.hpp), and `--lengths` picks a table or a name in
+// runtime/length_input.hpp.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,20 +57,13 @@ class LengthSampler {
 // Parses a token count: "32768", "256K", "2M", "1.5G" (K = 1024).
 int64_t parse_tokens(const std::string& text);
 // "2M", "256K", "8K", "12345".
-// One global batch's lengths from a file (read_lengths): all of them, or
-// `batch_tokens` (> 0) drawn from them with `seed`; lengths over `context`
-// (> 0) are cut into pieces of at most `context`.
-std::vector<int64_t> batch_from_file(const std::string& path, int64_t batch_tokens, int64_t context,
-                                     uint64_t seed);
 std::string format_tokens(int64_t tokens);
 
-// Reads lengths from a .tsv / plain file, or from a .idx through the reader.
-std::vector<int64_t> read_lengths(const std::string& path);
-using IdxReader = std::function<std::vector<int64_t>(const std::string& path)>;
-// Replaces how .idx files are read (lib/data may install its own reader).
-void set_idx_reader(IdxReader reader);
-// The default: document lengths from a Megatron MMIDIDX index.
-std::vector<int64_t> read_mmidx_lengths(const std::string& path);
+// One global batch from a length table (each length >= 1): all of it, or
+// `batch_tokens` (> 0) drawn from it with `seed`; lengths over `context`
+// (> 0) are cut into pieces of at most `context`.
+std::vector<int64_t> batch_from_lengths(std::vector<int64_t> lengths, int64_t batch_tokens,
+                                        int64_t context, uint64_t seed);
 
 // A global batch of exactly `tokens` tokens: samples drawn one after another,
 // a sample longer than `context` cut into pieces of `context` tokens (the

@@ -1,7 +1,6 @@
 #include "plan/simulate.hpp"
 
 #include <algorithm>
-#include <filesystem>
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
@@ -28,13 +27,7 @@ Hardware trainer_hardware(const SimulateSpec& s) {
   return hw;
 }
 
-LengthSampler sampler_for(const std::string& spec) {
-  if (std::filesystem::exists(spec))
-    return LengthSampler::empirical(read_lengths(spec), std::filesystem::path(spec).filename());
-  return LengthSampler::named(spec);
-}
-
-SimResult simulate(const SimulateSpec& s) {
+SimResult simulate(const SimulateSpec& s, const LengthSampler& sampler) {
   if (s.gpus < 1 || s.tp < 1 || s.gpus % s.tp != 0)
     throw Error(strf("gpus (%d) must be a positive multiple of tp (%d)", s.gpus, s.tp));
   if (s.steps < 1) throw Error("steps must be at least 1");
@@ -43,7 +36,6 @@ SimResult simulate(const SimulateSpec& s) {
   res.shape = model_shape(s.model);
   res.cost = CostModel::from_shape(res.shape, trainer_hardware(s));
   res.trainers = s.gpus / s.tp;
-  const LengthSampler sampler = sampler_for(s.lengths);
   res.distribution = sampler.name();
   PlannerOptions o;
   o.trainers = res.trainers;

@@ -28,7 +28,6 @@ struct SimulateSpec {
   int64_t context = 2 * 1024 * 1024;  // longest sample (static grid CP follows from it)
   int64_t batch = 32 * 1024 * 1024;   // global batch, tokens
   int64_t capacity = 8192;            // C per trainer
-  std::string lengths = "byted";      // distribution name or lengths file
   double gpu_flops = 312e12;          // peak dense bf16 FLOP/s per GPU
   double mfu = 0.45;                  // share of the peak the kernels reach
   double gpu_bandwidth = 25e9;        // bytes/s per GPU across nodes
@@ -79,9 +78,9 @@ struct SimResult {
 };
 
 Hardware trainer_hardware(const SimulateSpec& spec);
-// A distribution name (lengths.hpp) or a lengths file.
-LengthSampler sampler_for(const std::string& spec);
-SimResult simulate(const SimulateSpec& spec);
+// Every step's batch is drawn from `lengths` (a named distribution or a
+// length table; runtime/length_input.hpp picks one from `--lengths`).
+SimResult simulate(const SimulateSpec& spec, const LengthSampler& lengths);
 // The summary: header lines and a markdown table, one row per planner.
 std::string simulate_report(const SimResult& result);
 // CSV: the header line, and one line per planner (for benchmarks).

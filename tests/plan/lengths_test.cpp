@@ -1,13 +1,9 @@
-// Length distributions, length files and batch drawing.
+// Length distributions, token counts and batch drawing.
 #include "plan/lengths.hpp"
 
 #include <gtest/gtest.h>
 
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-
-#include "tests/common/test_util.hpp"
+#include "base/check.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;
@@ -93,58 +89,19 @@ TEST(Batch, FillsTheBudgetExactlyAndCutsAtTheContext) {
   }
 }
 
-TEST(LengthFiles, TsvPlainAndIdx) {
-  test::TempDir dir;
-  const std::string tsv = dir.file("a.tsv");
-  test::write_file(tsv,
-                   "name\tgpt2_tokens\tutf8_bytes\nx.c\t120\t400\nempty.c\t0\t0\ny.h\t7\t20\n");
-  EXPECT_EQ(read_lengths(tsv), (std::vector<int64_t>{120, 7}));
-  const std::string plain = dir.file("b.txt");
-  test::write_file(plain, "5\n# comment\n6\n");
-  EXPECT_EQ(read_lengths(plain), (std::vector<int64_t>{5, 6}));
-  const std::string bad = dir.file("c.tsv");
-  test::write_file(bad, "name\tgpt2_tokens\nx\tabc\n");
-  try {
-    read_lengths(bad);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("c.tsv:2"), std::string::npos) << e.what();
+TEST(Batch, FromALengthTable) {
+  // All of the table, cut at the context, or a budget drawn from it.
+  EXPECT_EQ(batch_from_lengths({5, 12, 3}, 0, 0, 1), (std::vector<int64_t>{5, 12, 3}));
+  EXPECT_EQ(batch_from_lengths({5, 12, 3}, 0, 5, 1), (std::vector<int64_t>{5, 5, 5, 2, 3}));
+  const auto b = batch_from_lengths({7, 100}, 1000, 64, 3);
+  int64_t total = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    total += b[i];
+    if (i + 1 < b.size()) {
+      EXPECT_TRUE(b[i] == 7 || b[i] == 64 || b[i] == 36) << b[i];
+    }
   }
-  // A Megatron MMIDIDX index with three sequences.
-  const std::string idx = dir.file("d.idx");
-  {
-    std::ofstream f(idx, std::ios::binary);
-    const uint64_t version = 1, seqs = 3, docs = 4;
-    const uint8_t dtype = 8;
-    const int32_t lens[3] = {10, 20, 30};
-    f.write("MMIDIDX\0\0", 9);
-    f.write(reinterpret_cast<const char*>(&version), 8);
-    f.write(reinterpret_cast<const char*>(&dtype), 1);
-    f.write(reinterpret_cast<const char*>(&seqs), 8);
-    f.write(reinterpret_cast<const char*>(&docs), 8);
-    f.write(reinterpret_cast<const char*>(lens), 12);
-  }
-  EXPECT_EQ(read_lengths(idx), (std::vector<int64_t>{10, 20, 30}));
-  // The hook: lib/data can install its own reader.
-  set_idx_reader([](const std::string&) { return std::vector<int64_t>{42}; });
-  EXPECT_EQ(read_lengths(idx), (std::vector<int64_t>{42}));
-  set_idx_reader(read_mmidx_lengths);
-}
-
-TEST(LengthFiles, RealLinuxSources) {
-  // bench/data/linux_c_h.tsv.xz, unpacked by the build.
-  const std::string path = MESHLOOM_LINUX_LENGTHS;
-  ASSERT_TRUE(std::filesystem::exists(path)) << "no " << path;
-  const auto v = read_lengths(path);
-  int64_t total = 0, longest = 0;
-  for (int64_t L : v) {
-    total += L;
-    longest = std::max(longest, L);
-  }
-  // bench/data/README.md: 55,405 documents, 651M tokens, max 16.9M,
-  // 45% of tokens in documents > 128K.
-  EXPECT_NEAR(double(v.size()), 55405, 100);
-  EXPECT_NEAR(double(total) / 1e6, 651, 2);
-  EXPECT_NEAR(double(longest) / 1e6, 16.9, 0.1);
-  EXPECT_NEAR(token_share_above(v, 128 * K, true), 0.45, 0.02);
+  EXPECT_EQ(total, 1000);  // the last piece cut to fit
+  EXPECT_EQ(b, batch_from_lengths({7, 100}, 1000, 64, 3)) << "same seed, same batch";
+  EXPECT_THROW(batch_from_lengths({}, 1000, 64, 3), Error);
 }

@@ -3,9 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
+#include <algorithm>
 
 using namespace meshloom;
 using namespace meshloom::plan;
@@ -18,9 +16,8 @@ TEST(Simulate, HdpBeatsTheStaticGridOnLongTailedBatches) {
   s.context = 512 * 1024;
   s.batch = 4 * 1024 * 1024;
   s.capacity = 8192;
-  s.lengths = "byted";
   s.steps = 2;
-  const SimResult r = simulate(s);
+  const SimResult r = simulate(s, LengthSampler::named("byted"));
   EXPECT_EQ(r.trainers, 128);
   ASSERT_EQ(r.rows.size(), 4u);
   for (const SimRow& row : r.rows) {
@@ -52,15 +49,15 @@ TEST(Simulate, ReportsWhatAPlannerCannotPlan) {
   s.gpus = 8;
   s.context = 1024 * 1024;  // needs CP 128 at 8K: more than 8 trainers
   s.batch = 64 * 1024;
-  s.lengths = "fixed:4K";
-  const SimResult r = simulate(s);
+  const LengthSampler fixed = LengthSampler::named("fixed:4K");
+  const SimResult r = simulate(s, fixed);
   EXPECT_NE(r.row("static")->error.find("static grid"), std::string::npos);
   EXPECT_EQ(r.row("hdp")->error, "");
   EXPECT_THROW(
       {
         SimulateSpec bad = s;
         bad.tp = 3;
-        simulate(bad);
+        simulate(bad, fixed);
       },
       Error);
 }
@@ -68,20 +65,16 @@ TEST(Simulate, ReportsWhatAPlannerCannotPlan) {
 TEST(Simulate, StaticFallbackTakesTheGridOnACoarseBatch) {
   // One 4C sequence and two of C on 4 trainers: the grid splits all three
   // over the 4 trainers; HDP keeps each C sequence whole after the 4C ring.
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "meshloom_simulate_coarse.txt").string();
-  std::ofstream(path) << "32768\n8192\n8192\n";
+  const LengthSampler coarse = LengthSampler::empirical({32768, 8192, 8192}, "coarse");
   SimulateSpec s;
   s.gpus = 4;
   s.capacity = 8192;
   s.context = 32768;
   s.batch = 49152;
-  s.lengths = path;
   s.planners = {"static", "hdp"};
-  const SimResult plain = simulate(s);
+  const SimResult plain = simulate(s, coarse);
   s.static_fallback = true;
-  const SimResult fallback = simulate(s);
-  std::remove(path.c_str());
+  const SimResult fallback = simulate(s, coarse);
   const double grid = plain.row("static")->step_s;
   EXPECT_GT(plain.row("hdp")->step_s, 1.1 * grid);
   EXPECT_EQ(plain.row("hdp")->static_cp, 0);

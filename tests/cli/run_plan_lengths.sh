@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# `meshloom plan --lengths` and `meshloom simulate --lengths` as a user runs
+# them: a TSV, a plain file and a prepared dataset's .idx are length tables
+# (lib/data/length_table.hpp); for simulate anything that is not a file is a
+# distribution name. Bad tables and names exit 2 with one error line.
+#   run_plan_lengths.sh MESHLOOM
+set -u
+meshloom=$1
+source "$(dirname "$0")/../common/testlib.sh"
+prepare_docs docs 'a*'
+printf 'name\tgpt2_tokens\tutf8_bytes\na.c\t9000\t1\nempty.c\t0\t0\nb.h\t3000\t1\n' >"$dir/l.tsv"
+printf '4096\n# a comment\n12000\n' >"$dir/l.txt"
+printf 'name\tgpt2_tokens\nx.c\tabc\n' >"$dir/bad.tsv"
+
+# expect_error TEXT ARGS...: exit 2 and one error line containing TEXT.
+expect_error() {
+  local text=$1 rc
+  shift
+  out=$("$meshloom" "$@" 2>&1)
+  rc=$?
+  ((rc == 2)) || fail "meshloom $* exited $rc, expected 2: $out"
+  grep -qF -- "$text" <<<"$out" || fail "meshloom $*: no '$text' in: $out"
+  (($(grep -c '^meshloom: error' <<<"$out") == 1)) || fail "meshloom $*: not one error line: $out"
+}
+
+plan() { "$meshloom" plan --trainers 8 --capacity 4K --context 16K "$@" 2>&1; }
+for f in l.tsv l.txt docs.idx; do
+  out=$(plan --lengths "$dir/$f") || fail "plan --lengths $f: $out"
+  grep -q 'plan valid' <<<"$out" || fail "plan --lengths $f: no 'plan valid' in: $out"
+done
+out=$(plan --lengths "$dir/l.tsv" --json "$dir/p.json") || fail "plan --json: $out"
+grep -q '"length": 9000' "$dir/p.json" || fail "the TSV's 9000 is not in the plan: $(cat "$dir/p.json")"
+grep -q '"length": 0' "$dir/p.json" && fail "the empty document was planned"
+
+sim() { "$meshloom" simulate --trainers 4 --capacity 4K --context 16K --batch 64K "$@" 2>&1; }
+for f in l.tsv docs.idx; do
+  out=$(sim --lengths "$dir/$f") || fail "simulate --lengths $f: $out"
+  grep -q "; $f lengths" <<<"$out" || fail "simulate --lengths $f: not drawn from $f: $out"
+done
+out=$(sim --lengths github) || fail "simulate --lengths github: $out"
+grep -q '; github lengths' <<<"$out" || fail "simulate --lengths github: $out"
+
+expect_error "bad.tsv:2: expected a token count, got 'abc'" plan --lengths "$dir/bad.tsv" --trainers 2
+expect_error "bad.tsv:2" simulate --lengths "$dir/bad.tsv" --trainers 4
+expect_error "did you mean 'byted'" simulate --lengths bytde --trainers 4
+expect_error "cannot read lengths file" plan --lengths "$dir/missing.tsv" --trainers 2
+echo "ok"
