@@ -1,4 +1,4 @@
-#include "app/plan_chart.hpp"
+#include "runtime/plan_chart.hpp"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include "base/check.hpp"
 #include "plan/plan_io.hpp"
 
-namespace meshloom::app {
+namespace meshloom {
 
 namespace {
 
@@ -55,4 +55,4 @@ void draw(const plan::Plan& hdp, const plan::Plan& stat, const std::string& png)
   std::printf("chart: %s\n", png.c_str());
 }
 
-}  // namespace meshloom::app
+}  // namespace meshloom

@@ -7,9 +7,9 @@
 
 #include "plan/plan.hpp"
 
-namespace meshloom::app {
+namespace meshloom {
 
 // Writes both plans as JSON beside `png` and draws them into it.
 void draw(const plan::Plan& hdp, const plan::Plan& stat, const std::string& png);
 
-}  // namespace meshloom::app
+}  // namespace meshloom
