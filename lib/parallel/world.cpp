@@ -144,6 +144,7 @@ bool world_from_config(const std::string& file, const std::vector<std::string>& 
   w->config = config::parse_config(text, file);
   w->config_text = text;
   w->layout = make_layout(w->size, w->config);
+  w->mesh = trainer_mesh(w->config, w->layout.trainers);
   w->role = w->layout.role_of(w->rank);
   w->role_index = w->layout.index_in_role(w->rank);
   set_process_identity(w->rank, role_name(w->role));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "parallel/mesh.hpp"
 #include "parallel/roles.hpp"
 
 namespace meshloom {
@@ -25,6 +26,7 @@ struct World {
   Role role = Role::trainer;
   int role_index = 0;
   RoleLayout layout;
+  TrainerMesh mesh;                    // trainers -> HDP ranks and TP ranks (parallel.tp)
   MPI_Comm role_comm = MPI_COMM_NULL;  // ranks of the same role
   std::vector<std::string> hosts;      // per world rank
   config::Config config;

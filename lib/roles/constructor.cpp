@@ -105,8 +105,11 @@ int64_t Constructor::construct(const proto::StepWork& work) {
   for (const auto& t : work.trainers) {
     proto::Batch b = pack(work, t, tokens);
     for (const auto& mb : b.micro) packed += int64_t(mb.tokens.size());
-    in_flight_.emplace_back(proto::encode(b), first_trainer + t.trainer, proto::kBatch,
-                            MPI_COMM_WORLD);
+    // Packed once, sent to every trainer of the HDP rank's TP group.
+    const std::string bytes = proto::encode(b);
+    for (int j = 0; j < w_.mesh.tp; ++j)
+      in_flight_.emplace_back(bytes, first_trainer + w_.mesh.trainer_at(t.trainer, j),
+                              proto::kBatch, MPI_COMM_WORLD);
   }
   // Keep the list short: completed sends are dropped.
   std::vector<PendingSend> still;

@@ -37,7 +37,7 @@ proto::Batch BatchInbox::receive(double* wait_seconds) {
                                 0),
         &local_);
   } else {
-    const int constructor = w.role_index % w.layout.constructors;
+    const int constructor = w.mesh.hdp_rank_of(w.role_index) % w.layout.constructors;
     b = proto::decode_batch(recv_bytes(constructor, proto::kBatch, MPI_COMM_WORLD,
                                        w.config.run.timeout, "a batch from its constructor"),
                             constructor);

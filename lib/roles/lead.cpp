@@ -226,7 +226,7 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
     work.global_predictions += std::max<int64_t>(0, p.length - 1);
     lengths.push_back(p.length);
   }
-  const int T = w_.layout.trainers;
+  const int T = w_.mesh.hdp_ranks();  // the planner's "trainers" are HDP ranks
   plan::PlannerOptions options =
       plan::options_from_config(w_.config.plan, T, w_.config.data.seq_len);
   last_plan_ = plan::make_plan(w_.config.plan.planner, lengths, options, plan_cost_);
@@ -339,7 +339,8 @@ void Lead::dispatch_step(bool last) {
   }
   hashes_.push_back(h);
   std::vector<double> predicted;
-  for (int t = 0; t < w_.layout.trainers; ++t) predicted.push_back(last_plan_.trainer_time(t));
+  for (int t = 0; t < w_.layout.trainers; ++t)
+    predicted.push_back(last_plan_.trainer_time(w_.mesh.hdp_rank_of(t)));
   predicted_.push_back(std::move(predicted));
   const int64_t every = w_.config.checkpoint.every;
   // Also after the run's last step: a finished run requeued then has nothing to redo.
@@ -351,13 +352,17 @@ void Lead::dispatch_step(bool last) {
   ack_count_.push_back(0);
   const int K = w_.layout.constructors;
   if (!local_.empty()) {
-    // Colocated: every trainer gets its own work and loads it itself.
+    // Colocated: every trainer gets its own work and loads it itself (the
+    // trainers of a TP group the same work).
     for (const auto& t : work.trainers) {
       proto::StepWork mine = work;
       mine.samples = proto::samples_for(work.samples, t);
       mine.trainers = {t};
-      in_flight_.emplace_back(proto::encode(mine), w_.layout.first_rank(Role::trainer) + t.trainer,
-                              proto::kStepWork, MPI_COMM_WORLD);
+      const std::string bytes = proto::encode(mine);
+      for (int j = 0; j < w_.mesh.tp; ++j)
+        in_flight_.emplace_back(
+            bytes, w_.layout.first_rank(Role::trainer) + w_.mesh.trainer_at(t.trainer, j),
+            proto::kStepWork, MPI_COMM_WORLD);
     }
   } else {
     std::vector<proto::StepWork> per(static_cast<size_t>(K));

@@ -73,8 +73,8 @@ struct Segment {
   int64_t begin = 0, length = 0;
 };
 
-// A micro-batch: its segments, and for a CP ring the group (trainer indices
-// in ring order) and this trainer's place in it. One member: no ring.
+// A micro-batch: its segments, and for a CP ring the group (HDP ranks in ring
+// order) and this member's place in it. One member: no ring.
 struct MicroBatchWork {
   std::vector<Segment> segments;
   std::vector<int32_t> group;
@@ -82,8 +82,10 @@ struct MicroBatchWork {
   float offload = 0;  // the plan's offload ratio (largest of its sequences)
 };
 
+// The work of one HDP rank: with parallel.tp > 1 every trainer of its TP
+// group gets the same batch.
 struct TrainerWork {
-  int32_t trainer = 0;  // index among trainers
+  int32_t trainer = 0;  // HDP rank (the trainer index when tp = 1)
   std::vector<MicroBatchWork> micro;
 };
 

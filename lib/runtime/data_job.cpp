@@ -33,11 +33,31 @@ struct Assembled {
   }
 };
 
-// Checks that every token of every sample arrived exactly once, with the right
-// positions and targets, and appends the step to `out`.
-void assemble(int64_t step, const std::vector<proto::Ack>& acks, Assembled* out) {
+// One echo per HDP rank: the first trainer's of each TP group, after checking
+// that the group's other trainers received the very same bytes.
+std::vector<proto::Batch> group_echoes(int64_t step, const TrainerMesh& mesh,
+                                       const std::vector<proto::Ack>& acks) {
+  std::vector<const std::string*> by_trainer(size_t(mesh.trainers), nullptr);
+  for (const auto& a : acks) by_trainer.at(size_t(a.trainer)) = &a.echo;
   std::vector<proto::Batch> echoes;
-  for (const auto& a : acks) echoes.push_back(proto::decode_batch(a.echo));
+  for (int t = 0; t < mesh.trainers; ++t) {
+    ML_CHECK(by_trainer[size_t(t)], strf("step %lld: no echo from trainer %d", (long long)step, t));
+    const std::string& first = *by_trainer[size_t(mesh.trainer_at(mesh.hdp_rank_of(t), 0))];
+    if (*by_trainer[size_t(t)] != first)
+      ML_FAIL(
+          strf("step %lld: trainer %d received another batch than the first trainer of its "
+               "TP group (HDP rank %d)",
+               (long long)step, t, mesh.hdp_rank_of(t)));
+    if (mesh.tp_rank_of(t) == 0) echoes.push_back(proto::decode_batch(first));
+  }
+  return echoes;
+}
+
+// Checks that every token of every sample arrived exactly once (at one HDP
+// rank), with the right positions and targets, and appends the step to `out`.
+void assemble(int64_t step, const TrainerMesh& mesh, const std::vector<proto::Ack>& acks,
+              Assembled* out) {
+  const std::vector<proto::Batch> echoes = group_echoes(step, mesh, acks);
   ML_CHECK(!echoes.empty(), "no echo for a step");
   // Trainer 0's echo names every sample; the others only those they hold.
   std::vector<proto::Sample> samples = echoes[0].samples;
@@ -60,8 +80,8 @@ void assemble(int64_t step, const std::vector<proto::Ack>& acks, Assembled* out)
         for (int64_t p = seg.begin; p < seg.begin + seg.length; ++p, ++k) {
           auto& flag = seen[size_t(seg.sample)][size_t(p)];
           if (flag)
-            ML_FAIL(strf("step %lld: token %lld of sample %d reached two trainers", (long long)step,
-                         (long long)p, seg.sample));
+            ML_FAIL(strf("step %lld: token %lld of sample %d reached two HDP ranks",
+                         (long long)step, (long long)p, seg.sample));
           flag = 1;
           got[size_t(seg.sample)][size_t(p)] = mb.tokens[k];
           ML_CHECK(mb.positions[k] == p, "wrong position id");
@@ -156,7 +176,7 @@ int run_data_lead(const World& w, const DataRun& run) {
   Progress progress(STDOUT_FILENO);
   const std::vector<proto::Report> reports =
       lead_steps(lead, 0, run.steps, [&](int64_t s, std::vector<proto::Ack> acks) {
-        assemble(s, acks, &all);
+        assemble(s, w.mesh, acks, &all);
         const double t = seconds_since(start), done = double(s + 1) / double(run.steps);
         if (!progress.due(t, s + 1 == run.steps)) return;
         const std::string eta = done < 1 ? "ETA " + human_seconds(t / done * (1 - done)) : "done";

@@ -83,8 +83,7 @@ void check_outputs(const config::Config& c, const TrainRun& a) {
 }  // namespace
 
 void check_tp_groups(const World& w) {
-  const std::string why = groups_across_nodes(trainer_mesh(w.config, w.layout.trainers),
-                                              w.layout.first_rank(Role::trainer), w.hosts);
+  const std::string why = groups_across_nodes(w.mesh, w.layout.first_rank(Role::trainer), w.hosts);
   if (!why.empty()) throw Error(why);
 }
 
@@ -113,7 +112,7 @@ int print_dry_run(const World& w) {
   if (w.rank != 0) return kExitOk;
   std::printf("# meshloom dry run: effective config\n%s", w.config_text.c_str());
   std::printf("# layout: %d ranks\n%s", w.size, w.layout.describe(w.hosts).c_str());
-  std::printf("# trainers: %s\n", trainer_mesh(w.config, w.layout.trainers).describe().c_str());
+  std::printf("# trainers: %s\n", w.mesh.describe().c_str());
   std::printf("# backend: %s", config::enum_name(w.config.run.backend));
 #ifdef MESHLOOM_HAVE_CUDA
   std::printf(" (built with CUDA: %s)\n", cuda_backend_summary().c_str());

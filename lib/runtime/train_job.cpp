@@ -56,7 +56,7 @@ int run_train_lead(const World& w, const TrainRun& run, const std::string& resum
   LOG_INFO("layout: %d ranks: %d constructor(s), %d loader(s), %d trainer(s), data %s, backend %s",
            w.size, w.layout.constructors, w.layout.loaders, w.layout.trainers,
            config::enum_name(w.config.data.mode), config::enum_name(w.config.run.backend));
-  LOG_INFO("layout: %s", trainer_mesh(w.config, w.layout.trainers).describe().c_str());
+  LOG_INFO("layout: %s", w.mesh.describe().c_str());
   Lead lead(w);
   if (!resume_from.empty()) resume_lead(&lead, resume_from);
   const int64_t end = run.end(w.config);
@@ -146,7 +146,7 @@ void inject_trainer_fault(const InjectedFaults& faults, int rank, int64_t step) 
 }
 
 int run_train_trainer(const World& w, const TrainRun& run, const std::string& resume_from) {
-  const StepComms comms(w.role_comm, trainer_mesh(w.config, w.layout.trainers));
+  const StepComms comms(w.role_comm, w.mesh);
   Trainer trainer(w, comms);
   const InjectedFaults faults(w.config, w.rank);
   if (!resume_from.empty()) trainer.load(ckpt::read_checkpoint(resume_from));
