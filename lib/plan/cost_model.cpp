@@ -25,6 +25,14 @@ CostModel CostModel::from_shape(const ModelShape& shape, const Hardware& hw) {
   m.latency = hw.latency;
   m.host_bandwidth = hw.host_bandwidth;
   m.host_memory = hw.host_memory;
+  m.tp = std::max(1, hw.tp);
+  if (m.tp > 1) {
+    ML_CHECK(hw.tp_link_bandwidth > 0, "the TP link bandwidth must be positive");
+    const double ring_share = 2.0 * double(m.tp - 1) / double(m.tp);
+    m.tp_seconds_per_token =
+        double(shape.layers) * 4 * ring_share * 2.0 * double(shape.hidden) / hw.tp_link_bandwidth;
+    m.b += m.tp_seconds_per_token;
+  }
   return m;
 }
 
@@ -59,7 +67,8 @@ std::string CostModel::describe() const {
       "a=%.3e s/token^2 b=%.3e s/token g=%.3e s; layers=%d kv=%.0f B/token/layer; "
       "link %.1f GB/s (intra-node %.1f GB/s, %d per node), latency %.1f us",
       a, b, g, layers, kv_bytes, bandwidth / 1e9, intra_bandwidth / 1e9, trainers_per_node,
-      latency * 1e6);
+      latency * 1e6) +
+         (tp > 1 ? strf("; tp %d (collectives %.3e s/token of b)", tp, tp_seconds_per_token) : "");
 }
 
 std::string Calibration::describe() const {

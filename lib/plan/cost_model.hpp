@@ -21,6 +21,14 @@
 // forward), g a fixed cost per micro-batch. Rings whose members all sit on one
 // node use the intra-node bandwidth.
 //
+// A trainer may be a tensor-parallel group of tp GPUs (Hardware::tp): its
+// FLOP rate and links are the group's, and b carries the group's collectives:
+// every layer all-reduces its attention and MLP outputs forward and their
+// gradients backward (bf16, [tokens, d]; with sequence parallelism a
+// reduce-scatter and an all-gather, the same bytes), a ring all-reduce moving
+// 2 (tp - 1) / tp of them over each GPU's own link, in the critical path:
+//   b += layers * 4 * 2 (tp - 1) / tp * 2 d / tp_link_bandwidth
+//
 // Selective offloading (ByteScale section 5.2) moves a share r of a piece's
 // activations to host memory while it computes; it costs time only where the
 // copy (r x activation bytes over the host link) outlasts the compute, and
@@ -51,6 +59,8 @@ struct Hardware {
   double host_bandwidth = 20e9;       // bytes/s device <-> host, for offloading
   double host_memory = 256e9;         // pinned host bytes one trainer may offload to
   double micro_batch_overhead = 0.0;  // seconds per micro-batch (g)
+  int tp = 1;                         // GPUs (ranks) per trainer, tensor-parallel
+  double tp_link_bandwidth = 150e9;   // bytes/s of one GPU's link inside its TP group
 };
 
 class CostModel {
@@ -68,6 +78,8 @@ class CostModel {
   double latency = 0;
   double host_bandwidth = 20e9;
   double host_memory = 256e9;
+  int tp = 1;
+  double tp_seconds_per_token = 0;  // of b: the TP group's collectives
 
   static CostModel from_shape(const ModelShape& shape, const Hardware& hw);
 

@@ -24,6 +24,8 @@ Hardware trainer_hardware(const SimulateSpec& s) {
   hw.host_bandwidth = s.host_bandwidth * s.tp;
   hw.host_memory = s.host_memory * s.tp;
   hw.micro_batch_overhead = s.micro_batch_overhead;
+  hw.tp = s.tp;
+  hw.tp_link_bandwidth = s.nvlink_bandwidth;
   return hw;
 }
 

@@ -138,3 +138,25 @@ TEST(Calibrate, CsvFormatAndErrors) {
   EXPECT_NE(message(bad_row).find("r.csv:3:"), std::string::npos) << message(bad_row);
   EXPECT_NE(message(dir.file("missing.csv")).find("cannot read"), std::string::npos);
 }
+
+// A TP group of tp GPUs: tp x the FLOPs, plus 4 all-reduces of [tokens, d]
+// bf16 per layer over each GPU's link (ring all-reduce: 2 (tp-1)/tp of them).
+TEST(CostModel, TensorParallelGroupsPayTheirCollectivesPerToken) {
+  const ModelShape shape = model_shape("llama-7b");
+  Hardware one;
+  one.flops = 400e12;
+  const CostModel base = CostModel::from_shape(shape, one);
+  EXPECT_EQ(base.tp_seconds_per_token, 0.0);
+  for (int tp : {2, 4, 8}) {
+    Hardware group = one;
+    group.tp = tp;
+    group.flops = one.flops * tp;
+    group.tp_link_bandwidth = 150e9;
+    const CostModel c = CostModel::from_shape(shape, group);
+    const double expected = shape.layers * 4 * (2.0 * (tp - 1) / tp) * 2 * shape.hidden / 150e9;
+    EXPECT_NEAR(c.tp_seconds_per_token, expected, expected * 1e-12) << tp;
+    EXPECT_NEAR(c.b, base.b / tp + expected, base.b * 1e-12) << tp;
+    EXPECT_NEAR(c.a, base.a / tp, base.a * 1e-12) << tp;
+    EXPECT_NE(c.describe().find("tp " + std::to_string(tp)), std::string::npos);
+  }
+}
