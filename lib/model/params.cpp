@@ -1,9 +1,11 @@
 #include "model/params.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
 #include "base/check.hpp"
+#include "base/math.hpp"
 #include "base/random.hpp"
 #include "base/strings.hpp"
 
@@ -37,34 +39,63 @@ Shape Shape::from_config(const config::ModelConfig& c) {
   return s;
 }
 
-ParamLayout::ParamLayout(const Shape& shape) : shape_(shape) {
+int64_t TpShard::vocab_begin(int64_t vocab) const {
+  return std::min(vocab, rank * ceil_div(vocab, size));
+}
+int64_t TpShard::vocab_rows(int64_t vocab) const {
+  return std::min(vocab, (rank + 1) * ceil_div(vocab, size)) - vocab_begin(vocab);
+}
+
+ParamLayout::ParamLayout(const Shape& shape, TpShard shard) : shape_(shape), shard_(shard) {
   shape_.validate();
-  const int64_t d = shape.d_model, f = shape.ffn_dim;
-  embed_ = add("embed", {shape.vocab, d}, TensorKind::embed);
+  ML_CHECK(shard.size >= 1 && shard.rank >= 0 && shard.rank < shard.size,
+           strf("TP rank %lld of %lld", static_cast<long long>(shard.rank),
+                static_cast<long long>(shard.size)));
+  ML_CHECK(shape.n_heads % shard.size == 0 && shape.n_kv_heads % shard.size == 0 &&
+               shape.ffn_dim % shard.size == 0,
+           strf("tp %lld must divide n_heads, n_kv_heads and ffn_dim",
+                static_cast<long long>(shard.size)));
+  const int64_t d = shape.d_model, f = shape.ffn_dim, D = shape.head_dim;
+  const int64_t V = shape.vocab, v0 = shard.vocab_begin(V), vn = shard.vocab_rows(V);
+  // This rank's rows of wq (its heads), of wk and wv (its KV heads), of w1 and
+  // w3 (its FFN columns); wo and w2 take the same blocks as columns.
+  const int64_t q0 = shard.rank * shard.part(shape.q_dim()), qn = shard.part(shape.q_dim());
+  const int64_t k0 = shard.rank * shard.part(shape.kv_dim()), kn = shard.part(shape.kv_dim());
+  const int64_t f0 = shard.rank * shard.part(f), fn = shard.part(f);
+  ML_CHECK(shard.part(shape.n_heads) * D == qn, "heads split evenly");
+  embed_ = add("embed", {V, d}, TensorKind::embed, 0, v0, vn);
   for (int64_t i = 0; i < shape.n_layers; ++i) {
     const std::string p = strf("layers.%lld.", static_cast<long long>(i));
     LayerOffsets o{};
     o.attn_norm = add(p + "attn_norm", {d}, TensorKind::norm);
-    o.wq = add(p + "wq", {shape.q_dim(), d}, TensorKind::matrix);
-    o.wk = add(p + "wk", {shape.kv_dim(), d}, TensorKind::matrix);
-    o.wv = add(p + "wv", {shape.kv_dim(), d}, TensorKind::matrix);
-    o.wo = add(p + "wo", {d, shape.q_dim()}, TensorKind::matrix);
+    o.wq = add(p + "wq", {shape.q_dim(), d}, TensorKind::matrix, 0, q0, qn);
+    o.wk = add(p + "wk", {shape.kv_dim(), d}, TensorKind::matrix, 0, k0, kn);
+    o.wv = add(p + "wv", {shape.kv_dim(), d}, TensorKind::matrix, 0, k0, kn);
+    o.wo = add(p + "wo", {d, shape.q_dim()}, TensorKind::matrix, 1, q0, qn);
     o.mlp_norm = add(p + "mlp_norm", {d}, TensorKind::norm);
-    o.w1 = add(p + "w1", {f, d}, TensorKind::matrix);
-    o.w3 = add(p + "w3", {f, d}, TensorKind::matrix);
-    o.w2 = add(p + "w2", {d, f}, TensorKind::matrix);
+    o.w1 = add(p + "w1", {f, d}, TensorKind::matrix, 0, f0, fn);
+    o.w3 = add(p + "w3", {f, d}, TensorKind::matrix, 0, f0, fn);
+    o.w2 = add(p + "w2", {d, f}, TensorKind::matrix, 1, f0, fn);
     layers_.push_back(o);
   }
   final_norm_ = add("final_norm", {d}, TensorKind::norm);
-  head_ = shape.tied ? embed_ : add("lm_head", {shape.vocab, d}, TensorKind::matrix);
+  head_ = shape.tied ? embed_ : add("lm_head", {V, d}, TensorKind::matrix, 0, v0, vn);
 }
 
-int64_t ParamLayout::add(const std::string& name, std::vector<int64_t> shape, TensorKind kind) {
+// `full_shape` cut along `split_dim` (-1: whole) to [begin, begin + count).
+int64_t ParamLayout::add(const std::string& name, std::vector<int64_t> full_shape, TensorKind kind,
+                         int split_dim, int64_t begin, int64_t count) {
   TensorInfo t;
   t.name = name;
+  t.shape = full_shape;
+  if (split_dim >= 0 && shard_.size > 1) {
+    t.shape[size_t(split_dim)] = count;
+    t.split_dim = split_dim;
+    t.split_begin = begin;
+  }
+  t.full_shape = std::move(full_shape);
   t.numel = 1;
-  for (int64_t s : shape) t.numel *= s;
-  t.shape = std::move(shape);
+  for (int64_t s : t.shape) t.numel *= s;
   t.offset = numel_;
   t.kind = kind;
   t.index = static_cast<int>(tensors_.size());
@@ -72,6 +103,43 @@ int64_t ParamLayout::add(const std::string& name, std::vector<int64_t> shape, Te
   tensors_.push_back(std::move(t));
   return tensors_.back().offset;
 }
+
+int64_t TensorInfo::full_element(int64_t e) const {
+  if (split_dim < 0) return e;
+  const int64_t cols = shape.back(), full_cols = full_shape.back();
+  const int64_t row = e / cols, col = e % cols;
+  return split_dim == 0 ? (split_begin + row) * full_cols + col
+                        : row * full_cols + split_begin + col;
+}
+
+// A shard is a block of whole rows (split 0) or, in every row, a run of
+// columns (split 1): copied row by row.
+template <class T>
+static void copy_shard(const TensorInfo& t, T* full, T* shard, bool to_shard) {
+  const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
+  const int64_t rows = cols > 0 ? t.numel / cols : 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    T* f = full + t.full_element(r * cols);
+    T* s = shard + r * cols;
+    if (to_shard)
+      std::copy(f, f + cols, s);
+    else
+      std::copy(s, s + cols, f);
+  }
+}
+
+template <class T>
+void take_shard(const TensorInfo& t, const T* full, T* shard) {
+  copy_shard(t, const_cast<T*>(full), shard, true);
+}
+template <class T>
+void put_shard(const TensorInfo& t, const T* shard, T* full) {
+  copy_shard(t, full, const_cast<T*>(shard), false);
+}
+template void take_shard<float>(const TensorInfo&, const float*, float*);
+template void take_shard<double>(const TensorInfo&, const double*, double*);
+template void put_shard<float>(const TensorInfo&, const float*, float*);
+template void put_shard<double>(const TensorInfo&, const double*, double*);
 
 const TensorInfo& ParamLayout::find(const std::string& name) const {
   for (const TensorInfo& t : tensors_) {
@@ -129,7 +197,8 @@ void init_params(const ParamLayout& layout, uint64_t seed, std::span<T> params, 
     const auto tensor = static_cast<uint64_t>(t.index);
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && t.numel > 65536)
     for (int64_t e = 0; e < t.numel; ++e) {
-      dst[e] = static_cast<T>(std_dev * init_normal(seed, tensor, static_cast<uint64_t>(e)));
+      dst[e] = static_cast<T>(std_dev *
+                              init_normal(seed, tensor, static_cast<uint64_t>(t.full_element(e))));
     }
   }
 }

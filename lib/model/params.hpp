@@ -29,6 +29,17 @@
 // γ = 0x9e3779b97f4a7c15. std is init_std (0.02 by default) for the embedding,
 // the matrices and lm_head, init_std / sqrt(2·layers) for wo and w2; norm
 // gains are 1. (Five lines of Python reproduce it.)
+//
+// Tensor parallelism (parallel.tp): a TP rank's layout holds its shard of
+// each tensor under the same names, in the same order (Megatron's split):
+//   wq, wk, wv, w1, w3   rows: its heads, KV heads, FFN columns (column-parallel)
+//   wo, w2               columns: the same heads, FFN columns (row-parallel)
+//   embed, lm_head       rows: its block of the vocabulary (vocab-parallel)
+//   norm gains           whole (replicated)
+// Heads, KV heads and FFN columns split into `size` equal contiguous blocks;
+// the vocabulary into blocks of ceil(V / size) rows, the last ones shorter.
+// A shard's element e is initialized as the full tensor's element it is, so
+// every tp gives the same model.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +75,15 @@ struct Shape {
   static Shape from_config(const config::ModelConfig& c);
 };
 
+// Which share of the model a tensor-parallel rank holds (see above).
+struct TpShard {
+  int64_t size = 1;
+  int64_t rank = 0;
+  int64_t part(int64_t n) const { return n / size; }  // heads, KV heads, FFN columns
+  int64_t vocab_begin(int64_t vocab) const;
+  int64_t vocab_rows(int64_t vocab) const;
+};
+
 enum class TensorKind { embed, norm, matrix };
 
 struct TensorInfo {
@@ -73,7 +93,20 @@ struct TensorInfo {
   int64_t numel = 0;
   TensorKind kind = TensorKind::matrix;
   int index = 0;  // position in tensors(); keys the initialization
+  // Tensor parallelism: the whole tensor's shape, the dimension this shard
+  // cuts (-1: none, 0: rows, 1: columns) and where its block begins there.
+  std::vector<int64_t> full_shape;
+  int split_dim = -1;
+  int64_t split_begin = 0;
+  // The index in the whole tensor of this shard's element `e`.
+  int64_t full_element(int64_t e) const;
 };
+
+// A tensor's shard out of the whole tensor (`full`: full_shape), and back.
+template <class T>
+void take_shard(const TensorInfo& t, const T* full, T* shard);
+template <class T>
+void put_shard(const TensorInfo& t, const T* shard, T* full);
 
 // Offsets of one layer's tensors in the flat buffer.
 struct LayerOffsets {
@@ -82,9 +115,12 @@ struct LayerOffsets {
 
 class ParamLayout {
  public:
-  explicit ParamLayout(const Shape& shape);
+  // The whole model, or a tensor-parallel rank's shard of it.
+  explicit ParamLayout(const Shape& shape, TpShard shard = {});
 
+  // The whole model's shape (a shard's sizes: the tensors, and shard()).
   const Shape& shape() const { return shape_; }
+  const TpShard& shard() const { return shard_; }
   int64_t numel() const { return numel_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   // Fails on an unknown name.
@@ -101,9 +137,11 @@ class ParamLayout {
   std::vector<std::pair<int64_t, int64_t>> decay_ranges() const;
 
  private:
-  int64_t add(const std::string& name, std::vector<int64_t> shape, TensorKind kind);
+  int64_t add(const std::string& name, std::vector<int64_t> full_shape, TensorKind kind,
+              int split_dim = -1, int64_t begin = 0, int64_t count = 0);
 
   Shape shape_;
+  TpShard shard_;
   std::vector<TensorInfo> tensors_;
   std::vector<LayerOffsets> layers_;
   int64_t embed_ = 0, final_norm_ = 0, head_ = 0, numel_ = 0;

@@ -66,6 +66,63 @@ TEST(ParamLayout, NamesShapesAndOffsets) {
   }
 }
 
+// A TP rank's layout: the same names in the same order, each tensor its block
+// (Megatron's split; vocabulary rows in blocks of ceil(V / tp)); its
+// initialization is that block of the whole model's, and the shards of all
+// ranks put back together give the whole model exactly.
+TEST(ParamLayout, TensorParallelShardsTileTheWholeModel) {
+  for (bool tied : {true, false}) {
+    const Shape shape = tiny(tied);  // 4 heads, 2 KV heads, FFN 24, V 37
+    const ParamLayout whole(shape);
+    std::vector<double> full(size_t(whole.numel()));
+    init_params<double>(whole, 7, full);
+    for (int64_t tp : {1, 2}) {
+      std::vector<double> rebuilt(full.size(), -1.0);
+      int64_t vocab_rows = 0;
+      for (int64_t r = 0; r < tp; ++r) {
+        const ParamLayout part(shape, TpShard{tp, r});
+        ASSERT_EQ(part.tensors().size(), whole.tensors().size());
+        std::vector<double> mine(size_t(part.numel()));
+        init_params<double>(part, 7, mine);
+        for (size_t i = 0; i < part.tensors().size(); ++i) {
+          const TensorInfo& t = part.tensors()[i];
+          const TensorInfo& w = whole.tensors()[i];
+          ASSERT_EQ(t.name, w.name);
+          EXPECT_EQ(t.full_shape, w.shape) << t.name;
+          std::vector<double> expect(size_t(t.numel));
+          take_shard(t, full.data() + w.offset, expect.data());
+          for (int64_t e = 0; e < t.numel; ++e)
+            ASSERT_EQ(mine[size_t(t.offset + e)], expect[size_t(e)]) << t.name << " " << e;
+          put_shard(t, mine.data() + t.offset, rebuilt.data() + w.offset);
+          if (t.name == "embed") vocab_rows += t.shape[0];
+          if (t.name == "layers.0.wq") {
+            EXPECT_EQ(t.shape[0], shape.q_dim() / tp);
+          }
+          if (t.name == "layers.0.wo") {
+            EXPECT_EQ(t.shape[1], shape.q_dim() / tp);
+          }
+          if (t.name == "layers.1.w2") {
+            EXPECT_EQ(t.shape[1], shape.ffn_dim / tp);
+          }
+          if (t.kind == TensorKind::norm) {
+            EXPECT_EQ(t.shape, w.shape);
+          }
+        }
+      }
+      EXPECT_EQ(vocab_rows, shape.vocab);
+      EXPECT_EQ(rebuilt, full) << "tp " << tp;
+    }
+  }
+  // Vocabulary blocks of ceil(37 / 4) = 10 rows: 10, 10, 10, 7.
+  Shape wide = tiny(true);
+  wide.n_heads = 4;
+  wide.n_kv_heads = 4;
+  EXPECT_EQ(ParamLayout(wide, TpShard{4, 3}).find("embed").shape[0], 7);
+  EXPECT_EQ(ParamLayout(wide, TpShard{4, 3}).find("embed").split_begin, 30);
+  test::ThrowOnFatal guard;
+  EXPECT_THROW(ParamLayout(tiny(true), TpShard{4, 0}), Error);  // 2 KV heads
+}
+
 TEST(ParamLayout, RejectsBadShapes) {
   test::ThrowOnFatal guard;
   Shape s = tiny(true);
