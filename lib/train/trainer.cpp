@@ -71,6 +71,7 @@ Trainer::Trainer(const World& w, MPI_Comm trainers) : w_(w), comm_(trainers) {
   MPI_CHECK(MPI_Comm_size(comm_, &size_));
   model::ModelOptions opt;
   opt.threads = threads_per_trainer(w);
+  opt.loss_chunk = w.config.model.loss_chunk;
   model_ =
       std::make_unique<model::Transformer<float>>(model::Shape::from_config(w.config.model), opt);
   // Every trainer draws the same parameters: the generator is keyed by the
