@@ -85,8 +85,10 @@ ResumePoint choose_checkpoint(const config::Config& config, const std::string& r
 void check_resume_config(const config::Config& saved, const config::Config& now,
                          const std::string& checkpoint) {
   // What picks the function and the samples; everything else (optimizer,
-  // schedule, layout, folders) may change between attempts.
+  // schedule, layout, folders, model.loss_chunk: memory, not the function)
+  // may change between attempts.
   auto must_keep = [](const std::string& key) {
+    if (key == "model.loss_chunk") return false;
     if (key.rfind("model.", 0) == 0 || key == "run.seed" || key == "data.sources.size") return true;
     if (key.rfind("data.sources[", 0) != 0) return false;
     const std::string leaf = key.substr(key.find("].") + 2);

@@ -152,6 +152,7 @@ struct ModelConfig {
   bool tied_embeddings = true;
   double rope_theta = 10000.0;
   double init_std = 0.02;
+  int64_t loss_chunk = 1024;
   template <class V>
   void visit(V& v) {
     v.field("vocab_size", vocab_size, "Vocabulary size V (must cover the tokenizer's ids)",
@@ -166,6 +167,11 @@ struct ModelConfig {
     v.field("rope_theta", rope_theta, "Rotary embedding base", at_least(1.0));
     v.field("init_std", init_std, "Std of the normal initialization of matrices",
             in_range(0.0, 1.0));
+    v.field("loss_chunk", loss_chunk,
+            "CPU backend: tokens whose LM-head logits exist at once (loss_chunk x vocab_size "
+            "floats; results change only by rounding, so a resume may change it); the CUDA "
+            "backend holds all of a micro-batch's",
+            in_range(1, 1 << 20));
   }
 };
 

@@ -1,10 +1,8 @@
 #include "model/transformer.hpp"
 
 #include <omp.h>
-#include <time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "base/check.hpp"
@@ -17,36 +15,6 @@ namespace {
 constexpr double kNormEps = 1e-5;
 // Elementwise loops go parallel above this many elements.
 constexpr int64_t kParallelElems = 1 << 15;
-
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// Adds the scope's wall and CPU time (divided by the thread count) to the
-// profile field `field` of both Times.
-class Timer {
- public:
-  Timer(Profile* p, double Times::*field, int threads)
-      : p_(p),
-        field_(field),
-        threads_(threads),
-        wall0_(std::chrono::steady_clock::now()),
-        cpu0_(process_cpu_seconds()) {}
-  ~Timer() {
-    p_->wall.*field_ +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0_).count();
-    p_->cpu.*field_ += (process_cpu_seconds() - cpu0_) / threads_;
-  }
-
- private:
-  Profile* p_;
-  double Times::*field_;
-  int threads_;
-  std::chrono::steady_clock::time_point wall0_;
-  double cpu0_;
-};
 
 template <class V>
 void fit(V& v, int64_t n) {
@@ -128,28 +96,6 @@ ML_SIMD_CLONES void swiglu_backward_row(int64_t f, const T* a, const T* b, const
   }
 }
 
-// Softmax cross-entropy of one row of logits z [V] against `target`: turns z
-// into softmax(z) − onehot(target) and returns −log softmax(z)[target].
-template <class T>
-ML_SIMD_CLONES double cross_entropy_row(int64_t V, T* z, int32_t target) {
-  const T z_target = z[target];
-  T mx = z[0];
-#pragma omp simd reduction(max : mx)
-  for (int64_t c = 0; c < V; ++c) mx = std::max(mx, z[c]);
-  T sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t c = 0; c < V; ++c) {
-    const T e = fast_exp<T>(z[c] - mx);
-    z[c] = e;
-    sum += e;
-  }
-  const T inv = T(1) / sum;
-  for (int64_t c = 0; c < V; ++c) z[c] *= inv;
-  z[target] -= T(1);
-  // −log p(target) = log Σ exp(z − mx) − (z_target − mx).
-  return std::log(static_cast<double>(sum)) - static_cast<double>(z_target - mx);
-}
-
 template <class T>
 void rmsnorm_forward(int threads, int64_t n, int64_t d, const T* x, const T* g, T* y, T* rstd) {
 #pragma omp parallel for num_threads(threads) schedule(static) if (n * d > kParallelElems)
@@ -229,7 +175,8 @@ Transformer<T>::Transformer(const Shape& shape, const ModelOptions& opt)
       threads_(resolve_threads(opt.threads)),
       params_(static_cast<size_t>(layout_.numel())),
       grads_(static_cast<size_t>(layout_.numel())),
-      local_attention_(AttnOptions{opt.attn_tile_q, opt.attn_tile_k, threads_}) {
+      local_attention_(AttnOptions{opt.attn_tile_q, opt.attn_tile_k, threads_}),
+      loss_(LmLossOptions{opt.loss_chunk, threads_}) {
   blas_use_one_thread();
   acts_.resize(static_cast<size_t>(shape.n_layers));
   x_.resize(static_cast<size_t>(shape.n_layers + 1));
@@ -280,7 +227,7 @@ void Transformer<T>::ensure_buffers(int64_t n) {
   }
   fit(xf_, n * d);
   fit(rstdf_, n);
-  fit(logits_, n * s.vocab);
+  loss_.reserve(n, s.vocab, d);
   fit(u_, n * f);
   fit(dx_, n * d);
   fit(dh_, n * d);
@@ -321,7 +268,7 @@ LossSum Transformer<T>::forward(const Batch& batch, AttentionBackend<T>* attenti
   const Shape& s = shape();
   batch.validate(s.vocab);
   const int64_t n = batch.size();
-  const int64_t d = s.d_model, V = s.vocab;
+  const int64_t d = s.d_model;
   n_ = n;
   tokens_ = batch.tokens;
   targets_ = batch.targets;
@@ -347,39 +294,13 @@ LossSum Transformer<T>::forward(const Batch& batch, AttentionBackend<T>* attenti
   }
   for (int64_t l = 0; l < s.n_layers; ++l) layer_forward(l, n);
 
-  const T* head = params_.data() + layout_.head();
   {
     Timer t(&profile_, &Times::other, threads_);
     rmsnorm_forward(threads_, n, d, x_[static_cast<size_t>(s.n_layers)].data(),
                     params_.data() + layout_.final_norm(), xf_.data(), rstdf_.data());
   }
-  {
-    Timer t(&profile_, &Times::head, threads_);
-    gemm_parallel<T>(threads_, Op::N, Op::T, n, V, d, T(1), xf_.data(), d, head, d, T(0),
-                     logits_.data(), V);
-  }
-  {
-    // Cross-entropy; each row becomes softmax − onehot (0 without a target).
-    Timer t(&profile_, &Times::loss, threads_);
-    T* logits = logits_.data();
-#pragma omp parallel for num_threads(threads_) schedule(static) if (n * V > kParallelElems)
-    for (int64_t i = 0; i < n; ++i) {
-      T* z = logits + i * V;
-      const int32_t target = targets_[static_cast<size_t>(i)];
-      if (target < 0) {
-        std::fill(z, z + V, T(0));
-        token_loss_[static_cast<size_t>(i)] = 0.0;
-        continue;
-      }
-      token_loss_[static_cast<size_t>(i)] = cross_entropy_row(V, z, target);
-    }
-  }
-  LossSum out;
-  for (int64_t i = 0; i < n; ++i) {
-    out.sum += token_loss_[static_cast<size_t>(i)];
-    out.count += targets_[static_cast<size_t>(i)] >= 0 ? 1 : 0;
-  }
-  return out;
+  const HeadShard<T> head{params_.data() + layout_.head(), 0, s.vocab, d};
+  return loss_.forward(xf_.data(), n, head, targets_.data(), whole_vocab_, token_loss_, &profile_);
 }
 
 template <class T>
@@ -448,18 +369,8 @@ template <class T>
 void Transformer<T>::backward(double scale) {
   ML_CHECK(have_forward_, "backward() needs a forward() first");
   const Shape& s = shape();
-  const int64_t n = n_, d = s.d_model, V = s.vocab;
-  const T* head = params_.data() + layout_.head();
-  T* ghead = grads_.data() + layout_.head();
-  const T a = static_cast<T>(scale);
-  {
-    Timer t(&profile_, &Times::head, threads_);
-    // dxf = scale·dlogits·W;  dW += scale·dlogitsᵀ·xf.
-    gemm_parallel<T>(threads_, Op::N, Op::N, n, d, V, a, logits_.data(), V, head, d, T(0),
-                     dxn_.data(), d);
-    gemm_parallel<T>(threads_, Op::T, Op::N, V, d, n, a, logits_.data(), V, xf_.data(), d, T(1),
-                     ghead, d);
-  }
+  const int64_t n = n_, d = s.d_model;
+  loss_.backward(scale, dxn_.data(), grads_.data() + layout_.head(), &profile_);
   {
     Timer t(&profile_, &Times::other, threads_);
     const T* xl = x_[static_cast<size_t>(s.n_layers)].data();

@@ -20,9 +20,11 @@
 // What forward() keeps for backward(), per layer: the layer input, both
 // normalized inputs and 1/rms, the fused QKV after RoPE, the attention output
 // and its log-sum-exp, the residual after attention and the SwiGLU input
-// [n, 2F]; plus the logits buffer [n, V], which forward() turns in place into
-// softmax − onehot, so backward() needs no recomputation. Scratch is reused
-// from call to call.
+// [n, 2F]; plus the final normalized states and 1/rms. No [n, V] logits: the
+// LM head and cross-entropy run fused, ModelOptions::loss_chunk tokens at a
+// time (lm_loss.hpp), and forward() already leaves their gradients, unscaled,
+// as d(final states) [n, d] and d(head) [V, d]. Scratch is reused from call to
+// call.
 //
 // Attention goes through an AttentionBackend (attention.hpp): LocalAttention
 // by default; a context-parallel trainer passes its ring implementation to
@@ -36,7 +38,9 @@
 
 #include "model/attention.hpp"
 #include "model/batch.hpp"
+#include "model/lm_loss.hpp"
 #include "model/params.hpp"
+#include "model/profile.hpp"
 
 namespace meshloom::model {
 
@@ -44,27 +48,7 @@ struct ModelOptions {
   int threads = 0;  // 0: OpenMP's default (OMP_NUM_THREADS or the cores)
   int64_t attn_tile_q = 64;
   int64_t attn_tile_k = 128;
-};
-
-struct LossSum {
-  double sum = 0;     // Σ −log p(target) over the micro-batch's predictions
-  int64_t count = 0;  // number of predictions (targets ≠ −1)
-};
-
-// Time spent per kind of work since the last reset (forward + backward).
-struct Times {
-  double matmul = 0;     // projections and MLP GEMMs
-  double attention = 0;  // block forward/backward (tiles, softmax)
-  double head = 0;       // LM head GEMMs
-  double loss = 0;       // softmax cross-entropy over the vocabulary
-  double other = 0;      // embedding, norms, RoPE, SwiGLU, residual copies
-  double total() const { return matmul + attention + head + loss + other; }
-};
-// wall: elapsed seconds. cpu: process CPU seconds / threads, which on a
-// machine shared with other work is closer to what the step costs alone.
-struct Profile {
-  Times wall;
-  Times cpu;
+  int64_t loss_chunk = 1024;  // tokens whose logits exist at once (lm_loss.hpp)
 };
 
 template <class T>
@@ -129,7 +113,9 @@ class Transformer {
   // Activations.
   std::vector<std::vector<T>> x_;  // residual stream entering layer l; x_[L] = final
   std::vector<LayerActs> acts_;
-  std::vector<T> xf_, rstdf_, logits_;
+  std::vector<T> xf_, rstdf_;
+  LmLoss<T> loss_;  // the head and cross-entropy, chunked; keeps their gradients
+  WholeVocab whole_vocab_;
   // Backward scratch.
   std::vector<T> u_, dx_, dh_, dxn_, dab_, do_, dqkv_;
   // RoPE angles of this micro-batch: token t, frequency i at [t·D/2 + i].

@@ -69,7 +69,9 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
   m.workspace = n * (5 * d + 4 * f + qd) * t + n * qkvd * kF32 + (t == kF32 ? 0 : n * qkvd * t) +
                 n * kF32 + 2 * kF64 + 4 * n * kI32 + (2 * groups + 1 + n) * kI32 + n * H * kF32;
   // logits_ (T, n x V: the cross-entropy runs on all rows at once, in place)
-  // and row_loss_ (fp64).
+  // and row_loss_ (fp64). The CUDA backend still holds all of a micro-batch's
+  // logits; only the CPU model chunks them (model/lm_loss.hpp,
+  // host_memory_floor).
   m.logits = n * V * t + n * kF64;
   if (in.rings) {
     // ring_link_nccl.cpp keeps a current and a next block; ring_link_mpi.cpp
@@ -139,12 +141,16 @@ int64_t largest_micro_batch(const config::Config& c) {
   return std::min(c.plan.capacity, c.data.tokens_per_step);
 }
 
+int64_t host_logit_tokens(const config::Config& c) {
+  return std::min(largest_micro_batch(c), c.model.loss_chunk);
+}
+
 int64_t host_memory_floor(const config::Config& c, int trainers) {
   const ModelShape shape = shape_from_config(c.model);
   const int64_t n = shape.numel(), f = int64_t(sizeof(float));
   const int64_t moments = c.optim.zero1 ? 2 * f * ((n + trainers - 1) / trainers) : 2 * f * n;
-  const int64_t tokens = largest_micro_batch(c);
-  return 2 * f * n + moments + f * tokens * shape.vocab;
+  const int64_t loss = f * (host_logit_tokens(c) + shape.hidden) * shape.vocab;
+  return 2 * f * n + moments + loss;
 }
 
 std::string device_memory_error(const config::Config& c, const DeviceMemory& m, double free_bytes,

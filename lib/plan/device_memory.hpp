@@ -92,9 +92,15 @@ int64_t largest_micro_batch(const config::Config& c);
 
 // The CPU backend's host memory floor for one of `trainers` trainers: fp32
 // weights and gradients, AdamW's two moments (this trainer's shard with
-// optim.zero1) and the fp32 logits of its largest micro-batch (plan.capacity
-// tokens). Activations and buffers come on top: a run above it cannot fit.
+// optim.zero1) and the fused LM loss's fp32 buffers (model/lm_loss.hpp): the
+// logits of one chunk of its largest micro-batch (min(plan.capacity,
+// model.loss_chunk) tokens) and the unscaled head gradient [V, d].
+// Activations and buffers come on top: a run above it cannot fit.
 int64_t host_memory_floor(const config::Config& c, int trainers);
+
+// The tokens whose logits the CPU backend's fused LM loss holds at once: one
+// chunk of the largest micro-batch.
+int64_t host_logit_tokens(const config::Config& c);
 
 // The message of a run that does not fit: the estimate's biggest terms, the
 // free bytes, and the config keys that lower it. `sharers`: trainers that

@@ -53,11 +53,11 @@ void check_host_memory(const World& w) {
   if (busiest == per_host.end() || node <= 0 || need * busiest->second <= node) return;
   throw Error(strf(
       "a trainer needs at least %s of memory (fp32 weights and gradients, AdamW moments%s, the "
-      "logits of %lld tokens), so the %d trainers on %s need %s, more than the node's %s: lower "
-      "model.vocab_size, model.d_model, model.n_layers or model.ffn_dim, set optim.zero1, or "
-      "launch on more nodes",
+      "logits of %lld tokens and the LM head's gradient), so the %d trainers on %s need %s, more "
+      "than the node's %s: lower model.vocab_size, model.d_model, model.n_layers or "
+      "model.ffn_dim, set optim.zero1, or launch on more nodes",
       human_bytes(need).c_str(), w.config.optim.zero1 ? " (a ZeRO-1 shard)" : "",
-      (long long)plan::largest_micro_batch(w.config), busiest->second, busiest->first.c_str(),
+      (long long)plan::host_logit_tokens(w.config), busiest->second, busiest->first.c_str(),
       human_bytes(need * busiest->second).c_str(), human_bytes(node).c_str()));
 }
 

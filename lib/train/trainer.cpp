@@ -74,6 +74,7 @@ Trainer::Trainer(const World& w, const StepComms& comms)
       size_(comms.size(Axis::data)) {
   model::ModelOptions opt;
   opt.threads = threads_per_trainer(w);
+  opt.loss_chunk = w.config.model.loss_chunk;
   model_ =
       std::make_unique<model::Transformer<float>>(model::Shape::from_config(w.config.model), opt);
   // Every trainer draws the same parameters: the generator is keyed by the

@@ -89,6 +89,7 @@ TEST(ResumeConfig, AcceptsWhatMayChangeBetweenAttempts) {
   EXPECT_NO_THROW(check_resume_config(
       saved,
       parse({"optim.lr=0.001", "run.steps=500", "data.sources.1.path=moved.jsonl",
-             "cluster.roles.loaders=3", "checkpoint.every=10", "data.sources.0.weight=2"}),
+             "cluster.roles.loaders=3", "checkpoint.every=10", "data.sources.0.weight=2",
+             "model.loss_chunk=256"}),
       "ck.h5"));
 }

@@ -60,7 +60,8 @@ void randomize(Transformer<T>& m, uint32_t seed) {
 
 void gradient_check(bool tied) {
   const Shape s = tiny(tied);
-  Transformer<double> m(s, ModelOptions{1, 3, 4});  // small tiles: several per document
+  // Small tiles: several per document; loss chunks of 7 tokens: 4 of them.
+  Transformer<double> m(s, ModelOptions{1, 3, 4, 7});
   randomize(m, 11);
   const Batch b = make_batch({5, 8, 1, 3, 7, 2}, s.vocab, 12);
   const double scale = 1.0 / static_cast<double>(b.predictions());

@@ -94,6 +94,6 @@ warned "no document is longer than data.long_policy.threshold 100000 (the longes
 (($(grep -c 'long_policy' "$dir/out.txt") == 1)) || fail "the long/short warning is not once"
 # Not the data, but the same start-up check: a model no node could hold
 # (16M-token vocabulary x 4096) is refused before anything is allocated.
-bad "of memory (fp32 weights and gradients, AdamW moments, the logits of 256 tokens), so the 2 trainers on" \
+bad "of memory (fp32 weights and gradients, AdamW moments, the logits of 256 tokens and the LM head's gradient), so the 2 trainers on" \
   --set model.vocab_size=16000000 --set model.d_model=4096 --set model.n_heads=32 --set model.n_kv_heads=32
 echo "bad sources test passed"
