@@ -161,6 +161,13 @@ void swiglu_backward(int threads, int64_t n, int64_t f, const T* ab, const T* du
   }
 }
 
+// out = a + b (out may alias neither).
+template <class T>
+void add_rows(int threads, int64_t count, const T* a, const T* b, T* out) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (count > kParallelElems)
+  for (int64_t i = 0; i < count; ++i) out[i] = a[i] + b[i];
+}
+
 template <class T>
 void copy_rows(int threads, int64_t count, const T* src, T* dst) {
 #pragma omp parallel for num_threads(threads) schedule(static) if (count > kParallelElems)
@@ -170,13 +177,24 @@ void copy_rows(int threads, int64_t count, const T* src, T* dst) {
 }  // namespace
 
 template <class T>
-Transformer<T>::Transformer(const Shape& shape, const ModelOptions& opt)
-    : layout_(shape),
+Transformer<T>::Transformer(const Shape& shape, const ModelOptions& opt, TpShard shard,
+                            TpComm<T>* tp)
+    : layout_(shape, shard),
+      tp_(shard.size > 1 ? tp : nullptr),
+      heads_(shard.part(shape.n_heads)),
+      kv_heads_(shard.part(shape.n_kv_heads)),
+      ffn_(shard.part(shape.ffn_dim)),
+      qd_(heads_ * shape.head_dim),
+      kvd_(kv_heads_ * shape.head_dim),
+      qkvd_(qd_ + 2 * kvd_),
+      v0_(shard.vocab_begin(shape.vocab)),
+      vrows_(shard.vocab_rows(shape.vocab)),
       threads_(resolve_threads(opt.threads)),
       params_(static_cast<size_t>(layout_.numel())),
       grads_(static_cast<size_t>(layout_.numel())),
       local_attention_(AttnOptions{opt.attn_tile_q, opt.attn_tile_k, threads_}),
       loss_(LmLossOptions{opt.loss_chunk, threads_}) {
+  ML_CHECK(shard.size == 1 || tp != nullptr, "a tensor-parallel model needs its TpComm");
   blas_use_one_thread();
   acts_.resize(static_cast<size_t>(shape.n_layers));
   x_.resize(static_cast<size_t>(shape.n_layers + 1));
@@ -206,20 +224,26 @@ void Transformer<T>::zero_grads() {
 
 template <class T>
 AttnDims Transformer<T>::attn_dims() const {
-  return AttnDims{shape().n_heads, shape().n_kv_heads, shape().head_dim};
+  return AttnDims{heads_, kv_heads_, shape().head_dim};
+}
+
+template <class T>
+void Transformer<T>::sum_over_group(T* values, int64_t count) {
+  Timer t(&profile_, &Times::tp, threads_);
+  tp_->sum_activations(std::span<T>(values, static_cast<size_t>(count)));
 }
 
 template <class T>
 void Transformer<T>::ensure_buffers(int64_t n) {
   const Shape& s = shape();
-  const int64_t d = s.d_model, f = s.ffn_dim;
+  const int64_t d = s.d_model, f = ffn_;
   for (auto& x : x_) fit(x, n * d);
   for (LayerActs& a : acts_) {
     fit(a.xn1, n * d);
     fit(a.rstd1, n);
-    fit(a.qkv, n * s.qkv_dim());
-    fit(a.o, n * s.q_dim());
-    fit(a.lse, n * s.n_heads);
+    fit(a.qkv, n * qkvd_);
+    fit(a.o, n * qd_);
+    fit(a.lse, n * heads_);
     fit(a.h, n * d);
     fit(a.xn2, n * d);
     fit(a.rstd2, n);
@@ -227,14 +251,15 @@ void Transformer<T>::ensure_buffers(int64_t n) {
   }
   fit(xf_, n * d);
   fit(rstdf_, n);
-  loss_.reserve(n, s.vocab, d);
+  loss_.reserve(n, vrows_, d);
   fit(u_, n * f);
   fit(dx_, n * d);
   fit(dh_, n * d);
   fit(dxn_, n * d);
   fit(dab_, n * 2 * f);
-  fit(do_, n * s.q_dim());
-  fit(dqkv_, n * s.qkv_dim());
+  fit(do_, n * qd_);
+  fit(dqkv_, n * qkvd_);
+  if (tp_) fit(partial_, n * d);
   fit(token_loss_, n);
 }
 
@@ -283,15 +308,23 @@ LossSum Transformer<T>::forward(const Batch& batch, AttentionBackend<T>* attenti
   }
 
   {
+    // This rank's vocabulary rows [v0_, v0_ + vrows_) (all of them at tp = 1);
+    // zero for the other tokens, summed over the group below.
     Timer t(&profile_, &Times::other, threads_);
     const T* embed = params_.data() + layout_.embed();
     T* x0 = x_[0].data();
+    const int64_t v0 = v0_, vrows = vrows_;
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n * d > kParallelElems)
     for (int64_t i = 0; i < n; ++i) {
-      const T* row = embed + static_cast<int64_t>(tokens_[static_cast<size_t>(i)]) * d;
-      std::copy(row, row + d, x0 + i * d);
+      const int64_t r = static_cast<int64_t>(tokens_[static_cast<size_t>(i)]) - v0;
+      if (r >= 0 && r < vrows) {
+        std::copy(embed + r * d, embed + (r + 1) * d, x0 + i * d);
+      } else {
+        std::fill(x0 + i * d, x0 + (i + 1) * d, T(0));
+      }
     }
   }
+  if (tp_) sum_over_group(x_[0].data(), n * d);
   for (int64_t l = 0; l < s.n_layers; ++l) layer_forward(l, n);
 
   {
@@ -299,14 +332,15 @@ LossSum Transformer<T>::forward(const Batch& batch, AttentionBackend<T>* attenti
     rmsnorm_forward(threads_, n, d, x_[static_cast<size_t>(s.n_layers)].data(),
                     params_.data() + layout_.final_norm(), xf_.data(), rstdf_.data());
   }
-  const HeadShard<T> head{params_.data() + layout_.head(), 0, s.vocab, d};
-  return loss_.forward(xf_.data(), n, head, targets_.data(), whole_vocab_, token_loss_, &profile_);
+  const HeadShard<T> head{params_.data() + layout_.head(), v0_, vrows_, d};
+  VocabReducer& vocab = tp_ ? static_cast<VocabReducer&>(*tp_) : whole_vocab_;
+  return loss_.forward(xf_.data(), n, head, targets_.data(), vocab, token_loss_, &profile_);
 }
 
 template <class T>
 void Transformer<T>::layer_forward(int64_t l, int64_t n) {
   const Shape& s = shape();
-  const int64_t d = s.d_model, f = s.ffn_dim, qd = s.q_dim(), kvd = s.kv_dim(), qkvd = s.qkv_dim();
+  const int64_t d = s.d_model, f = ffn_, qd = qd_, kvd = kvd_, qkvd = qkvd_;
   const LayerOffsets& o = layout_.layer(l);
   const T* P = params_.data();
   LayerActs& A = acts_[static_cast<size_t>(l)];
@@ -324,8 +358,8 @@ void Transformer<T>::layer_forward(int64_t l, int64_t n) {
   }
   {
     Timer t(&profile_, &Times::other, threads_);
-    rope_apply(threads_, n, s.n_heads + s.n_kv_heads, s.head_dim, A.qkv.data(), qkvd,
-               rope_cos_.data(), rope_sin_.data(), false);
+    rope_apply(threads_, n, heads_ + kv_heads_, s.head_dim, A.qkv.data(), qkvd, rope_cos_.data(),
+               rope_sin_.data(), false);
   }
   {
     Timer t(&profile_, &Times::attention, threads_);
@@ -335,14 +369,24 @@ void Transformer<T>::layer_forward(int64_t l, int64_t n) {
     attention_->forward(static_cast<int>(l), attn_dims(), q, kv,
                         AttnOut<T>{A.o.data(), qd, A.lse.data()});
   }
-  {
-    Timer t(&profile_, &Times::other, threads_);
-    copy_rows(threads_, n * d, x, A.h.data());
-  }
-  {
+  // h = x + o·woᵀ; at tp > 1 this rank's product is a partial sum over its heads.
+  if (!tp_) {
+    {
+      Timer t(&profile_, &Times::other, threads_);
+      copy_rows(threads_, n * d, x, A.h.data());
+    }
     Timer t(&profile_, &Times::matmul, threads_);
     gemm_parallel<T>(threads_, Op::N, Op::T, n, d, qd, T(1), A.o.data(), qd, P + o.wo, qd, T(1),
                      A.h.data(), d);
+  } else {
+    {
+      Timer t(&profile_, &Times::matmul, threads_);
+      gemm_parallel<T>(threads_, Op::N, Op::T, n, d, qd, T(1), A.o.data(), qd, P + o.wo, qd, T(0),
+                       partial_.data(), d);
+    }
+    sum_over_group(partial_.data(), n * d);
+    Timer t(&profile_, &Times::other, threads_);
+    add_rows(threads_, n * d, x, partial_.data(), A.h.data());
   }
   {
     Timer t(&profile_, &Times::other, threads_);
@@ -353,15 +397,29 @@ void Transformer<T>::layer_forward(int64_t l, int64_t n) {
     gemm_parallel<T>(threads_, Op::N, Op::T, n, 2 * f, d, T(1), A.xn2.data(), d, P + o.w1, d, T(0),
                      A.ab.data(), 2 * f);
   }
-  {
-    Timer t(&profile_, &Times::other, threads_);
-    swiglu_forward(threads_, n, f, A.ab.data(), u_.data());
-    copy_rows(threads_, n * d, A.h.data(), x_next);
-  }
-  {
+  // x_next = h + u·w2ᵀ; at tp > 1 this rank's product is a partial sum over its columns.
+  if (!tp_) {
+    {
+      Timer t(&profile_, &Times::other, threads_);
+      swiglu_forward(threads_, n, f, A.ab.data(), u_.data());
+      copy_rows(threads_, n * d, A.h.data(), x_next);
+    }
     Timer t(&profile_, &Times::matmul, threads_);
     gemm_parallel<T>(threads_, Op::N, Op::T, n, d, f, T(1), u_.data(), f, P + o.w2, f, T(1), x_next,
                      d);
+  } else {
+    {
+      Timer t(&profile_, &Times::other, threads_);
+      swiglu_forward(threads_, n, f, A.ab.data(), u_.data());
+    }
+    {
+      Timer t(&profile_, &Times::matmul, threads_);
+      gemm_parallel<T>(threads_, Op::N, Op::T, n, d, f, T(1), u_.data(), f, P + o.w2, f, T(0),
+                       partial_.data(), d);
+    }
+    sum_over_group(partial_.data(), n * d);
+    Timer t(&profile_, &Times::other, threads_);
+    add_rows(threads_, n * d, A.h.data(), partial_.data(), x_next);
   }
 }
 
@@ -371,6 +429,7 @@ void Transformer<T>::backward(double scale) {
   const Shape& s = shape();
   const int64_t n = n_, d = s.d_model;
   loss_.backward(scale, dxn_.data(), grads_.data() + layout_.head(), &profile_);
+  if (tp_) sum_over_group(dxn_.data(), n * d);  // this vocabulary shard's part
   {
     Timer t(&profile_, &Times::other, threads_);
     const T* xl = x_[static_cast<size_t>(s.n_layers)].data();
@@ -388,11 +447,14 @@ void Transformer<T>::backward(double scale) {
     const T* dx = dx_.data();
     constexpr int64_t kBlock = 64;
     const int64_t blocks = (d + kBlock - 1) / kBlock;
+    const int64_t v0 = v0_, vrows = vrows_;  // this rank's rows; dx_ is whole
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n * d > kParallelElems)
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t c0 = b * kBlock, c1 = std::min(d, c0 + kBlock);
       for (int64_t i = 0; i < n; ++i) {
-        T* row = ge + static_cast<int64_t>(tokens_[static_cast<size_t>(i)]) * d;
+        const int64_t r = static_cast<int64_t>(tokens_[static_cast<size_t>(i)]) - v0;
+        if (r < 0 || r >= vrows) continue;
+        T* row = ge + r * d;
         const T* src = dx + i * d;
         for (int64_t c = c0; c < c1; ++c) row[c] += src[c];
       }
@@ -403,7 +465,7 @@ void Transformer<T>::backward(double scale) {
 template <class T>
 void Transformer<T>::layer_backward(int64_t l, int64_t n) {
   const Shape& s = shape();
-  const int64_t d = s.d_model, f = s.ffn_dim, qd = s.q_dim(), kvd = s.kv_dim(), qkvd = s.qkv_dim();
+  const int64_t d = s.d_model, f = ffn_, qd = qd_, kvd = kvd_, qkvd = qkvd_;
   const LayerOffsets& o = layout_.layer(l);
   const T* P = params_.data();
   T* G = grads_.data();
@@ -434,6 +496,7 @@ void Transformer<T>::layer_backward(int64_t l, int64_t n) {
     gemm_parallel<T>(threads_, Op::T, Op::N, 2 * f, d, n, T(1), dab_.data(), 2 * f, A.xn2.data(), d,
                      T(1), G + o.w1, d);
   }
+  if (tp_) sum_over_group(dxn_.data(), n * d);  // partial over this rank's FFN columns
   {
     Timer t(&profile_, &Times::other, threads_);
     rmsnorm_backward(threads_, n, d, dxn_.data(), A.h.data(), P + o.mlp_norm, A.rstd2.data(),
@@ -460,8 +523,8 @@ void Transformer<T>::layer_backward(int64_t l, int64_t n) {
   }
   {
     Timer t(&profile_, &Times::other, threads_);
-    rope_apply(threads_, n, s.n_heads + s.n_kv_heads, s.head_dim, dqkv_.data(), qkvd,
-               rope_cos_.data(), rope_sin_.data(), true);
+    rope_apply(threads_, n, heads_ + kv_heads_, s.head_dim, dqkv_.data(), qkvd, rope_cos_.data(),
+               rope_sin_.data(), true);
   }
   {
     Timer t(&profile_, &Times::matmul, threads_);
@@ -470,6 +533,7 @@ void Transformer<T>::layer_backward(int64_t l, int64_t n) {
     gemm_parallel<T>(threads_, Op::T, Op::N, qkvd, d, n, T(1), dqkv_.data(), qkvd, A.xn1.data(), d,
                      T(1), G + o.wq, d);
   }
+  if (tp_) sum_over_group(dxn_.data(), n * d);  // partial over this rank's heads
   {
     Timer t(&profile_, &Times::other, threads_);
     rmsnorm_backward(threads_, n, d, dxn_.data(), x, P + o.attn_norm, A.rstd1.data(),

@@ -29,6 +29,22 @@
 // Attention goes through an AttentionBackend (attention.hpp): LocalAttention
 // by default; a context-parallel trainer passes its ring implementation to
 // forward(), and the same object is used by the following backward().
+//
+// Tensor parallelism (Megatron): built with TpShard{size, rank} and the
+// group's TpComm, the model holds this rank's shards (ParamLayout(shape,
+// shard)) and runs H/tp query heads, Hkv/tp KV heads and F/tp FFN columns.
+// wq|wk|wv and w1|w3 are column-parallel (replicated input; the input's
+// gradient is a partial sum, summed over the group before the norm's
+// backward); wo and w2 are row-parallel (their product is a partial sum,
+// summed before it is added to the residual). The embedding and the LM head
+// are vocab-parallel: a rank looks up the tokens of its vocabulary rows (zero
+// elsewhere, then summed), and the fused loss combines the shards' softmax
+// statistics (lm_loss.hpp); d(final states) is summed before the final norm's
+// backward. So the residual stream, the norms and the loss are replicated,
+// and the norm gains' gradients come out the same on every TP rank: the
+// trainer reduces gradients over the data axis only. Every rank of the group
+// must run the same micro-batches in the same order. At tp = 1 nothing is
+// summed and the code path is the single-rank one.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +57,7 @@
 #include "model/lm_loss.hpp"
 #include "model/params.hpp"
 #include "model/profile.hpp"
+#include "model/tensor_parallel.hpp"
 
 namespace meshloom::model {
 
@@ -54,8 +71,13 @@ struct ModelOptions {
 template <class T>
 class Transformer {
  public:
-  explicit Transformer(const Shape& shape, const ModelOptions& opt = {});
+  // The whole model (tp = 1), or TP rank `shard` of a group whose collectives
+  // `tp` implements (not owned; must outlive the model; needed when
+  // shard.size > 1, ignored otherwise).
+  explicit Transformer(const Shape& shape, const ModelOptions& opt = {}, TpShard shard = {},
+                       TpComm<T>* tp = nullptr);
 
+  // The whole model's shape (this rank's sizes: layout().tensors()).
   const Shape& shape() const { return layout_.shape(); }
   const ParamLayout& layout() const { return layout_; }
   int threads() const { return threads_; }
@@ -96,9 +118,17 @@ class Transformer {
   void fill_rope(int64_t n);
   void layer_forward(int64_t l, int64_t n);
   void layer_backward(int64_t l, int64_t n);
+  // This rank's heads (q, KV) and head size.
   AttnDims attn_dims() const;
+  // values summed over the TP group (tp > 1).
+  void sum_over_group(T* values, int64_t count);
 
   ParamLayout layout_;
+  TpComm<T>* tp_ = nullptr;  // null at tp = 1
+  // This rank's sizes: query heads, KV heads, FFN columns, their widths, and
+  // its vocabulary rows [v0_, v0_ + vrows_).
+  int64_t heads_ = 0, kv_heads_ = 0, ffn_ = 0, qd_ = 0, kvd_ = 0, qkvd_ = 0;
+  int64_t v0_ = 0, vrows_ = 0;
   int threads_;
   std::vector<T> params_, grads_;
   LocalAttention<T> local_attention_;
@@ -116,8 +146,8 @@ class Transformer {
   std::vector<T> xf_, rstdf_;
   LmLoss<T> loss_;  // the head and cross-entropy, chunked; keeps their gradients
   WholeVocab whole_vocab_;
-  // Backward scratch.
-  std::vector<T> u_, dx_, dh_, dxn_, dab_, do_, dqkv_;
+  // Backward scratch; partial_: a row-parallel product before its sum (tp > 1).
+  std::vector<T> u_, dx_, dh_, dxn_, dab_, do_, dqkv_, partial_;
   // RoPE angles of this micro-batch: token t, frequency i at [t·D/2 + i].
   std::vector<T> rope_cos_, rope_sin_;
 
@@ -126,7 +156,8 @@ class Transformer {
 
 // Model FLOPs of one forward + backward over `batch` (3 × the forward's matrix
 // products; attention counts only (query, key) pairs the mask lets through,
-// i.e. pos + 1 keys per query). What MFU is measured against.
+// i.e. pos + 1 keys per query). What MFU is measured against. The whole
+// model's: a TP rank does about 1/tp of it.
 double model_flops(const Shape& shape, const Batch& batch);
 
 }  // namespace meshloom::model
