@@ -104,11 +104,6 @@ RoleLayout make_layout(int world, const config::Config& config) {
              "cluster.roles' %d constructor(s) and %d loader(s)): launch a multiple of %lld "
              "trainers or change parallel.tp",
              (long long)tp, l.trainers, world, l.constructors, l.loaders, (long long)tp));
-  // The layout checks above hold already; the TP step is being built.
-  if (tp > 1)
-    throw config::ConfigError(
-        "parallel.tp > 1 is not implemented yet (the tensor-parallel step is in progress): set "
-        "parallel.tp: 1");
   if (config.run.backend == config::Backend::cuda && tp > 1)
     throw config::ConfigError(
         "parallel.tp > 1 with run.backend: cuda is not implemented yet: use run.backend: cpu or "

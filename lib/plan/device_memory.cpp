@@ -147,9 +147,14 @@ int64_t host_logit_tokens(const config::Config& c) {
 
 int64_t host_memory_floor(const config::Config& c, int trainers) {
   const ModelShape shape = shape_from_config(c.model);
-  const int64_t n = shape.numel(), f = int64_t(sizeof(float));
-  const int64_t moments = c.optim.zero1 ? 2 * f * ((n + trainers - 1) / trainers) : 2 * f * n;
-  const int64_t loss = f * (host_logit_tokens(c) + shape.hidden) * shape.vocab;
+  // A TP rank holds 1/tp of every tensor but the norm gains (and of the
+  // vocabulary: ceil(V / tp) rows); ZeRO-1 shards over the HDP ranks.
+  const int64_t tp = c.parallel.tp, hdp = std::max<int64_t>(1, trainers / tp);
+  const int64_t norms = shape.hidden * (2 * shape.layers + 1);
+  const int64_t n = (shape.numel() - norms + tp - 1) / tp + norms, f = int64_t(sizeof(float));
+  const int64_t moments = c.optim.zero1 ? 2 * f * ((n + hdp - 1) / hdp) : 2 * f * n;
+  const int64_t vocab = (shape.vocab + tp - 1) / tp;
+  const int64_t loss = f * (host_logit_tokens(c) + shape.hidden) * vocab;
   return 2 * f * n + moments + loss;
 }
 

@@ -79,6 +79,14 @@ struct OptimizerSetup {
   // the weights, gradients and optimizer state are allocated: fails (fatal)
   // when the run cannot fit (plan/device_memory.hpp).
   std::function<void(const DeviceMemoryInfo&)> check_memory;
+  // Tensor parallelism (tp > 1, CPU backend): the flat buffer is this TP
+  // rank's shard. Gradients of the replicated tensors (`replicated` ranges:
+  // norm gains) are the same on every rank of the group, so the global norm²
+  // counts them 1/tp on each rank, and the ranks' parts are summed over the
+  // group with `tp_sum`.
+  int tp = 1;
+  std::vector<std::pair<int64_t, int64_t>> replicated;
+  std::function<void(double*)> tp_sum;
 };
 
 class TrainerBackend {

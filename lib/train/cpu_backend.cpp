@@ -50,14 +50,34 @@ model::LossSum CpuBackend::forward_backward(const model::Batch& batch, double sc
   return ls;
 }
 
+// Σ g² over [begin, end) of the flat buffer (`g` starts at `begin`), the
+// replicated ranges counted 1/tp (see OptimizerSetup).
+double CpuBackend::square_sum(const float* g, int64_t begin, int64_t end) const {
+  double sq = 0;
+  for (int64_t i = begin; i < end; ++i) sq += double(g[i - begin]) * double(g[i - begin]);
+  if (opt_.tp == 1) return sq;
+  double replicated = 0;
+  for (const auto& [first, last] : opt_.replicated)
+    for (int64_t i = std::max(first, begin); i < std::min(last, end); ++i)
+      replicated += double(g[i - begin]) * double(g[i - begin]);
+  return sq - replicated * (1.0 - 1.0 / opt_.tp);
+}
+
 double CpuBackend::reduce_grads() {
+  const double sq = reduce_over_data();
+  if (opt_.tp == 1) return sq;
+  double total = sq;
+  opt_.tp_sum(&total);
+  return total;
+}
+
+double CpuBackend::reduce_over_data() {
   const auto grads = model_->grads();
   double sq = 0;
   if (!zero1()) {
     reduced_.assign(grads.begin(), grads.end());
     opt_.host_allreduce(reduced_);
-    for (float g : reduced_) sq += double(g) * double(g);
-    return sq;
+    return square_sum(reduced_.data(), 0, int64_t(reduced_.size()));
   }
   // Reduce-scatter into equal shards (the buffer padded to size x shard).
   const int64_t n = int64_t(grads.size()), shard = opt_.shard_size;
@@ -67,8 +87,7 @@ double CpuBackend::reduce_grads() {
   WatchScope watch("the gradient reduce-scatter over all trainers");
   MPI_CHECK(MPI_Reduce_scatter_block(padded.data(), mine.data(), int(shard), MPI_FLOAT, MPI_SUM,
                                      opt_.trainers));
-  for (int64_t i = 0; i < opt_.end - opt_.begin; ++i)
-    sq += double(mine[size_t(i)]) * mine[size_t(i)];
+  sq = square_sum(mine.data(), opt_.begin, opt_.end);
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, opt_.trainers));
   reduced_.assign(size_t(n), 0.0f);  // only this shard is known here
   std::copy(mine.begin(), mine.begin() + (opt_.end - opt_.begin), reduced_.begin() + opt_.begin);

@@ -41,6 +41,9 @@ class CpuBackend final : public TrainerBackend {
 
  private:
   bool zero1() const { return opt_.shard_size > 0; }
+  // The data axis's reduction of the gradients and its share of the norm².
+  double reduce_over_data();
+  double square_sum(const float* g, int64_t begin, int64_t end) const;
 
   model::Transformer<float>* model_;
   train::AdamW* adam_;

@@ -68,15 +68,21 @@ static int threads_per_trainer(const World& w) {
 
 Trainer::Trainer(const World& w, const StepComms& comms)
     : w_(w),
+      comms_(comms),
       comm_(comms.comm(Axis::data)),
       trainer_(comms.rank(Axis::trainers)),
       rank_(comms.rank(Axis::data)),
-      size_(comms.size(Axis::data)) {
+      size_(comms.size(Axis::data)),
+      tp_(comms.size(Axis::tensor)),
+      tp_rank_(comms.rank(Axis::tensor)),
+      whole_layout_(model::Shape::from_config(w.config.model)) {
   model::ModelOptions opt;
   opt.threads = threads_per_trainer(w);
   opt.loss_chunk = w.config.model.loss_chunk;
-  model_ =
-      std::make_unique<model::Transformer<float>>(model::Shape::from_config(w.config.model), opt);
+  if (tp_ > 1) tp_comm_ = std::make_unique<MpiTpComm>(comms.comm(Axis::tensor));
+  // A TP rank holds its shard of every tensor (model/params.hpp).
+  model_ = std::make_unique<model::Transformer<float>>(
+      whole_layout_.shape(), opt, model::TpShard{tp_, tp_rank_}, tp_comm_.get());
   // Every trainer draws the same parameters: the generator is keyed by the
   // seed and the element, not by the rank.
   model_->init_params(uint64_t(w.config.run.seed));
@@ -122,6 +128,10 @@ void Trainer::start_optimizer() {
   opt.end = shard_end_;
   opt.shard_size = shard_size_;
   opt.timeout_s = w_.config.run.timeout;
+  opt.tp = tp_;
+  for (const auto& t : model_->layout().tensors())
+    if (t.split_dim < 0) opt.replicated.emplace_back(t.offset, t.offset + t.numel);
+  opt.tp_sum = [this](double* value) { tp_comm_->all_reduce_sum(std::span<double>(value, 1)); };
   // The CPU path's reductions, so that GPU trainers sharing a GPU sum in
   // the same order as CPU trainers.
   opt.host_allreduce = [this](std::span<float> g) {
@@ -168,6 +178,10 @@ std::span<const float> Trainer::params() {
   return model_->params();
 }
 
+std::vector<float> Trainer::whole(std::span<const float> mine) const {
+  return gather_whole(whole_layout_.shape(), comms_.comm(Axis::tensor), mine);
+}
+
 std::vector<float> Trainer::full_grads() {
   std::vector<float> g(size_t(model_->layout().numel()));
   backend_->download_grads(g);
@@ -177,15 +191,17 @@ std::vector<float> Trainer::full_grads() {
 void Trainer::load(const ckpt::Checkpoint& c) {
   // The checkpoint lists tensors by name (in HDF5's order): place each by name.
   std::map<std::string, const model::TensorInfo*> by_name;
-  for (const auto& t : model_->layout().tensors()) by_name[t.name] = &t;
+  for (const auto& t : whole_layout_.tensors()) by_name[t.name] = &t;
   bool same = c.tensors.size() == by_name.size();
   for (const auto& t : c.tensors)
     same = same && by_name.count(t.name) && by_name[t.name]->numel == t.numel;
   if (!same)
     throw Error("the checkpoint's model (" + std::to_string(c.tensors.size()) +
                 " tensors) does not match the model config: same model section needed");
-  auto params = model_->params();
-  std::vector<float> m(params.size()), v(params.size());
+  // The checkpoint is unsharded (any tp wrote it): the whole model in this
+  // build's order, then this TP rank's shard of it.
+  const size_t whole_n = size_t(whole_layout_.numel());
+  std::vector<float> params(whole_n), m(whole_n), v(whole_n);
   for (const auto& t : c.tensors) {
     const model::TensorInfo& info = *by_name[t.name];
     std::copy(c.params.begin() + t.offset, c.params.begin() + t.offset + t.numel,
@@ -193,6 +209,12 @@ void Trainer::load(const ckpt::Checkpoint& c) {
     std::copy(c.m.begin() + t.offset, c.m.begin() + t.offset + t.numel, m.begin() + info.offset);
     std::copy(c.v.begin() + t.offset, c.v.begin() + t.offset + t.numel, v.begin() + info.offset);
   }
+  if (tp_ > 1) {
+    params = shard_of_whole(model_->layout(), params);
+    m = shard_of_whole(model_->layout(), m);
+    v = shard_of_whole(model_->layout(), v);
+  }
+  std::copy(params.begin(), params.end(), model_->params().begin());
   std::copy(m.begin() + shard_begin_, m.begin() + shard_end_, adam_->m().begin());
   std::copy(v.begin() + shard_begin_, v.begin() + shard_end_, adam_->v().begin());
   adam_->set_step(c.adam_step);
@@ -219,15 +241,22 @@ ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
     gather(m);
     gather(v);
   }
+  // The TP group of HDP rank 0 (data rank 0) puts its shards together on
+  // trainer 0: the file holds the whole model, whatever tp wrote it.
+  std::vector<float> params;
+  if (rank_ == 0) {
+    params = whole(model_->params());
+    m = whole(m);
+    v = whole(v);
+  }
   if (trainer_ != 0) return c;
   c.step = step;
   c.trainers = size_;
   c.seed = w_.config.run.seed;
   c.config = w_.config_text;
-  for (const auto& t : model_->layout().tensors())
+  for (const auto& t : whole_layout_.tensors())
     c.tensors.push_back({t.name, t.shape, t.offset, t.numel});
-  auto params = model_->params();
-  c.params.assign(params.begin(), params.end());
+  c.params = std::move(params);
   c.m = std::move(m);
   c.v = std::move(v);
   c.adam_step = backend_->optimizer_steps();
@@ -295,12 +324,16 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
     const RingGroup ring = ring_of(batch, mb, &attn_l2);
     double pairs = 0;
     for (int32_t p : mb.positions) pairs += double(p) + 1.0;
-    ack.flops += flops(model_->shape(), b.size(), pairs);
-    ack.tokens += b.size();
+    // A TP group's trainers run the same tokens: each does 1/tp of the
+    // FLOPs, and only its first reports the tokens and the loss.
+    ack.flops += flops(model_->shape(), b.size(), pairs) / tp_;
+    if (tp_rank_ == 0) ack.tokens += b.size();
     const model::LossSum ls = backend_->forward_backward(
         b, scale, ring.members.empty() ? nullptr : &ring, mb.offload, i + 1 == batch.micro.size());
-    ack.loss_sum += ls.sum;
-    ack.predictions += ls.count;
+    if (tp_rank_ == 0) {
+      ack.loss_sum += ls.sum;
+      ack.predictions += ls.count;
+    }
     ack.micro.insert(ack.micro.end(),
                      {double(b.size()), attn_l2, double(std::max<size_t>(1, mb.group.size())),
                       seconds_since(mb_start)});

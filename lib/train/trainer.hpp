@@ -24,6 +24,7 @@
 #include "roles/protocol.hpp"
 #include "train/backend.hpp"
 #include "train/optimizer.hpp"
+#include "train/tp_comm.hpp"
 
 namespace meshloom {
 
@@ -45,8 +46,15 @@ class Trainer {
   // With run.backend: cuda, the GPU's measured dense product rate; else 0.
   double device_peak_flops() { return backend_->peak_flops(); }
   // The last step's reduced gradient, before clipping, whole on every trainer
-  // (with ZeRO-1 the shards are gathered: collective over the trainers).
+  // (with ZeRO-1 the shards are gathered: collective over the trainers); with
+  // tp > 1 this TP rank's shard of it.
   std::vector<float> full_grads();
+  // A buffer of this rank's layout as the whole model's (the unsharded layout
+  // of checkpoints and step dumps) on TP rank 0, empty on the others.
+  // Collective over the TP group; at tp = 1 a copy.
+  std::vector<float> whole(std::span<const float> mine) const;
+  // The whole model's layout (at tp = 1 the model's own).
+  const model::ParamLayout& whole_layout() const { return whole_layout_; }
   int64_t optimizer_bytes() const;  // this rank's optimizer state
 
   // Continues from a checkpoint (parameters, moments, step): any trainer count.
@@ -62,10 +70,14 @@ class Trainer {
 
  private:
   const World& w_;
+  const StepComms& comms_;
   MPI_Comm comm_;            // the data axis
   int trainer_ = 0;          // index among all trainers
   int rank_ = 0, size_ = 1;  // on the data axis
   // The host copy: the CPU backend's own model, the GPU's fp32 master copy.
+  int tp_ = 1, tp_rank_ = 0;
+  std::unique_ptr<MpiTpComm> tp_comm_;  // the model's TP collectives (tp > 1)
+  model::ParamLayout whole_layout_;
   std::unique_ptr<model::Transformer<float>> model_;
   std::unique_ptr<train::AdamW> adam_;  // this trainer's slice of the moments
   std::unique_ptr<TrainerBackend> backend_;

@@ -31,6 +31,11 @@ invariance_cpu_cases=(
   "static2    2 1e-5 --set plan.planner=static --set plan.capacity=512"
   "bytescale3 3 1e-5 --set plan.planner=bytescale --set plan.capacity=400"
   "zero3      3 1e-5 --set plan.capacity=400 --set optim.zero1=true"
+  "tp2        2 1e-5 --set parallel.tp=2 --set plan.capacity=4096"
+  "tp2_ring2  4 1e-5 --set parallel.tp=2 --set plan.capacity=512"
+  "tp2_ring3  6 1e-5 --set parallel.tp=2 --set plan.capacity=400 --set optim.zero1=true"
+  "tp4_ring2  8 1e-5 --set parallel.tp=4 --set plan.capacity=512"
+  "tp2_steps3 4 1e-5:1e-5 --set run.steps=3 --set parallel.tp=2 --set plan.capacity=512"
 )
 # On the GPU (run.backend=cuda is added; the trainers share the GPU, rings on
 # it): fp32 to 1e-4 (other summation orders), bf16 to 5e-2; offload2 with
@@ -52,7 +57,9 @@ invariance_gpu_cases=(
 
 # invariance_config BACKEND: the config, on stdout (write it to $dir/c.yaml).
 invariance_config() {
-  local model="{vocab_size: 257, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_dim: 64}"
+  # 8 query heads on 4 KV heads (GQA) split 1, 2 or 4 ways (parallel.tp); a
+  # vocabulary of 257 splits unevenly.
+  local model="{vocab_size: 257, d_model: 32, n_layers: 2, n_heads: 8, n_kv_heads: 4, ffn_dim: 64}"
   # The GPU attention kernels take head_dim 64 or 128; 4 layers leave 2 to
   # offload (plan.offload keeps the first and last resident).
   [[ $1 == cuda ]] && model="{vocab_size: 257, d_model: 128, n_layers: 4, n_heads: 2, n_kv_heads: 1, ffn_dim: 160}"

@@ -2,7 +2,9 @@
 # Parallelism invariance, end to end: the same global batch gives the same loss
 # and gradients (relative error <= 1e-5, fp32) on 1, 2, 3 and 4 trainers, with
 # HDP and static plans, CP degrees 1 to 4 (sequences cut over ranks and run
-# with ring attention), and with ZeRO-1. Reference: one trainer, nothing split.
+# with ring attention), with ZeRO-1, and with tensor parallelism (parallel.tp 2
+# and 4: TP groups as HDP ranks, rings across groups; the dumps are unsharded).
+# Reference: one trainer, nothing split.
 #   invariance_test.sh MESHLOOM MPIEXEC
 # With a third argument `cuda`, the cases train on the GPU (run.backend: cuda;
 # trainers share the node's GPUs; rings on the GPU) and must give the CPU

@@ -1,0 +1,47 @@
+// A trainer's TP group over MPI (the tensor axis of parallel/step_comms.hpp):
+// the collectives the tensor-parallel model calls, and the moves between a
+// rank's shard of the model and the whole model that checkpoints and step
+// dumps need (they stay in the unsharded layout of docs/formats.md).
+//
+// Sums are an all-gather and an add in rank order, not MPI_Allreduce: the
+// replicated activations must be the same bits on every rank of the group
+// (MPI does not promise that for a reduction), or the replicated norm gains
+// would drift apart.
+#pragma once
+
+#include <mpi.h>
+
+#include <span>
+#include <vector>
+
+#include "model/params.hpp"
+#include "model/tensor_parallel.hpp"
+
+namespace meshloom {
+
+class MpiTpComm final : public model::TpComm<float> {
+ public:
+  // `tensor`: the TP group (rank = TP rank).
+  explicit MpiTpComm(MPI_Comm tensor);
+  void sum_activations(std::span<float> values) override;
+  void all_reduce_max(std::span<double> values) override;
+  void all_reduce_sum(std::span<double> values) override;
+
+ private:
+  template <class T>
+  void sum_in_rank_order(std::span<T> values, MPI_Datatype type);
+  MPI_Comm comm_;
+  int size_ = 1;
+  std::vector<char> gathered_;
+};
+
+// The whole model's flat buffer (ParamLayout(shape) order) on TP rank 0,
+// from every TP rank's `mine` (its ParamLayout(shape, {tp, rank}) order).
+// Collective over `tensor`; the other ranks get an empty vector. At tp = 1
+// a copy of `mine`.
+std::vector<float> gather_whole(const model::Shape& shape, MPI_Comm tensor,
+                                std::span<const float> mine);
+// This TP rank's shard buffer (`mine`'s layout) out of the whole model's.
+std::vector<float> shard_of_whole(const model::ParamLayout& mine, std::span<const float> whole);
+
+}  // namespace meshloom
