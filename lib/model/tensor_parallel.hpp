@@ -4,6 +4,16 @@
 // implements it over MPI on the tensor axis (train/tp_comm.hpp); lib/model
 // stays free of MPI. Every rank of a group makes the same calls in the same
 // order with spans of the same length.
+//
+// Where model::Transformer (transformer.hpp) calls sum_activations, with
+// [n, d] spans: forward, after the embedding lookup (each rank looks up its
+// vocabulary rows, zero elsewhere) and after each layer's wo and w2 products
+// (row-parallel: a partial sum over the rank's heads / FFN columns), before
+// the residual add; backward, on d(final states) from the LM head's shard and
+// on the input gradients of wq|wk|wv and w1|w3 (column-parallel), before the
+// norms' backward. That is 1 + 2·layers sums in forward, 1 + 2·layers in
+// backward. The LM loss (forward) calls all_reduce_max, then all_reduce_sum,
+// once per chunk of tokens.
 #pragma once
 
 #include <span>
