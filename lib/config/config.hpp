@@ -137,7 +137,7 @@ struct ParallelConfig {
             in_range(1, 1024));
     v.field("sequence_parallel", sequence_parallel,
             "With tp > 1: norms and the residual stream split over the TP group "
-            "(reduce-scatter / all-gather instead of all-reduce)");
+            "(reduce-scatter / all-gather instead of all-reduce); not implemented yet, refused");
   }
 };
 

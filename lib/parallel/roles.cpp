@@ -104,6 +104,10 @@ RoleLayout make_layout(int world, const config::Config& config) {
              "cluster.roles' %d constructor(s) and %d loader(s)): launch a multiple of %lld "
              "trainers or change parallel.tp",
              (long long)tp, l.trainers, world, l.constructors, l.loaders, (long long)tp));
+  if (config.parallel.sequence_parallel)
+    throw config::ConfigError(
+        "parallel.sequence_parallel is not implemented yet: the TP layers all-reduce the "
+        "residual stream; set parallel.sequence_parallel: false");
   if (config.run.backend == config::Backend::cuda && tp > 1)
     throw config::ConfigError(
         "parallel.tp > 1 with run.backend: cuda is not implemented yet: use run.backend: cpu or "

@@ -45,3 +45,12 @@ TEST(Mesh, TrainersThatTpDoesNotDivideAreRefusedNamingTheKey) {
         << e.what();
   }
 }
+
+TEST(Mesh, SequenceParallelIsRefusedUntilItExists) {
+  config::Config c;
+  c.parallel.tp = 2;
+  c.parallel.sequence_parallel = true;
+  EXPECT_THROW(make_layout(6, c), config::ConfigError);
+  c.parallel.sequence_parallel = false;
+  EXPECT_NO_THROW(make_layout(6, c));  // 4 trainers, 2 TP groups
+}

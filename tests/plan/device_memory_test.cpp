@@ -249,3 +249,25 @@ TEST(HostMemory, FloorIsWeightsGradientsMomentsAndTheLossChunk) {
   EXPECT_EQ(plan::host_logit_tokens(c), 128);
   EXPECT_EQ(plan::host_memory_floor(c, 4), 8 * P + 8 * ((P + 3) / 4) + 4 * 128 * 1000 + head_grad);
 }
+
+// A TP rank holds 1/tp of the weights, gradients and moments (the norm gains
+// whole) and a ceil(V / tp) block of the vocabulary for the loss buffers.
+TEST(HostMemory, TensorParallelRanksHoldTheirShard) {
+  config::Config c;
+  c.model.vocab_size = 50257;
+  c.model.d_model = 512;
+  c.model.n_layers = 8;
+  c.model.n_heads = 8;
+  c.model.n_kv_heads = 8;
+  c.model.ffn_dim = 1376;
+  const int64_t one = host_memory_floor(c, 4);
+  c.parallel.tp = 2;
+  const int64_t two = host_memory_floor(c, 4);
+  const ModelShape shape = shape_from_config(c.model);
+  const int64_t norms = shape.hidden * (2 * shape.layers + 1);
+  // weights + grads + 2 moments = 4 fp32 copies; the loss buffers halve too.
+  const int64_t expected_saving = 4 * 4 * (shape.numel() - norms) / 2;
+  EXPECT_NEAR(double(one - two), double(expected_saving) + double(one - 16 * shape.numel()) / 2,
+              double(one) * 1e-3);
+  EXPECT_LT(two, one * 0.51 + 16 * norms);
+}
