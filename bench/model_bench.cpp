@@ -11,7 +11,7 @@
 //    with the time split by kind of work.
 //
 // Usage: model_bench [key=value ...] with keys tokens d layers heads kv_heads
-// ffn vocab threads iters tile_q tile_k seed max_doc, and attention_only=1
+// ffn vocab threads iters tile_q tile_k seed max_doc loss_chunk, and attention_only=1
 // to time one layer's attention alone (for tuning the tiles).
 //
 // Every rate is given over wall time and over process CPU time / threads:
@@ -146,9 +146,10 @@ void bench_attention(const meshloom::model::Shape& s, const meshloom::model::Bat
 
 int main(int argc, char** argv) {
   std::map<std::string, long> opt = {
-      {"tokens", 4096}, {"d", 512},       {"layers", 8},     {"heads", 8},         {"kv_heads", 8},
-      {"ffn", 1376},    {"vocab", 50257}, {"threads", 2},    {"iters", 3},         {"tile_q", 64},
-      {"tile_k", 128},  {"seed", 1},      {"max_doc", 1536}, {"attention_only", 0}};
+      {"tokens", 4096},  {"d", 512},           {"layers", 8},        {"heads", 8},
+      {"kv_heads", 8},   {"ffn", 1376},        {"vocab", 50257},     {"threads", 2},
+      {"iters", 3},      {"tile_q", 64},       {"tile_k", 128},      {"seed", 1},
+      {"max_doc", 1536}, {"loss_chunk", 1024}, {"attention_only", 0}};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t eq = arg.find('=');
@@ -197,6 +198,7 @@ int main(int argc, char** argv) {
   mo.threads = threads;
   mo.attn_tile_q = opt["tile_q"];
   mo.attn_tile_k = opt["tile_k"];
+  mo.loss_chunk = opt["loss_chunk"];
   m::Transformer<float> model(s, mo);
   model.init_params(static_cast<uint64_t>(opt["seed"]));
   const double flops = m::model_flops(s, batch);
