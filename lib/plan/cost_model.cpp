@@ -64,10 +64,10 @@ double CostModel::piece_compute(int64_t length, int k) const {
 
 std::string CostModel::describe() const {
   return strf(
-      "a=%.3e s/token^2 b=%.3e s/token g=%.3e s; layers=%d kv=%.0f B/token/layer; "
-      "link %.1f GB/s (intra-node %.1f GB/s, %d per node), latency %.1f us",
-      a, b, g, layers, kv_bytes, bandwidth / 1e9, intra_bandwidth / 1e9, trainers_per_node,
-      latency * 1e6) +
+             "a=%.3e s/token^2 b=%.3e s/token g=%.3e s; layers=%d kv=%.0f B/token/layer; "
+             "link %.1f GB/s (intra-node %.1f GB/s, %d per node), latency %.1f us",
+             a, b, g, layers, kv_bytes, bandwidth / 1e9, intra_bandwidth / 1e9, trainers_per_node,
+             latency * 1e6) +
          (tp > 1 ? strf("; tp %d (collectives %.3e s/token of b)", tp, tp_seconds_per_token) : "");
 }
 
