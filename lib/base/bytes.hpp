@@ -38,7 +38,6 @@ class ByteWriter {
     }
     out_.push_back(char(uint8_t(v)));
   }
-  void put_raw(const void* data, size_t n) { out_.append(static_cast<const char*>(data), n); }
   std::string& bytes() { return out_; }
 
  private:

@@ -5,18 +5,6 @@
 
 namespace meshloom {
 
-const char* axis_name(Axis axis) {
-  switch (axis) {
-    case Axis::trainers:
-      return "trainers";
-    case Axis::tensor:
-      return "tensor";
-    case Axis::data:
-      return "data";
-  }
-  return "?";
-}
-
 StepComms::StepComms(MPI_Comm trainers, const TrainerMesh& mesh) : mesh_(mesh) {
   int me = 0, size = 0;
   MPI_CHECK(MPI_Comm_rank(trainers, &me));

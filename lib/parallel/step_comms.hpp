@@ -21,7 +21,6 @@
 namespace meshloom {
 
 enum class Axis { trainers = 0, tensor, data };
-const char* axis_name(Axis axis);
 
 class StepComms {
  public:

@@ -64,16 +64,13 @@ double CpuBackend::square_sum(const float* g, int64_t begin, int64_t end) const 
 }
 
 double CpuBackend::reduce_grads() {
-  const double sq = reduce_over_data();
-  if (opt_.tp == 1) return sq;
-  double total = sq;
-  opt_.tp_sum(&total);
-  return total;
+  double sq = reduce_over_data();
+  if (opt_.tp > 1) opt_.tp_sum(&sq);
+  return sq;
 }
 
 double CpuBackend::reduce_over_data() {
   const auto grads = model_->grads();
-  double sq = 0;
   if (!zero1()) {
     reduced_.assign(grads.begin(), grads.end());
     opt_.host_allreduce(reduced_);
@@ -87,7 +84,7 @@ double CpuBackend::reduce_over_data() {
   WatchScope watch("the gradient reduce-scatter over all trainers");
   MPI_CHECK(MPI_Reduce_scatter_block(padded.data(), mine.data(), int(shard), MPI_FLOAT, MPI_SUM,
                                      opt_.trainers));
-  sq = square_sum(mine.data(), opt_.begin, opt_.end);
+  double sq = square_sum(mine.data(), opt_.begin, opt_.end);
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, opt_.trainers));
   reduced_.assign(size_t(n), 0.0f);  // only this shard is known here
   std::copy(mine.begin(), mine.begin() + (opt_.end - opt_.begin), reduced_.begin() + opt_.begin);

@@ -243,12 +243,12 @@ ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
   }
   // The TP group of HDP rank 0 (data rank 0) puts its shards together on
   // trainer 0: the file holds the whole model, whatever tp wrote it.
-  std::vector<float> params;
-  if (rank_ == 0) {
-    params = whole(model_->params());
+  if (rank_ == 0 && tp_ > 1) {
     m = whole(m);
     v = whole(v);
   }
+  std::vector<float> params;
+  if (rank_ == 0) params = whole(model_->params());
   if (trainer_ != 0) return c;
   c.step = step;
   c.trainers = size_;
