@@ -36,6 +36,7 @@ invariance_cpu_cases=(
   "tp2_ring3  6 1e-5 --set parallel.tp=2 --set plan.capacity=400 --set optim.zero1=true"
   "tp4_ring2  8 1e-5 --set parallel.tp=4 --set plan.capacity=512"
   "tp2_steps3 4 1e-5:1e-5 --set run.steps=3 --set parallel.tp=2 --set plan.capacity=512"
+  "tp2_untied 4 1e-5 --set parallel.tp=2 --set plan.capacity=512 --set model.tied_embeddings=false"
 )
 # On the GPU (run.backend=cuda is added; the trainers share the GPU, rings on
 # it): fp32 to 1e-4 (other summation orders), bf16 to 5e-2; offload2 with
@@ -106,16 +107,23 @@ invariance_on_gpu() { grep -q "computes on GPU" "$dir/$1.txt"; }
 
 # invariance_compare PYTHON COMPARE_DUMPS NAME TOL ARGS...: the case's dump
 # against the reference's (ARGS: the case's train arguments). A case of
-# several steps is compared with a reference of as many, made here on first
-# use ($dir/ref_sN.h5); TOL is GRADS or GRADS:PARAMS.
+# several steps, or one that changes the model (model.* settings, e.g. an
+# untied head), is compared with a reference of as many steps and the same
+# model, made here on first use ($dir/ref_sN[_KEY=VALUE...].h5); TOL is GRADS or
+# GRADS:PARAMS.
 invariance_compare() {
   local python=$1 compare=$2 name=$3 tol=$4
   shift 4
-  local steps ref=ref
+  local steps ref=ref a
+  local -a same=()
   steps=$(invariance_steps "$@")
+  for a in "$@"; do [[ $a == model.* ]] && same+=(--set "$a") && ref+=_${a#model.}; done
   if ((steps > 1)); then
-    ref=ref_s$steps
-    [[ -f $dir/$ref.h5 ]] || invariance_run "$ref" "${invariance_ref[@]}" --set run.steps="$steps" ||
+    ref+=_s$steps
+    same+=(--set run.steps="$steps")
+  fi
+  if ((${#same[@]} > 0)); then
+    [[ -f $dir/$ref.h5 ]] || invariance_run "$ref" "${invariance_ref[@]}" "${same[@]}" ||
       { cat "$dir/$ref.txt"; return 1; }
   fi
   # shellcheck disable=SC2086  # GRADS:PARAMS becomes two arguments
