@@ -152,7 +152,7 @@ struct ModelConfig {
   bool tied_embeddings = true;
   double rope_theta = 10000.0;
   double init_std = 0.02;
-  int64_t loss_chunk = 1024;
+  int64_t loss_chunk = 512;
   template <class V>
   void visit(V& v) {
     v.field("vocab_size", vocab_size, "Vocabulary size V (must cover the tokenizer's ids)",

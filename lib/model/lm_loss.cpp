@@ -125,14 +125,19 @@ LmLoss<T>::LmLoss(const LmLossOptions& opt)
 }
 
 template <class T>
+void LmLoss<T>::fit_token_buffers(int64_t n) {
+  const auto m = static_cast<size_t>(std::min(n, chunk_));
+  if (max_.size() < m) max_.resize(m);
+  if (sums_.size() < 2 * m) sums_.resize(2 * m);
+}
+
+template <class T>
 void LmLoss<T>::reserve(int64_t n, int64_t rows, int64_t d) {
   auto fit = [](auto& v, int64_t size) {
     if (static_cast<int64_t>(v.size()) < size) v.resize(static_cast<size_t>(size));
   };
-  const int64_t m = std::min(n, chunk_);
-  fit(logits_, m * rows);
-  fit(max_, m);
-  fit(sums_, 2 * m);
+  fit(logits_, std::min(n, chunk_) * rows);
+  fit_token_buffers(n);
   fit(dxf_, n * d);
   fit(dhead_, rows * d);
 }
@@ -140,17 +145,62 @@ void LmLoss<T>::reserve(int64_t n, int64_t rows, int64_t d) {
 template <class T>
 LossSum LmLoss<T>::forward(const T* xf, int64_t n, const HeadShard<T>& head, const int32_t* targets,
                            VocabReducer& vocab, std::span<double> token_loss, Profile* profile) {
+  reserve(n, head.rows, head.d);
+  const LossSum out = run(xf, n, head, targets, vocab, token_loss, logits_.data(), T(1),
+                          dxf_.data(), dhead_.data(), false, profile);
+  grads_written_ = false;
+  return out;
+}
+
+template <class T>
+LossSum LmLoss<T>::forward_with_grads(const T* xf, int64_t n, const HeadShard<T>& head,
+                                      const int32_t* targets, VocabReducer& vocab,
+                                      std::span<double> token_loss, const LossGrads<T>& grads,
+                                      Profile* profile) {
+  fit_token_buffers(n);
+  T* z = grads.scratch.data();
+  const int64_t need = std::min(n, chunk_) * head.rows;
+  if (static_cast<int64_t>(grads.scratch.size()) < need) {
+    if (static_cast<int64_t>(logits_.size()) < need) logits_.resize(static_cast<size_t>(need));
+    z = logits_.data();
+  }
+  const LossSum out = run(xf, n, head, targets, vocab, token_loss, z, static_cast<T>(grads.scale),
+                          grads.dxf, grads.dhead, true, profile);
+  grads_written_ = true;
+  return out;
+}
+
+template <class T>
+LossSum LmLoss<T>::run(const T* xf, int64_t n, const HeadShard<T>& head, const int32_t* targets,
+                       VocabReducer& vocab, std::span<double> token_loss, T* z, T alpha, T* dxf,
+                       T* dhead, bool accumulate, Profile* profile) {
   ML_CHECK(head.rows >= 1 && head.d >= 1 && head.first >= 0, "LmLoss: empty head shard");
   ML_CHECK(static_cast<int64_t>(token_loss.size()) >= n, "LmLoss: token_loss too short");
-  reserve(n, head.rows, head.d);
   n_ = n;
   rows_ = head.rows;
   d_ = head.d;
   have_forward_ = true;
-  if (n == 0) std::fill(dhead_.begin(), dhead_.end(), T(0));
+  const int64_t rows = rows_, d = d_;
+  if (n == 0 && !accumulate) std::fill(dhead, dhead + rows * d, T(0));
   for (int64_t t0 = 0; t0 < n; t0 += chunk_) {
-    chunk_forward(xf, t0, std::min(chunk_, n - t0), head, targets, vocab, token_loss.data(),
-                  profile);
+    // Tokens [t0, t0 + m): logits, their softmax − onehot, and both
+    // gradients' shares of the chunk.
+    const int64_t m = std::min(chunk_, n - t0);
+    const T* x = xf + t0 * d;
+    {
+      Timer t(profile, &Times::head, threads_);
+      gemm_parallel<T>(threads_, Op::N, Op::T, m, rows, d, T(1), x, d, head.weight, d, T(0), z,
+                       rows);
+    }
+    {
+      Timer t(profile, &Times::loss, threads_);
+      softmax_minus_onehot(z, m, head, targets + t0, vocab, token_loss.data() + t0);
+    }
+    Timer t(profile, &Times::head, threads_);
+    gemm_parallel<T>(threads_, Op::N, Op::N, m, d, rows, alpha, z, rows, head.weight, d, T(0),
+                     dxf + t0 * d, d);
+    gemm_parallel<T>(threads_, Op::T, Op::N, rows, d, m, alpha, z, rows, x, d,
+                     t0 == 0 && !accumulate ? T(0) : T(1), dhead, d);
   }
   LossSum out;
   for (int64_t i = 0; i < n; ++i) {
@@ -160,36 +210,12 @@ LossSum LmLoss<T>::forward(const T* xf, int64_t n, const HeadShard<T>& head, con
   return out;
 }
 
-// Tokens [t0, t0 + m): logits, their softmax − onehot, and both gradients'
-// shares of the chunk.
+// z's m tokens of logits become softmax − onehot over the whole vocabulary
+// (rows without a target: 0), and token_loss[i] = −log p(target).
 template <class T>
-void LmLoss<T>::chunk_forward(const T* xf, int64_t t0, int64_t m, const HeadShard<T>& head,
-                              const int32_t* targets, VocabReducer& vocab, double* token_loss,
-                              Profile* profile) {
-  const int64_t rows = head.rows, d = head.d;
-  const T* x = xf + t0 * d;
-  {
-    Timer t(profile, &Times::head, threads_);
-    gemm_parallel<T>(threads_, Op::N, Op::T, m, rows, d, T(1), x, d, head.weight, d, T(0),
-                     logits_.data(), rows);
-  }
-  {
-    Timer t(profile, &Times::loss, threads_);
-    softmax_minus_onehot(m, head, targets + t0, vocab, token_loss + t0);
-  }
-  Timer t(profile, &Times::head, threads_);
-  gemm_parallel<T>(threads_, Op::N, Op::N, m, d, rows, T(1), logits_.data(), rows, head.weight, d,
-                   T(0), dxf_.data() + t0 * d, d);
-  gemm_parallel<T>(threads_, Op::T, Op::N, rows, d, m, T(1), logits_.data(), rows, x, d,
-                   t0 == 0 ? T(0) : T(1), dhead_.data(), d);
-}
-
-// logits_ of m tokens become softmax − onehot over the whole vocabulary (rows
-// without a target: 0), and token_loss[i] = −log p(target).
-template <class T>
-void LmLoss<T>::softmax_minus_onehot(int64_t m, const HeadShard<T>& head, const int32_t* targets,
-                                     VocabReducer& vocab, double* token_loss) {
-  T* z = logits_.data();
+void LmLoss<T>::softmax_minus_onehot(T* z, int64_t m, const HeadShard<T>& head,
+                                     const int32_t* targets, VocabReducer& vocab,
+                                     double* token_loss) {
   double* mx = max_.data();
   double* sum = sums_.data();
   double* target_logit = sums_.data() + m;  // summed with `sum`: one collective
@@ -203,6 +229,7 @@ void LmLoss<T>::softmax_minus_onehot(int64_t m, const HeadShard<T>& head, const 
 template <class T>
 void LmLoss<T>::backward(double scale, T* dxf, T* dhead, Profile* profile) const {
   ML_CHECK(have_forward_, "LmLoss::backward() needs a forward() first");
+  ML_CHECK(!grads_written_, "LmLoss::backward(): forward_with_grads() already wrote the gradients");
   Timer t(profile, &Times::head, threads_);
   const T a = static_cast<T>(scale);
   write_scaled(threads_, n_ * d_, a, dxf_.data(), dxf);

@@ -2,7 +2,7 @@
 // tokens at a time, so that no more than chunk × rows logits ever exist (the
 // whole [n, V] buffer is 3.3 GB at 16K tokens with GPT-2's vocabulary).
 //
-//   LmLoss<float> loss({.chunk = 1024, .threads = 2});
+//   LmLoss<float> loss({.chunk = 512, .threads = 2});
 //   WholeVocab whole;                                // tp = 1
 //   LossSum ls = loss.forward(xf, n, {head, 0, V, d}, targets, whole, token_loss);
 //   loss.backward(scale, dxf, dhead);                // dxf = scale·∂/∂xf, dhead += scale·∂/∂head
@@ -12,7 +12,10 @@
 // while the chunk's logits are at hand; backward(scale) only scales them into
 // the caller's buffers. Recomputing each chunk's logits in backward instead
 // costs one more head GEMM and was slower (docs/performance.md, "Fused LM
-// head and loss").
+// head and loss"). When the scale is known up front (a trainer's step),
+// forward_with_grads() writes the scaled gradients straight into the
+// caller's buffers and may borrow the caller's idle scratch for the chunk's
+// logits, so that the loss adds no buffer of its own beyond per-token values.
 //
 // Tensor parallelism: the head may be a shard, vocabulary rows [first,
 // first + rows) of V, one per rank of a TP group. A token's softmax needs the
@@ -65,9 +68,21 @@ struct HeadShard {
   int64_t d = 0;
 };
 
+// Where forward_with_grads() puts the gradients of the loss sum, times
+// `scale`: d(xf) overwritten ([n, d]; this shard's part), d(head) accumulated
+// (+=, [rows, d]). `scratch`, if it holds min(n, chunk) × rows elements, takes
+// the chunk's logits instead of a buffer of the loss's own.
+template <class T>
+struct LossGrads {
+  double scale = 1;
+  T* dxf = nullptr;
+  T* dhead = nullptr;
+  std::span<T> scratch;
+};
+
 struct LmLossOptions {
-  int64_t chunk = 1024;  // tokens whose logits exist at once
-  int threads = 1;       // OpenMP threads of the GEMMs and row loops
+  int64_t chunk = 512;  // tokens whose logits exist at once
+  int threads = 1;      // OpenMP threads of the GEMMs and row loops
 };
 
 template <class T>
@@ -83,25 +98,34 @@ class LmLoss {
   // combines the shards' statistics (WholeVocab when head is the whole head).
   LossSum forward(const T* xf, int64_t n, const HeadShard<T>& head, const int32_t* targets,
                   VocabReducer& vocab, std::span<double> token_loss, Profile* profile = nullptr);
+  // forward(), with the gradients already scaled and written to `grads`;
+  // backward() has nothing left to do after it.
+  LossSum forward_with_grads(const T* xf, int64_t n, const HeadShard<T>& head,
+                             const int32_t* targets, VocabReducer& vocab,
+                             std::span<double> token_loss, const LossGrads<T>& grads,
+                             Profile* profile = nullptr);
   // dxf = scale·∂(loss sum)/∂xf ([n, d], overwritten; this shard's part) and
   // dhead += scale·∂(loss sum)/∂head ([rows, d]) of the last forward().
   void backward(double scale, T* dxf, T* dhead, Profile* profile = nullptr) const;
 
-  // Allocates and touches the buffers for up to n tokens and a head shard of
-  // rows × d, so that a measured step does not pay for fresh pages.
+  // Allocates and touches forward()'s buffers for up to n tokens and a head
+  // shard of rows × d, so that a measured step does not pay for fresh pages.
   void reserve(int64_t n, int64_t rows, int64_t d);
 
  private:
-  void chunk_forward(const T* xf, int64_t t0, int64_t m, const HeadShard<T>& head,
-                     const int32_t* targets, VocabReducer& vocab, double* token_loss,
-                     Profile* profile);
-  void softmax_minus_onehot(int64_t m, const HeadShard<T>& head, const int32_t* targets,
+  // Runs every chunk: logits in z, gradients × alpha into dxf and dhead (the
+  // first chunk overwrites dhead unless `accumulate`).
+  LossSum run(const T* xf, int64_t n, const HeadShard<T>& head, const int32_t* targets,
+              VocabReducer& vocab, std::span<double> token_loss, T* z, T alpha, T* dxf, T* dhead,
+              bool accumulate, Profile* profile);
+  void softmax_minus_onehot(T* z, int64_t m, const HeadShard<T>& head, const int32_t* targets,
                             VocabReducer& vocab, double* token_loss);
+  void fit_token_buffers(int64_t n);
 
   int64_t chunk_;
   int threads_;
   int64_t n_ = 0, rows_ = 0, d_ = 0;
-  bool have_forward_ = false;
+  bool have_forward_ = false, grads_written_ = false;
   std::vector<T> logits_;     // [min(n, chunk), rows]: one chunk's, then its softmax − onehot
   std::vector<double> max_;   // per token of the chunk
   std::vector<double> sums_;  // per token of the chunk: Σ exp(z − max), then the target's logit

@@ -251,12 +251,12 @@ void Transformer<T>::ensure_buffers(int64_t n) {
   }
   fit(xf_, n * d);
   fit(rstdf_, n);
-  loss_.reserve(n, vrows_, d);
   fit(u_, n * f);
   fit(dx_, n * d);
   fit(dh_, n * d);
   fit(dxn_, n * d);
-  fit(dab_, n * 2 * f);
+  // dab_ also holds the LM loss's chunk of logits in forward_backward().
+  fit(dab_, std::max(n * 2 * f, std::min(n, loss_.chunk()) * vrows_));
   fit(do_, n * qd_);
   fit(dqkv_, n * qkvd_);
   if (tp_) fit(partial_, n * d);
@@ -290,6 +290,36 @@ void Transformer<T>::fill_rope(int64_t n) {
 
 template <class T>
 LossSum Transformer<T>::forward(const Batch& batch, AttentionBackend<T>* attention) {
+  forward_states(batch, attention);
+  return loss_.forward(xf_.data(), n_, head_shard(), targets_.data(), vocab_reducer(), token_loss_,
+                       &profile_);
+}
+
+template <class T>
+LossSum Transformer<T>::forward_backward(const Batch& batch, double scale,
+                                         AttentionBackend<T>* attention) {
+  forward_states(batch, attention);
+  // The loss writes d(final states) and d(head) scaled, its logits in dab_,
+  // which backward does not need until the first layer.
+  const LossGrads<T> grads{scale, dxn_.data(), grads_.data() + layout_.head(), dab_};
+  const LossSum ls = loss_.forward_with_grads(xf_.data(), n_, head_shard(), targets_.data(),
+                                              vocab_reducer(), token_loss_, grads, &profile_);
+  backward_from_final_states();
+  return ls;
+}
+
+template <class T>
+HeadShard<T> Transformer<T>::head_shard() const {
+  return {params_.data() + layout_.head(), v0_, vrows_, shape().d_model};
+}
+
+template <class T>
+VocabReducer& Transformer<T>::vocab_reducer() {
+  return tp_ ? static_cast<VocabReducer&>(*tp_) : whole_vocab_;
+}
+
+template <class T>
+void Transformer<T>::forward_states(const Batch& batch, AttentionBackend<T>* attention) {
   const Shape& s = shape();
   batch.validate(s.vocab);
   const int64_t n = batch.size();
@@ -332,9 +362,6 @@ LossSum Transformer<T>::forward(const Batch& batch, AttentionBackend<T>* attenti
     rmsnorm_forward(threads_, n, d, x_[static_cast<size_t>(s.n_layers)].data(),
                     params_.data() + layout_.final_norm(), xf_.data(), rstdf_.data());
   }
-  const HeadShard<T> head{params_.data() + layout_.head(), v0_, vrows_, d};
-  VocabReducer& vocab = tp_ ? static_cast<VocabReducer&>(*tp_) : whole_vocab_;
-  return loss_.forward(xf_.data(), n, head, targets_.data(), vocab, token_loss_, &profile_);
 }
 
 template <class T>
@@ -426,9 +453,14 @@ void Transformer<T>::layer_forward(int64_t l, int64_t n) {
 template <class T>
 void Transformer<T>::backward(double scale) {
   ML_CHECK(have_forward_, "backward() needs a forward() first");
+  loss_.backward(scale, dxn_.data(), grads_.data() + layout_.head(), &profile_);
+  backward_from_final_states();
+}
+
+template <class T>
+void Transformer<T>::backward_from_final_states() {
   const Shape& s = shape();
   const int64_t n = n_, d = s.d_model;
-  loss_.backward(scale, dxn_.data(), grads_.data() + layout_.head(), &profile_);
   if (tp_) sum_over_group(dxn_.data(), n * d);  // this vocabulary shard's part
   {
     Timer t(&profile_, &Times::other, threads_);

@@ -23,7 +23,9 @@
 // [n, 2F]; plus the final normalized states and 1/rms. No [n, V] logits: the
 // LM head and cross-entropy run fused, ModelOptions::loss_chunk tokens at a
 // time (lm_loss.hpp), and forward() already leaves their gradients, unscaled,
-// as d(final states) [n, d] and d(head) [V, d]. Scratch is reused from call to
+// as d(final states) [n, d] and d(head) [V, d]; forward_backward(), which
+// knows the scale, has it write them scaled into the model's own buffers and
+// lends it backward scratch for its logits. Scratch is reused from call to
 // call.
 //
 // Attention goes through an AttentionBackend (attention.hpp): LocalAttention
@@ -65,7 +67,7 @@ struct ModelOptions {
   int threads = 0;  // 0: OpenMP's default (OMP_NUM_THREADS or the cores)
   int64_t attn_tile_q = 64;
   int64_t attn_tile_k = 128;
-  int64_t loss_chunk = 1024;  // tokens whose logits exist at once (lm_loss.hpp)
+  int64_t loss_chunk = 512;  // tokens whose logits exist at once (lm_loss.hpp)
 };
 
 template <class T>
@@ -99,6 +101,11 @@ class Transformer {
   // grads += scale · ∂(forward's loss sum)/∂params. Needs a forward() first;
   // may be called again after each forward().
   void backward(double scale);
+  // forward() then backward(scale), in less memory: with the scale known, the
+  // LM loss writes its gradients straight into the model's and keeps its
+  // chunk of logits in backward scratch (lm_loss.hpp). What a trainer runs.
+  LossSum forward_backward(const Batch& batch, double scale,
+                           AttentionBackend<T>* attention = nullptr);
 
   // −log p per token of the last forward() (0 where the target is −1).
   std::span<const double> token_losses() const { return token_loss_; }
@@ -116,6 +123,12 @@ class Transformer {
   };
   void ensure_buffers(int64_t n);
   void fill_rope(int64_t n);
+  // forward() up to the final norm's output xf_.
+  void forward_states(const Batch& batch, AttentionBackend<T>* attention);
+  // backward() from d(final states) in dxn_ down to the embedding.
+  void backward_from_final_states();
+  HeadShard<T> head_shard() const;
+  VocabReducer& vocab_reducer();
   void layer_forward(int64_t l, int64_t n);
   void layer_backward(int64_t l, int64_t n);
   // This rank's heads (q, KV) and head size.

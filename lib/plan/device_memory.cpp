@@ -154,7 +154,7 @@ int64_t host_memory_floor(const config::Config& c, int trainers) {
   const int64_t n = (shape.numel() - norms + tp - 1) / tp + norms, f = int64_t(sizeof(float));
   const int64_t moments = c.optim.zero1 ? 2 * f * ((n + hdp - 1) / hdp) : 2 * f * n;
   const int64_t vocab = (shape.vocab + tp - 1) / tp;
-  const int64_t loss = f * (host_logit_tokens(c) + shape.hidden) * vocab;
+  const int64_t loss = f * host_logit_tokens(c) * vocab;
   return 2 * f * n + moments + loss;
 }
 

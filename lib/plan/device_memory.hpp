@@ -93,9 +93,10 @@ int64_t largest_micro_batch(const config::Config& c);
 // The CPU backend's host memory floor for one of `trainers` trainers: fp32
 // weights and gradients (its TP shard with parallel.tp), AdamW's two moments
 // (this trainer's shard with optim.zero1, over the HDP ranks) and the fused
-// LM loss's fp32 buffers (model/lm_loss.hpp): the logits of one chunk of its
-// largest micro-batch (min(plan.capacity, model.loss_chunk) tokens) and the
-// unscaled head gradient [V / tp, d].
+// LM loss's chunk of fp32 logits (model/lm_loss.hpp): min(plan.capacity,
+// model.loss_chunk) tokens of its largest micro-batch × V / tp. (A trainer's
+// loss writes its gradients straight into the model's, and its chunk lives in
+// backward scratch whenever that is larger.)
 // Activations and buffers come on top: a run above it cannot fit.
 int64_t host_memory_floor(const config::Config& c, int trainers);
 

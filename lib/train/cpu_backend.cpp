@@ -35,19 +35,13 @@ void CpuBackend::start_optimizer(const OptimizerSetup& opt, std::span<const floa
 
 model::LossSum CpuBackend::forward_backward(const model::Batch& batch, double scale,
                                             const RingGroup* ring, float, bool) {
-  if (!ring) {
-    const model::LossSum ls = model_->forward(batch);
-    model_->backward(scale);
-    return ls;
-  }
+  if (!ring) return model_->forward_backward(batch, scale);
   // The model keeps the attention backend from forward to backward.
   model::AttnOptions attn;
   attn.threads = model_->threads();
   train::RingAttention attention(ring->comm, ring->members, ring->me, ring->max_tokens, attn,
                                  ring->timeout_s);
-  const model::LossSum ls = model_->forward(batch, &attention);
-  model_->backward(scale);
-  return ls;
+  return model_->forward_backward(batch, scale, &attention);
 }
 
 // Σ g² over [begin, end) of the flat buffer (`g` starts at `begin`), the

@@ -3,7 +3,9 @@
 // chunk sizes that do and do not divide n, tokens without targets, the
 // vocabulary split over 2 and 3 shards that combine their statistics in
 // process (what tensor parallelism relies on), finite differences; and the
-// whole model with tied and untied heads at several chunk sizes.
+// whole model with tied and untied heads at several chunk sizes; the
+// gradients written in forward when the scale is known (forward_with_grads,
+// the model's forward_backward).
 #include "model/lm_loss.hpp"
 
 #include <gtest/gtest.h>
@@ -163,6 +165,42 @@ TEST(LmLoss, BackwardAccumulatesTheHeadGradient) {
   Gradients want = plain_loss(p, 0.5);
   for (size_t i = 0; i < before.size(); ++i) want.dhead[i] += before[i];
   expect_same(fused_loss(p, 4, 0.5, before), want, "accumulated");
+}
+
+// forward_with_grads() gives forward() + backward(scale), its logits in the
+// caller's scratch when that is large enough and in a buffer of its own
+// when not; d(head) adds to what is there, d(xf) is overwritten.
+TEST(LmLoss, GradientsWrittenInForwardEqualForwardThenBackward) {
+  const Problem p = make_problem(23, 8, 37, 4);
+  const double scale = 0.29;
+  std::vector<double> before(static_cast<size_t>(p.V * p.d));
+  for (size_t i = 0; i < before.size(); ++i) before[i] = 0.02 * static_cast<double>(i % 7);
+  for (int64_t chunk : {4, 23, 64}) {
+    const Gradients want = fused_loss(p, chunk, scale, before);
+    const int64_t need = std::min<int64_t>(chunk, p.n) * p.V;
+    for (int64_t scratch_size : {int64_t{0}, need - 1, need}) {
+      LmLoss<double> loss(LmLossOptions{chunk, 2});
+      WholeVocab whole;
+      Gradients got;
+      got.token_loss.assign(static_cast<size_t>(p.n), -1.0);
+      got.dxf.assign(static_cast<size_t>(p.n * p.d), 99.0);
+      got.dhead = before;
+      std::vector<double> scratch(static_cast<size_t>(scratch_size), 5.0);
+      const LossGrads<double> out{scale, got.dxf.data(), got.dhead.data(), scratch};
+      const LossSum ls = loss.forward_with_grads(p.xf.data(), p.n, {p.head.data(), 0, p.V, p.d},
+                                                 p.targets.data(), whole, got.token_loss, out);
+      got.loss = ls.sum;
+      got.count = ls.count;
+      const std::string what =
+          "chunk " + std::to_string(chunk) + ", scratch " + std::to_string(scratch_size);
+      expect_same(got, want, what);
+      if (scratch_size == need) {
+        EXPECT_NE(scratch[0], 5.0) << what << ": scratch not used";
+      }
+      test::ThrowOnFatal guard;
+      EXPECT_THROW(loss.backward(scale, got.dxf.data(), got.dhead.data()), Error) << what;
+    }
+  }
 }
 
 // The shards of one tensor-parallel group as threads of this process: each
@@ -334,6 +372,25 @@ TEST(LmLoss, ModelResultsDoNotDependOnTheChunk) {
     for (int64_t chunk : {1, 6, 24, 25}) {
       expect_same(run(chunk), whole,
                   std::string(tied ? "tied" : "untied") + ", chunk " + std::to_string(chunk));
+    }
+    // The trainer's path: forward_backward() with the scale up front.
+    for (int64_t chunk : {1, 7, 1024}) {
+      ModelOptions opt;
+      opt.threads = 1;
+      opt.loss_chunk = chunk;
+      Transformer<double> m(s, opt);
+      m.init_params(3);
+      for (double& w : m.param(tied ? "embed" : "lm_head")) w *= 40;
+      m.zero_grads();
+      Gradients g;
+      const LossSum ls = m.forward_backward(b, 1.0 / static_cast<double>(whole.count));
+      g.loss = ls.sum;
+      g.count = ls.count;
+      g.token_loss.assign(m.token_losses().begin(), m.token_losses().begin() + b.size());
+      g.dxf.assign(m.grads().begin(), m.grads().end());
+      expect_same(g, whole,
+                  std::string(tied ? "tied" : "untied") + ", forward_backward, chunk " +
+                      std::to_string(chunk));
     }
   }
 }
