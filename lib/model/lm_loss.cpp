@@ -143,6 +143,13 @@ void LmLoss<T>::reserve(int64_t n, int64_t rows, int64_t d) {
 }
 
 template <class T>
+int64_t LmLoss<T>::buffer_bytes() const {
+  return static_cast<int64_t>((logits_.capacity() + dxf_.capacity() + dhead_.capacity()) *
+                                  sizeof(T) +
+                              (max_.capacity() + sums_.capacity()) * sizeof(double));
+}
+
+template <class T>
 LossSum LmLoss<T>::forward(const T* xf, int64_t n, const HeadShard<T>& head, const int32_t* targets,
                            VocabReducer& vocab, std::span<double> token_loss, Profile* profile) {
   reserve(n, head.rows, head.d);

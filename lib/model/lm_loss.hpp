@@ -111,6 +111,8 @@ class LmLoss {
   // Allocates and touches forward()'s buffers for up to n tokens and a head
   // shard of rows × d, so that a measured step does not pay for fresh pages.
   void reserve(int64_t n, int64_t rows, int64_t d);
+  // Bytes of the buffers it holds now.
+  int64_t buffer_bytes() const;
 
  private:
   // Runs every chunk: logits in z, gradients × alpha into dxf and dhead (the

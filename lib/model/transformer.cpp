@@ -264,6 +264,24 @@ void Transformer<T>::ensure_buffers(int64_t n) {
 }
 
 template <class T>
+int64_t Transformer<T>::buffer_bytes() const {
+  size_t elems = params_.capacity() + grads_.capacity() + xf_.capacity() + rstdf_.capacity();
+  for (const auto& x : x_) elems += x.capacity();
+  for (const LayerActs& a : acts_) {
+    for (const auto* v : {&a.xn1, &a.rstd1, &a.qkv, &a.o, &a.lse, &a.h, &a.xn2, &a.rstd2, &a.ab})
+      elems += v->capacity();
+  }
+  for (const auto* v :
+       {&u_, &dx_, &dh_, &dxn_, &dab_, &do_, &dqkv_, &partial_, &rope_cos_, &rope_sin_})
+    elems += v->capacity();
+  const size_t ids =
+      tokens_.capacity() + targets_.capacity() + positions_.capacity() + samples_.capacity();
+  return static_cast<int64_t>(elems * sizeof(T) + ids * sizeof(int32_t) +
+                              token_loss_.capacity() * sizeof(double)) +
+         loss_.buffer_bytes();
+}
+
+template <class T>
 void Transformer<T>::fill_rope(int64_t n) {
   // Per token rather than per position: positions of a long sequence's chunk
   // can be large while the micro-batch stays small. Angles in double.

@@ -116,6 +116,9 @@ class Transformer {
   // `tokens` tokens now, so that a later, larger micro-batch does not pay for
   // fresh pages in the middle of a measured step.
   void reserve(int64_t tokens) { ensure_buffers(tokens); }
+  // Bytes of every buffer the model holds now (parameters, gradients,
+  // activations, scratch, the loss's): what plan/host_memory.hpp estimates.
+  int64_t buffer_bytes() const;
 
  private:
   struct LayerActs {

@@ -97,14 +97,17 @@ int64_t DeviceMemory::total() const {
          ring_buffers + ring_attention;
 }
 
-std::string DeviceMemory::describe(int most) const {
-  std::vector<Term> t = terms();
+std::string DeviceMemory::describe(int most) const { return describe_terms(terms(), most); }
+
+std::string describe_terms(std::vector<DeviceMemory::Term> t, int most) {
+  int64_t total = 0;
+  for (const auto& term : t) total += term.bytes;
   std::stable_sort(t.begin(), t.end(),
-                   [](const Term& a, const Term& b) { return a.bytes > b.bytes; });
+                   [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
   std::vector<std::string> parts;
   for (size_t i = 0; i < t.size() && int(i) < most && t[i].bytes > 0; ++i)
     parts.push_back(strf("%s %s", t[i].name, human_bytes(double(t[i].bytes)).c_str()));
-  return human_bytes(double(total())) + " (" + join(parts, ", ") + ")";
+  return human_bytes(double(total)) + " (" + join(parts, ", ") + ")";
 }
 
 DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool nccl) {
@@ -139,23 +142,6 @@ DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool n
 
 int64_t largest_micro_batch(const config::Config& c) {
   return std::min(c.plan.capacity, c.data.tokens_per_step);
-}
-
-int64_t host_logit_tokens(const config::Config& c) {
-  return std::min(largest_micro_batch(c), c.model.loss_chunk);
-}
-
-int64_t host_memory_floor(const config::Config& c, int trainers) {
-  const ModelShape shape = shape_from_config(c.model);
-  // A TP rank holds 1/tp of every tensor but the norm gains (and of the
-  // vocabulary: ceil(V / tp) rows); ZeRO-1 shards over the HDP ranks.
-  const int64_t tp = c.parallel.tp, hdp = std::max<int64_t>(1, trainers / tp);
-  const int64_t norms = shape.hidden * (2 * shape.layers + 1);
-  const int64_t n = (shape.numel() - norms + tp - 1) / tp + norms, f = int64_t(sizeof(float));
-  const int64_t moments = c.optim.zero1 ? 2 * f * ((n + hdp - 1) / hdp) : 2 * f * n;
-  const int64_t vocab = (shape.vocab + tp - 1) / tp;
-  const int64_t loss = f * host_logit_tokens(c) * vocab;
-  return 2 * f * n + moments + loss;
 }
 
 std::string device_memory_error(const config::Config& c, const DeviceMemory& m, double free_bytes,

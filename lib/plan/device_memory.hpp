@@ -75,6 +75,10 @@ struct DeviceMemory {
 
 DeviceMemory device_memory(const DeviceMemoryInput& in);
 
+// "31.2 GiB (activations 20.0 GiB, ...)": the sum of `terms` and the `most`
+// biggest of them.
+std::string describe_terms(std::vector<DeviceMemory::Term> terms, int most);
+
 // Layers whose activations stay on the device for a micro-batch with offload
 // ratio r, as the CUDA model rounds it (cuda/model/cuda_model.cpp): the
 // first 2 + round(r·(layers − 2)) layers share two slots, the rest stay.
@@ -89,20 +93,6 @@ DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool n
 // The most tokens one of a trainer's micro-batches holds: plan.capacity,
 // never more than the step (data.tokens_per_step).
 int64_t largest_micro_batch(const config::Config& c);
-
-// The CPU backend's host memory floor for one of `trainers` trainers: fp32
-// weights and gradients (its TP shard with parallel.tp), AdamW's two moments
-// (this trainer's shard with optim.zero1, over the HDP ranks) and the fused
-// LM loss's chunk of fp32 logits (model/lm_loss.hpp): min(plan.capacity,
-// model.loss_chunk) tokens of its largest micro-batch × V / tp. (A trainer's
-// loss writes its gradients straight into the model's, and its chunk lives in
-// backward scratch whenever that is larger.)
-// Activations and buffers come on top: a run above it cannot fit.
-int64_t host_memory_floor(const config::Config& c, int trainers);
-
-// The tokens whose logits the CPU backend's fused LM loss holds at once: one
-// chunk of the largest micro-batch.
-int64_t host_logit_tokens(const config::Config& c);
 
 // The message of a run that does not fit: the estimate's biggest terms, the
 // free bytes, and the config keys that lower it. `sharers`: trainers that

@@ -7,6 +7,7 @@
 #include "base/strings.hpp"
 #include "dataplane/data_plane.hpp"
 #include "plan/device_memory.hpp"
+#include "plan/host_memory.hpp"
 #include "plan/planner.hpp"
 #include "roles/doc_source.hpp"
 
@@ -23,14 +24,31 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
   }
   dataplane::DataPlane plane(c, docs,
                              [&](int s, int64_t d) { return sources[size_t(s)]->length(d); });
+  // An HDP rank is a TP group of parallel.tp trainers, as the lead plans it
+  // (roles/lead.cpp).
+  const int tp = int(c.parallel.tp);
+  if (trainers % tp != 0)
+    throw Error(strf("--trainers %d is not a multiple of parallel.tp (%d)", trainers, tp));
   plan::Hardware hw;
-  hw.flops = c.plan.flops;
-  hw.bandwidth = hw.intra_bandwidth = c.plan.bandwidth;
+  hw.tp = tp;
+  hw.flops = c.plan.flops * tp;
+  hw.bandwidth = hw.intra_bandwidth = c.plan.bandwidth * tp;
+  hw.tp_link_bandwidth = c.plan.bandwidth;
   hw.trainers_per_node = 0;
   plan::CostModel cost = plan::CostModel::from_shape(plan::shape_from_config(c.model), hw);
   if (!c.plan.calibration.empty())
     cost = plan::calibrated(cost, plan::calibrate(plan::read_calibration_csv(c.plan.calibration)));
-  const plan::PlannerOptions o = plan::options_from_config(c.plan, trainers, c.data.seq_len);
+  const plan::PlannerOptions o = plan::options_from_config(c.plan, trainers / tp, c.data.seq_len);
+  if (tp > 1)
+    std::printf("%d trainers in TP groups of %d: planning over %d HDP ranks\n", trainers, tp,
+                trainers / tp);
+  if (c.run.backend == config::Backend::cpu) {
+    const plan::HostMemory m = plan::host_memory_for_run(c, trainers);
+    std::printf(
+        "host memory per trainer (run.backend: cpu, tp %d%s): about %s for micro-batches of up "
+        "to %lld tokens\n",
+        tp, c.optim.zero1 ? ", ZeRO-1" : "", m.describe(6).c_str(), (long long)m.input.tokens);
+  }
   if (c.run.backend == config::Backend::cuda) {
     // run.gpu_comm: auto takes NCCL where every trainer has a GPU of its own.
     const bool nccl = c.run.gpu_comm != config::GpuComm::mpi;

@@ -14,7 +14,7 @@
 #include "base/strings.hpp"
 #include "ckpt/resume.hpp"
 #include "parallel/mesh.hpp"
-#include "plan/device_memory.hpp"
+#include "plan/host_memory.hpp"
 #include "roles/doc_source.hpp"
 #include "train/backend.hpp"
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `meshloom plan --config` with run.backend: cuda prints the device memory one
 # trainer needs (lib/plan/device_memory.hpp), with the transport rings would
-# use; nothing for the CPU backend. No MPI, no GPU.
+# use; with run.backend: cpu the host memory (lib/plan/host_memory.hpp), per
+# TP rank with parallel.tp, and the plan is over trainers / tp HDP ranks.
+# No MPI, no GPU.
 #   run_plan_memory.sh MESHLOOM
 set -u
 meshloom=$1
@@ -20,6 +22,21 @@ want='device memory per trainer \(run.backend: cuda, rings over NCCL\): about [0
 grep -qE "$want" <<<"$out" || fail "no estimate line like '$want' in: $out"
 out=$(plan --set run.gpu_comm=mpi) || fail "plan failed: $out"
 grep -q 'rings over MPI' <<<"$out" || fail "run.gpu_comm: mpi not followed: $out"
-out=$(plan --set run.backend=cpu) || fail "plan failed: $out"
-grep -q 'device memory' <<<"$out" && fail "an estimate for the CPU backend: $out"
+# The CPU backend, on a model whose KV heads split 2 ways.
+cpu=(--set run.backend=cpu --set model.n_kv_heads=2)
+out=$(plan "${cpu[@]}") || fail "plan failed: $out"
+grep -q 'device memory' <<<"$out" && fail "a device estimate for the CPU backend: $out"
+host='host memory per trainer \(run.backend: cpu, tp 1\): about ([0-9.]+) MiB \(.*\) for micro-batches of up to 512 tokens'
+[[ $out =~ $host ]] || fail "no host estimate line like '$host' in: $out"
+one=${BASH_REMATCH[1]}
+out=$("$meshloom" plan --config "$dir/c.yaml" --trainers 4 --steps 1 "${cpu[@]}" --set parallel.tp=2 2>&1) ||
+  fail "plan at tp 2 failed: $out"
+grep -q 'planning over 2 HDP ranks' <<<"$out" || fail "tp 2 on 4 trainers is not 2 HDP ranks: $out"
+[[ $out =~ ${host/tp 1/tp 2} ]] || fail "no tp 2 host estimate in: $out"
+two=${BASH_REMATCH[1]}
+awk -v a="$one" -v b="$two" 'BEGIN { exit !(b < 0.8 * a) }' ||
+  fail "a TP rank's estimate ($two MiB) is not well below the whole model's ($one MiB)"
+out=$("$meshloom" plan --config "$dir/c.yaml" --trainers 3 --steps 1 "${cpu[@]}" --set parallel.tp=2 2>&1) &&
+  fail "3 trainers at tp 2 planned: $out"
+grep -q 'not a multiple of parallel.tp' <<<"$out" || fail "no clear message for 3 trainers at tp 2: $out"
 echo "ok"
