@@ -23,7 +23,7 @@ void add_simulate(CLI::App& app, Runner* run) {
     std::string context = "2M", batch = "32M", capacity = "8K";
     std::string lengths = "byted";
     double tflops = 312, bandwidth = 25, nvlink = 150, latency_us = 10, host = 20, mb_ms = 0;
-    double host_memory = 256;
+    double host_memory = 256, gpu_memory = 80;
     std::string planners = "static,naive,bytescale,hdp";
     std::string csv;
     bool no_validate = false;
@@ -42,7 +42,11 @@ void add_simulate(CLI::App& app, Runner* run) {
   cmd->add_option("--context", a.context, "Longest sample, tokens (256K-2M; sets the static CP)")
       ->capture_default_str();
   cmd->add_option("--batch", a.batch, "Global batch, tokens")->capture_default_str();
-  cmd->add_option("--capacity,-C", a.capacity, "Tokens one trainer holds in a micro-batch")
+  cmd->add_option("--capacity,-C", a.capacity,
+                  "Tokens one trainer holds in a micro-batch, or auto: what fits the GPU's "
+                  "memory at this TP (--gpu-memory)")
+      ->capture_default_str();
+  cmd->add_option("--gpu-memory", a.gpu_memory, "GB of memory per GPU (--capacity auto)")
       ->capture_default_str();
   cmd->add_option("--lengths", a.lengths,
                   "Length distribution (byted, github, fixed:N, loguniform:A:B) or a lengths "
@@ -79,7 +83,8 @@ void add_simulate(CLI::App& app, Runner* run) {
       plan::SimulateSpec s = a.spec;
       s.context = plan::parse_tokens(a.context);
       s.batch = plan::parse_tokens(a.batch);
-      s.capacity = plan::parse_tokens(a.capacity);
+      s.capacity = a.capacity == "auto" ? 0 : plan::parse_tokens(a.capacity);
+      s.gpu_memory = a.gpu_memory * 1e9;
       if (a.trainers > 0) s.gpus = a.trainers * s.tp;
       s.gpu_flops = a.tflops * 1e12;
       s.gpu_bandwidth = a.bandwidth * 1e9;

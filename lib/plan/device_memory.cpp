@@ -38,9 +38,14 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
   ML_CHECK(s.experts == 1, "the CUDA backend's model is dense: no estimate for experts");
   ML_CHECK(in.trainers >= 1 && in.tokens >= 0 && (in.elem_bytes == 2 || in.elem_bytes == 4),
            "device_memory: bad input");
-  const int64_t t = in.elem_bytes, n = in.tokens, P = s.numel();
-  const int64_t d = s.hidden, f = s.ffn, V = s.vocab, H = s.heads;
-  const int64_t qd = int64_t(s.heads) * s.head_dim(), kvd = int64_t(s.kv_heads) * s.head_dim();
+  ML_CHECK(in.tp >= 1, "device_memory: tp must be at least 1");
+  // TP rank 0's share: heads, KV heads, FFN columns and vocabulary rows
+  // split tp ways (rounded up), the model dimension d whole.
+  const int64_t tp = in.tp;
+  auto part = [tp](int64_t x) { return (x + tp - 1) / tp; };
+  const int64_t t = in.elem_bytes, n = in.tokens, P = s.numel(in.tp);
+  const int64_t d = s.hidden, f = part(s.ffn), V = part(s.vocab), H = part(s.heads);
+  const int64_t qd = H * s.head_dim(), kvd = part(s.kv_heads) * s.head_dim();
   const int64_t qkvd = qd + 2 * kvd;
 
   DeviceMemory m;
@@ -110,17 +115,34 @@ std::string describe_terms(std::vector<DeviceMemory::Term> t, int most) {
   return human_bytes(double(total)) + " (" + join(parts, ", ") + ")";
 }
 
+int64_t capacity_for_memory(DeviceMemoryInput in, double bytes) {
+  // Every term grows with the tokens: bisect on the largest n that fits.
+  auto fits = [&](int64_t n) {
+    in.tokens = n;
+    return double(device_memory(in).total()) <= bytes;
+  };
+  if (!fits(0)) return 0;
+  int64_t lo = 0, hi = 1;
+  while (fits(hi) && hi < (int64_t(1) << 40)) lo = hi, hi *= 2;
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool nccl) {
   DeviceMemoryInput in;
   in.shape = shape_from_config(c.model);
   in.elem_bytes = c.run.precision == config::Precision::fp32 ? 4 : 2;
-  in.trainers = trainers;
+  in.tp = int(c.parallel.tp);
+  in.trainers = std::max(1, trainers / in.tp);  // the HDP ranks
   in.zero1 = c.optim.zero1;
   in.nccl = nccl;
   const int64_t C = c.plan.capacity, L = c.data.seq_len, step = c.data.tokens_per_step;
   // Every planner splits a sequence only when it exceeds C (the static grid
   // after padding it to an even length).
-  in.rings = trainers > 1 && 2 * ((L + 1) / 2) > C;
+  in.rings = in.trainers > 1 && 2 * ((L + 1) / 2) > C;
   in.tokens = largest_micro_batch(c);
   DeviceMemory best = device_memory(in);
   const int layers = in.shape.layers;

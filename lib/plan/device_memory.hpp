@@ -39,10 +39,14 @@ struct DeviceMemoryInput {
   int elem_bytes = 2;  // working weights and activations: 2 (bf16) or 4 (fp32)
   int64_t tokens = 0;  // n: the micro-batch's tokens (this trainer's part of a ring)
   double offload = 0;  // its offload ratio r in [0, 1]
-  int trainers = 1;    // T
+  int trainers = 1;    // T: the HDP ranks (trainers / tp), which ZeRO-1 shards over
   bool zero1 = false;  // AdamW state sharded over the trainers
   bool rings = false;  // the micro-batch may run as a ring (k > 1)
   bool nccl = false;   // rings go over NCCL (blocks stay on the device), else MPI
+  // Tensor parallelism: the estimate is for TP rank 0 of a group of tp: its
+  // shard of the weights (ModelShape::numel(tp)) and the activations of its
+  // H/tp heads and F/tp FFN columns; the residual stream and norms whole.
+  int tp = 1;
 };
 
 struct DeviceMemory {
@@ -83,6 +87,12 @@ std::string describe_terms(std::vector<DeviceMemory::Term> terms, int most);
 // ratio r, as the CUDA model rounds it (cuda/model/cuda_model.cpp): the
 // first 2 + round(r·(layers − 2)) layers share two slots, the rest stay.
 int resident_layers(int layers, double offload);
+
+// The most tokens a micro-batch may hold on a GPU of `bytes` (the estimate's
+// total for `in` with in.tokens = n at most `bytes`), 0 if not even the
+// model's state fits. What `meshloom simulate --capacity auto` gives each
+// HDP rank.
+int64_t capacity_for_memory(DeviceMemoryInput in, double bytes);
 
 // The run's estimate: config `c` on `trainers` trainers, rings over NCCL or
 // not, for its largest micro-batch (C tokens; with plan.offload, an

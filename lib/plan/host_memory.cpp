@@ -12,17 +12,6 @@ constexpr int64_t kF32 = 4, kF64 = 8, kI32 = 4;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Elements of a TP rank's flat parameter buffer (model::ParamLayout(shape,
-// shard) of its largest shard): matrices split tp ways, ceil(V / tp)
-// vocabulary rows, the norm gains whole.
-int64_t shard_numel(const ModelShape& s, int64_t tp) {
-  const int64_t d = s.hidden, hd = s.head_dim();
-  const int64_t qd = s.heads * hd / tp, kvd = s.kv_heads * hd / tp, f = s.ffn / tp;
-  const int64_t per_layer = d * (qd + 2 * kvd) + qd * d + 3 * d * f + 2 * d;
-  const int64_t vocab = ceil_div(s.vocab, tp) * d * (s.tied ? 1 : 2);
-  return vocab + s.layers * per_layer + d;
-}
-
 }  // namespace
 
 HostMemory host_memory(const HostMemoryInput& in) {
@@ -33,7 +22,7 @@ HostMemory host_memory(const HostMemoryInput& in) {
   const int64_t tp = in.tp, n = in.tokens, d = s.hidden, hd = s.head_dim();
   const int64_t heads = s.heads / tp, qd = heads * hd, kvd = s.kv_heads * hd / tp;
   const int64_t qkvd = qd + 2 * kvd, f = s.ffn / tp, vrows = ceil_div(s.vocab, tp);
-  const int64_t P = shard_numel(s, tp);
+  const int64_t P = s.numel(in.tp);
 
   HostMemory m;
   m.input = in;

@@ -46,8 +46,11 @@ struct ModelShape {
   double parameters() const;
   // Elements of the flat parameter buffer exactly as model::ParamLayout lays
   // out a dense model (final norm included, no LM head when tied): what the
-  // CUDA backend's weights, gradients and master copy hold.
-  int64_t numel() const;
+  // CUDA backend's weights, gradients and master copy hold. With tp > 1, TP
+  // rank 0's shard (the largest): heads, KV heads and FFN columns split tp
+  // ways (rounded up where tp does not divide them), ceil(V / tp) vocabulary
+  // rows, the norm gains whole.
+  int64_t numel(int tp = 1) const;
 };
 
 // llama-7b, llama-13b, llama-30b, llama-70b, mixtral-8x7b, mixtral-8x22b;

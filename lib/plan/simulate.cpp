@@ -4,6 +4,7 @@
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "plan/device_memory.hpp"
 #include "plan/planner.hpp"
 
 namespace meshloom::plan {
@@ -29,12 +30,36 @@ Hardware trainer_hardware(const SimulateSpec& s) {
   return hw;
 }
 
-SimResult simulate(const SimulateSpec& s, const LengthSampler& sampler) {
+int64_t capacity_auto(const SimulateSpec& s, const ModelShape& shape) {
+  DeviceMemoryInput in;
+  in.shape = shape;
+  in.elem_bytes = 2;
+  in.tp = s.tp;
+  in.trainers = std::max(1, s.gpus / s.tp);
+  in.zero1 = true;
+  in.rings = true;
+  in.nccl = true;
+  const int64_t c = capacity_for_memory(in, kUsableGpuMemory * s.gpu_memory) / 1024 * 1024;
+  if (c < 1024) {
+    in.tokens = 1024;
+    throw Error(
+        strf("capacity auto: %s with 1K tokens needs %s per GPU at TP %d, more than "
+             "%.0f%% of %.0f GB of GPU memory (--gpu-memory)",
+             shape.name.c_str(), human_bytes(double(device_memory(in).total())).c_str(), s.tp,
+             kUsableGpuMemory * 100, s.gpu_memory / 1e9));
+  }
+  return c;
+}
+
+SimResult simulate(const SimulateSpec& spec, const LengthSampler& sampler) {
+  SimulateSpec s = spec;
   if (s.gpus < 1 || s.tp < 1 || s.gpus % s.tp != 0)
     throw Error(strf("gpus (%d) must be a positive multiple of tp (%d)", s.gpus, s.tp));
+  if (s.capacity <= 0) s.capacity = capacity_auto(s, model_shape(s.model));
   if (s.steps < 1) throw Error("steps must be at least 1");
   SimResult res;
   res.spec = s;
+  res.capacity_auto = spec.capacity <= 0;
   res.shape = model_shape(s.model);
   res.cost = CostModel::from_shape(res.shape, trainer_hardware(s));
   res.trainers = s.gpus / s.tp;
@@ -104,10 +129,15 @@ std::string simulate_report(const SimResult& r) {
               r.shape.name.c_str(), r.shape.parameters() / 1e9, r.shape.layers, r.shape.heads,
               r.shape.kv_heads, (long long)r.shape.hidden);
   out += strf(
-      "%d GPUs = %d trainers x TP %d; capacity C = %s tokens/trainer; context %s; batch %s "
+      "%d GPUs = %d trainers x TP %d; capacity C = %s tokens/trainer%s; context %s; batch %s "
       "tokens; %s lengths (%.0f sequences/step); %d step(s)\n",
-      s.gpus, r.trainers, s.tp, format_tokens(s.capacity).c_str(), format_tokens(s.context).c_str(),
-      format_tokens(s.batch).c_str(), r.distribution.c_str(), r.sequences, s.steps);
+      s.gpus, r.trainers, s.tp, format_tokens(s.capacity).c_str(),
+      r.capacity_auto ? strf(" (auto: what fits %.0f%% of %.0f GB per GPU)", kUsableGpuMemory * 100,
+                             s.gpu_memory / 1e9)
+                            .c_str()
+                      : "",
+      format_tokens(s.context).c_str(), format_tokens(s.batch).c_str(), r.distribution.c_str(),
+      r.sequences, s.steps);
   out += strf("GPU %.0f TFLOP/s peak x MFU %.2f; %.0f GB/s across nodes, %.0f GB/s NVLink; %s\n",
               s.gpu_flops / 1e12, s.mfu, s.gpu_bandwidth / 1e9, s.nvlink_bandwidth / 1e9,
               s.offload ? "selective offloading on" : "no offloading");

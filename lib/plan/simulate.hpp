@@ -27,7 +27,8 @@ struct SimulateSpec {
   int32_t gpus_per_node = 8;
   int64_t context = 2 * 1024 * 1024;  // longest sample (static grid CP follows from it)
   int64_t batch = 32 * 1024 * 1024;   // global batch, tokens
-  int64_t capacity = 8192;            // C per trainer
+  int64_t capacity = 8192;            // C per trainer; 0: from gpu_memory (capacity_auto)
+  double gpu_memory = 80e9;           // bytes per GPU, for capacity 0
   double gpu_flops = 312e12;          // peak dense bf16 FLOP/s per GPU
   double mfu = 0.45;                  // share of the peak the kernels reach
   double gpu_bandwidth = 25e9;        // bytes/s per GPU across nodes
@@ -64,7 +65,8 @@ struct SimRow {
 };
 
 struct SimResult {
-  SimulateSpec spec;
+  SimulateSpec spec;           // with the capacity used
+  bool capacity_auto = false;  // it came from the GPU's memory (capacity_auto)
   ModelShape shape;
   CostModel cost;
   int32_t trainers = 0;
@@ -78,6 +80,19 @@ struct SimResult {
 };
 
 Hardware trainer_hardware(const SimulateSpec& spec);
+
+// The share of a GPU's memory the automatic capacity fills: the rest is for
+// what the estimate leaves out (NCCL, cuBLAS, fragmentation).
+constexpr double kUsableGpuMemory = 0.9;
+
+// C for `capacity 0`: the most tokens a micro-batch of one trainer (a TP
+// group of spec.tp GPUs) may hold so that TP rank 0 of it fits
+// kUsableGpuMemory of spec.gpu_memory, per the CUDA backend's estimate
+// (plan/device_memory.hpp) in bf16 with ZeRO-1 over the trainers and rings
+// over NCCL, rounded down to a multiple of 1024. Sharded weights and logits
+// are what tensor parallelism buys here. Throws when not even the model's
+// state fits.
+int64_t capacity_auto(const SimulateSpec& spec, const ModelShape& shape);
 // Every step's batch is drawn from `lengths` (a named distribution or a
 // length table; runtime/length_input.hpp picks one from `--lengths`).
 SimResult simulate(const SimulateSpec& spec, const LengthSampler& lengths);

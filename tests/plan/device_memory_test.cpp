@@ -95,6 +95,14 @@ TEST(DeviceMemory, NumelIsTheParamLayouts) {
     EXPECT_EQ(shape_from_config(mc).numel(),
               model::ParamLayout(model::Shape::from_config(mc)).numel())
         << tied;
+    // TP rank 0's shard (the largest vocabulary block: V = 50257 splits
+    // unevenly).
+    for (int tp : {2, 4}) {
+      mc.n_kv_heads = 4;
+      EXPECT_EQ(shape_from_config(mc).numel(tp),
+                model::ParamLayout(model::Shape::from_config(mc), {tp, 0}).numel())
+          << tied << " tp " << tp;
+    }
   }
 }
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "plan/device_memory.hpp"
+
 using namespace meshloom;
 using namespace meshloom::plan;
 
@@ -82,4 +84,48 @@ TEST(Simulate, StaticFallbackTakesTheGridOnACoarseBatch) {
   EXPECT_EQ(fallback.row("hdp")->static_cp, 4);
   EXPECT_NE(simulate_report(fallback).find("hdp (static fallback: CP 4 x DP 1)"),
             std::string::npos);
+}
+
+// --capacity auto: the most tokens that fit (one more 1K block does not),
+// more with each doubling of TP (sharded weights, gradients, logits and
+// head-split activations), and a clear error when nothing fits.
+TEST(Simulate, AutoCapacityIsWhatFitsTheGpuAndGrowsWithTp) {
+  const ModelShape shape = model_shape("llama-7b");
+  SimulateSpec s;
+  s.gpus = 1024;
+  int64_t before = 0;
+  for (int tp : {1, 2, 4, 8}) {
+    s.tp = tp;
+    const int64_t c = capacity_auto(s, shape);
+    DeviceMemoryInput in;
+    in.shape = shape;
+    in.tp = tp;
+    in.trainers = s.gpus / tp;
+    in.zero1 = in.rings = in.nccl = true;
+    in.tokens = c;
+    EXPECT_LE(double(device_memory(in).total()), kUsableGpuMemory * s.gpu_memory) << tp;
+    in.tokens = c + 1024;
+    EXPECT_GT(double(device_memory(in).total()), kUsableGpuMemory * s.gpu_memory) << tp;
+    EXPECT_EQ(c % 1024, 0) << tp;
+    EXPECT_GT(c, before) << tp;
+    before = c;
+  }
+  s.tp = 1;
+  s.gpu_memory = 20e9;  // less than LLaMA-7B's bf16 weights and fp32 gradients
+  try {
+    capacity_auto(s, shape);
+    ADD_FAILURE() << "no error for a model that cannot fit";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--gpu-memory"), std::string::npos) << e.what();
+  }
+  // simulate() uses it for capacity 0 and says so.
+  s.gpus = 64;
+  s.tp = 8;
+  s.gpu_memory = 80e9;
+  s.capacity = 0;
+  s.planners = {"hdp"};
+  const SimResult r = simulate(s, LengthSampler::empirical({65536, 4096, 4096}, "few"));
+  EXPECT_TRUE(r.capacity_auto);
+  EXPECT_EQ(r.spec.capacity, capacity_auto(s, shape));
+  EXPECT_NE(simulate_report(r).find("auto: what fits"), std::string::npos);
 }
