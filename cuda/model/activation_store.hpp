@@ -38,7 +38,8 @@ struct LayerActs {
 template <class T>
 class ActivationStore {
  public:
-  ActivationStore(const model::Shape& shape, cudaStream_t compute);
+  // A tensor-parallel rank keeps its heads' and FFN columns' share (`shard`).
+  ActivationStore(const model::Shape& shape, model::TpShard shard, cudaStream_t compute);
   ~ActivationStore();
   ActivationStore(const ActivationStore&) = delete;
   ActivationStore& operator=(const ActivationStore&) = delete;
@@ -65,7 +66,13 @@ class ActivationStore {
   void resize(LayerActs<T>& a) const;
   bool travels(int64_t layer) const { return layer < offloaded_ - 2; }
 
+  // Per token: the model width, this rank's FFN columns, query width, q|k|v
+  // width and query heads.
+  struct Widths {
+    size_t d, f, qd, qkvd, heads;
+  };
   model::Shape shape_;
+  Widths w_;
   cudaStream_t compute_, copy_ = nullptr;
   int64_t n_ = 0;
   int offloaded_ = 0;
