@@ -12,11 +12,7 @@ namespace meshloom::kernels {
 template <class T>
 ActivationStore<T>::ActivationStore(const model::Shape& shape, model::TpShard shard,
                                     cudaStream_t compute)
-    : shape_(shape), compute_(compute) {
-  const int64_t heads = shard.part(shape.n_heads), D = shape.head_dim;
-  const int64_t qkvd = (heads + 2 * shard.part(shape.n_kv_heads)) * D;
-  w_ = Widths{size_t(shape.d_model), size_t(shard.part(shape.ffn_dim)), size_t(heads * D),
-              size_t(qkvd), size_t(heads)};
+    : shape_(shape), my_(shape, shard), compute_(compute) {
   const size_t L = size_t(shape.n_layers);
   resident_.resize(L);
   host_.assign(L, nullptr);
@@ -44,7 +40,8 @@ ActivationStore<T>::~ActivationStore() {
 
 template <class T>
 std::vector<typename ActivationStore<T>::Field> ActivationStore<T>::fields(LayerActs<T>& a) const {
-  const size_t N = size_t(n_), d = w_.d, f = w_.f, qd = w_.qd, qkvd = w_.qkvd, H = w_.heads;
+  const size_t N = size_t(n_), d = size_t(shape_.d_model), f = size_t(my_.ffn);
+  const size_t qd = size_t(my_.q_dim), qkvd = size_t(my_.qkv_dim), H = size_t(my_.heads);
   const size_t t = sizeof(T), fl = sizeof(float);
   return {{a.x.data(), N * d * t},      {a.xn1.data(), N * d * t}, {a.qkv.data(), N * qkvd * t},
           {a.o.data(), N * qd * t},     {a.h.data(), N * d * t},   {a.xn2.data(), N * d * t},
@@ -54,16 +51,16 @@ std::vector<typename ActivationStore<T>::Field> ActivationStore<T>::fields(Layer
 
 template <class T>
 void ActivationStore<T>::resize(LayerActs<T>& a) const {
-  const size_t N = size_t(n_), d = w_.d, f = w_.f;
+  const size_t N = size_t(n_), d = size_t(shape_.d_model), f = size_t(my_.ffn);
   a.x.resize(N * d);
   a.xn1.resize(N * d);
-  a.qkv.resize(N * w_.qkvd);
-  a.o.resize(N * w_.qd);
+  a.qkv.resize(N * size_t(my_.qkv_dim));
+  a.o.resize(N * size_t(my_.q_dim));
   a.h.resize(N * d);
   a.xn2.resize(N * d);
   a.ab.resize(N * 2 * f);
   a.rstd1.resize(N);
-  a.lse.resize(N * w_.heads);
+  a.lse.resize(N * size_t(my_.heads));
   a.rstd2.resize(N);
 }
 

@@ -66,13 +66,8 @@ class ActivationStore {
   void resize(LayerActs<T>& a) const;
   bool travels(int64_t layer) const { return layer < offloaded_ - 2; }
 
-  // Per token: the model width, this rank's FFN columns, query width, q|k|v
-  // width and query heads.
-  struct Widths {
-    size_t d, f, qd, qkvd, heads;
-  };
   model::Shape shape_;
-  Widths w_;
+  model::ShardSizes my_;  // this rank's heads and FFN columns
   cudaStream_t compute_, copy_ = nullptr;
   int64_t n_ = 0;
   int offloaded_ = 0;

@@ -18,7 +18,9 @@
 //                 on one rank or the switch (ring: reduce-scatter then
 //                 all-gather; tree: reduce then broadcast; NVLS likewise), and
 //                 sends that result to the others: the summation order may
-//                 vary with the algorithm, but not between ranks.
+//                 vary with the algorithm, but not between ranks (NCCL's
+//                 maintainers in NVIDIA/nccl#855; not in its documentation,
+//                 so tests/cuda/model/tp_gpu_test.cpp checks it).
 //   mpi_tp_comm   through host memory (trainers sharing a GPU): the stream
 //                 is drained, the values copied to the host, all-gathered
 //                 over MPI and added in rank order on every rank (as

@@ -46,13 +46,8 @@ GpuTransformer<T>::GpuTransformer(const model::Shape& shape, cudaStream_t stream
                                   int64_t loss_chunk, model::TpShard shard, DeviceTpComm<T>* tp)
     : layout_(shape, shard),
       tp_(shard.size > 1 ? tp : nullptr),
-      heads_(shard.part(shape.n_heads)),
-      kv_heads_(shard.part(shape.n_kv_heads)),
-      ffn_(shard.part(shape.ffn_dim)),
-      qd_(heads_ * shape.head_dim),
-      kvd_(kv_heads_ * shape.head_dim),
-      qkvd_(qd_ + 2 * kvd_),
-      vocab_{shard.vocab_begin(shape.vocab), shard.vocab_rows(shape.vocab)},
+      my_(shape, shard),
+      vocab_{my_.vocab_first, my_.vocab_rows},
       stream_(stream),
       blas_(stream),
       store_(shape, shard, stream),
@@ -99,7 +94,7 @@ void GpuTransformer<T>::zero_grads() {
 
 template <class T>
 FlashDims GpuTransformer<T>::dims() const {
-  return FlashDims{int(heads_), int(kv_heads_), int(layout_.shape().head_dim)};
+  return FlashDims{int(my_.heads), int(my_.kv_heads), int(layout_.shape().head_dim)};
 }
 
 template <class T>
@@ -134,8 +129,8 @@ void GpuTransformer<T>::mm_grad(Op oa, Op ob, int64_t m, int64_t n, int64_t k, f
 template <class T>
 void GpuTransformer<T>::ensure_buffers(int64_t n) {
   if (n <= capacity_) return;
-  const size_t N = size_t(n), d = size_t(layout_.shape().d_model), f = size_t(ffn_);
-  const size_t qd = size_t(qd_), qkvd = size_t(qkvd_);
+  const size_t N = size_t(n), d = size_t(layout_.shape().d_model), f = size_t(my_.ffn);
+  const size_t qd = size_t(my_.q_dim), qkvd = size_t(my_.qkv_dim);
   x_final_.resize(N * d);
   xf_.resize(N * d);
   rstdf_.resize(N);
@@ -205,7 +200,7 @@ model::LossSum GpuTransformer<T>::forward(const model::Batch& batch, DeviceAtten
 template <class T>
 void GpuTransformer<T>::layer_forward(int64_t l, int64_t n) {
   const model::Shape& s = layout_.shape();
-  const int64_t d = s.d_model, f = ffn_, qd = qd_, kvd = kvd_, qkvd = qkvd_;
+  const int64_t d = s.d_model, f = my_.ffn, qd = my_.q_dim, kvd = my_.kv_dim, qkvd = my_.qkv_dim;
   const model::LayerOffsets& o = layout_.layer(l);
   const T* P = params_.data();
   LayerActs<T>& A = store_[l];
@@ -214,7 +209,7 @@ void GpuTransformer<T>::layer_forward(int64_t l, int64_t n) {
 
   rmsnorm_forward<T>(x, P + o.attn_norm, n, d, A.xn1.data(), A.rstd1.data(), stream_);
   mm(Op::N, Op::T, n, qkvd, d, 1.0f, A.xn1.data(), d, P + o.wq, d, 0.0f, A.qkv.data(), qkvd);
-  rope_forward<T>(A.qkv.data(), qkvd, positions_.data(), n, heads_ + kv_heads_, s.head_dim,
+  rope_forward<T>(A.qkv.data(), qkvd, positions_.data(), n, my_.heads + my_.kv_heads, s.head_dim,
                   s.rope_theta, stream_);
   const FlashQuery<T> q{A.qkv.data(), qkvd, samples_.data(), positions_.data(), n};
   const FlashKv<T> kv{A.qkv.data() + qd, A.qkv.data() + qd + kvd, qkvd, qkvd,
@@ -234,7 +229,7 @@ template <class T>
 void GpuTransformer<T>::backward(double scale, const FinalRange& final_range) {
   ML_CHECK(have_forward_, "backward() needs a forward() first");
   const model::Shape& s = layout_.shape();
-  const int64_t n = n_, d = s.d_model, f = ffn_;
+  const int64_t n = n_, d = s.d_model, f = my_.ffn;
   const T* P = params_.data();
   float* G = grads_.data();
   auto done = [&](int64_t offset, int64_t count) {
@@ -264,7 +259,7 @@ void GpuTransformer<T>::backward(double scale, const FinalRange& final_range) {
 template <class T>
 void GpuTransformer<T>::layer_backward(int64_t l, int64_t n) {
   const model::Shape& s = layout_.shape();
-  const int64_t d = s.d_model, f = ffn_, qd = qd_, kvd = kvd_, qkvd = qkvd_;
+  const int64_t d = s.d_model, f = my_.ffn, qd = my_.q_dim, kvd = my_.kv_dim, qkvd = my_.qkv_dim;
   const model::LayerOffsets& o = layout_.layer(l);
   const T* P = params_.data();
   float* G = grads_.data();
@@ -292,8 +287,8 @@ void GpuTransformer<T>::layer_backward(int64_t l, int64_t n) {
                        dqkv_.data(), qkvd, kvg, stream_);
   // The attention gradients are fp32 accumulators: undo RoPE there, then
   // bring them to T for the products.
-  rope_backward<float>(dqkv_.data(), qkvd, positions_.data(), n, heads_ + kv_heads_, s.head_dim,
-                       s.rope_theta, stream_);
+  rope_backward<float>(dqkv_.data(), qkvd, positions_.data(), n, my_.heads + my_.kv_heads,
+                       s.head_dim, s.rope_theta, stream_);
   const T* dqkv;
   if constexpr (std::is_same_v<T, float>) {
     dqkv = dqkv_.data();

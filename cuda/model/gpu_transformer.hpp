@@ -109,9 +109,7 @@ class GpuTransformer {
 
   model::ParamLayout layout_;
   DeviceTpComm<T>* tp_ = nullptr;  // null at tp = 1
-  // This rank's sizes: query heads, KV heads, FFN columns, their widths, and
-  // its vocabulary rows.
-  int64_t heads_ = 0, kv_heads_ = 0, ffn_ = 0, qd_ = 0, kvd_ = 0, qkvd_ = 0;
+  model::ShardSizes my_;           // this rank's heads, FFN columns and vocabulary rows
   VocabRows vocab_;
   cudaStream_t stream_;
   Blas blas_;

@@ -43,15 +43,8 @@ void compare(bool tied, double tol, int64_t loss_chunk = 1024) {
   {
     kernels::GpuTransformer<T> gpu(s, stream, loss_chunk);
     gpu.set_params(params);
-    gpu.zero_grads();
-    const model::LossSum got = gpu.forward(batch);
-    gpu.backward(scale);
-    EXPECT_EQ(got.count, want.count);
-    EXPECT_NEAR(got.sum, want.sum, tol * std::abs(want.sum));
-    const std::vector<double> losses = gpu.token_losses();
-    for (size_t i = 0; i < losses.size(); ++i)
-      ASSERT_NEAR(losses[i], cpu.token_losses()[i], tol * 10 + tol * cpu.token_losses()[i]) << i;
-    const std::vector<float> grads = gpu.download_grads();
+    const std::vector<float> grads =
+        run_against_cpu(gpu, batch, scale, want, cpu.token_losses(), tol).grads;
     for (const model::TensorInfo& t : cpu.layout().tensors()) {
       double err = 0, scale_ref = 0;
       for (int64_t i = 0; i < t.numel; ++i) {

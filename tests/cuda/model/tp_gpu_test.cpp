@@ -91,15 +91,8 @@ void compare_tp(bool tied, double tol, Transport transport) {
   {
     kernels::GpuTransformer<T> gpu(s, stream, 100, shard, tp.get());
     gpu.set_params(my_params);
-    gpu.zero_grads();
-    const model::LossSum got = gpu.forward(batch);
-    gpu.backward(scale);
-    EXPECT_EQ(got.count, want.count);
-    EXPECT_NEAR(got.sum, want.sum, tol * std::abs(want.sum));
-    const std::vector<double> losses = gpu.token_losses();
-    for (size_t i = 0; i < losses.size(); ++i)
-      ASSERT_NEAR(losses[i], cpu.token_losses()[i], tol * 10 + tol * cpu.token_losses()[i]) << i;
-    const std::vector<float> grads = gpu.download_grads();
+    const GpuRun run = run_against_cpu(gpu, batch, scale, want, cpu.token_losses(), tol);
+    const std::vector<float>& grads = run.grads;
     std::vector<float> replicated;
     for (const model::TensorInfo& t : mine.tensors()) {
       const auto first = grads.begin() + t.offset, last = first + t.numel;
@@ -110,7 +103,7 @@ void compare_tp(bool tied, double tol, Transport transport) {
           << t.name << " on TP rank " << shard.rank;
       if (t.split_dim < 0) replicated.insert(replicated.end(), first, last);
     }
-    EXPECT_TRUE(same_on_every_rank(losses)) << "token losses differ between TP ranks";
+    EXPECT_TRUE(same_on_every_rank(run.token_losses)) << "token losses differ between TP ranks";
     EXPECT_TRUE(same_on_every_rank(replicated)) << "norm gains' gradients differ between TP ranks";
   }
   cudaStreamDestroy(stream);
