@@ -19,12 +19,13 @@ ML_MODULE_EXPORT void meshloom_cuda_init(meshloom::FatalHandler handler, int ran
   meshloom::set_process_identity(rank, *role);
 }
 
-ML_MODULE_EXPORT meshloom::TrainerBackend* meshloom_cuda_make_model(
-    const meshloom::model::Shape* shape, int precision, int local_index, std::string* error) {
+// (Named _backend since it takes a CudaBackendSpec: a module of the older
+// signature reports its entry points missing instead of misreading them.)
+ML_MODULE_EXPORT meshloom::TrainerBackend* meshloom_cuda_make_backend(
+    const meshloom::model::Shape* shape, const meshloom::CudaBackendSpec* spec,
+    std::string* error) {
   try {
-    return meshloom::make_gpu_backend(*shape, static_cast<meshloom::config::Precision>(precision),
-                                      local_index)
-        .release();
+    return meshloom::make_gpu_backend(*shape, *spec).release();
   } catch (const std::exception& e) {
     *error = e.what();
   } catch (...) {

@@ -10,8 +10,9 @@
 namespace meshloom::kernels {
 
 template <class T>
-ActivationStore<T>::ActivationStore(const model::Shape& shape, cudaStream_t compute)
-    : shape_(shape), compute_(compute) {
+ActivationStore<T>::ActivationStore(const model::Shape& shape, model::TpShard shard,
+                                    cudaStream_t compute)
+    : shape_(shape), my_(shape, shard), compute_(compute) {
   const size_t L = size_t(shape.n_layers);
   resident_.resize(L);
   host_.assign(L, nullptr);
@@ -39,9 +40,9 @@ ActivationStore<T>::~ActivationStore() {
 
 template <class T>
 std::vector<typename ActivationStore<T>::Field> ActivationStore<T>::fields(LayerActs<T>& a) const {
-  const size_t N = size_t(n_), d = size_t(shape_.d_model), f = size_t(shape_.ffn_dim);
-  const size_t qd = size_t(shape_.q_dim()), qkvd = size_t(shape_.qkv_dim());
-  const size_t H = size_t(shape_.n_heads), t = sizeof(T), fl = sizeof(float);
+  const size_t N = size_t(n_), d = size_t(shape_.d_model), f = size_t(my_.ffn);
+  const size_t qd = size_t(my_.q_dim), qkvd = size_t(my_.qkv_dim), H = size_t(my_.heads);
+  const size_t t = sizeof(T), fl = sizeof(float);
   return {{a.x.data(), N * d * t},      {a.xn1.data(), N * d * t}, {a.qkv.data(), N * qkvd * t},
           {a.o.data(), N * qd * t},     {a.h.data(), N * d * t},   {a.xn2.data(), N * d * t},
           {a.ab.data(), N * 2 * f * t}, {a.rstd1.data(), N * fl},  {a.lse.data(), N * H * fl},
@@ -50,16 +51,16 @@ std::vector<typename ActivationStore<T>::Field> ActivationStore<T>::fields(Layer
 
 template <class T>
 void ActivationStore<T>::resize(LayerActs<T>& a) const {
-  const size_t N = size_t(n_), d = size_t(shape_.d_model), f = size_t(shape_.ffn_dim);
+  const size_t N = size_t(n_), d = size_t(shape_.d_model), f = size_t(my_.ffn);
   a.x.resize(N * d);
   a.xn1.resize(N * d);
-  a.qkv.resize(N * size_t(shape_.qkv_dim()));
-  a.o.resize(N * size_t(shape_.q_dim()));
+  a.qkv.resize(N * size_t(my_.qkv_dim));
+  a.o.resize(N * size_t(my_.q_dim));
   a.h.resize(N * d);
   a.xn2.resize(N * d);
   a.ab.resize(N * 2 * f);
   a.rstd1.resize(N);
-  a.lse.resize(N * size_t(shape_.n_heads));
+  a.lse.resize(N * size_t(my_.heads));
   a.rstd2.resize(N);
 }
 

@@ -38,7 +38,8 @@ struct LayerActs {
 template <class T>
 class ActivationStore {
  public:
-  ActivationStore(const model::Shape& shape, cudaStream_t compute);
+  // A tensor-parallel rank keeps its heads' and FFN columns' share (`shard`).
+  ActivationStore(const model::Shape& shape, model::TpShard shard, cudaStream_t compute);
   ~ActivationStore();
   ActivationStore(const ActivationStore&) = delete;
   ActivationStore& operator=(const ActivationStore&) = delete;
@@ -66,6 +67,7 @@ class ActivationStore {
   bool travels(int64_t layer) const { return layer < offloaded_ - 2; }
 
   model::Shape shape_;
+  model::ShardSizes my_;  // this rank's heads and FFN columns
   cudaStream_t compute_, copy_ = nullptr;
   int64_t n_ = 0;
   int offloaded_ = 0;

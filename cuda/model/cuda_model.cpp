@@ -3,6 +3,10 @@
 // stream, the optimizer's state beside it (cuda/train/device_adamw.hpp),
 // and the gradient reduction over NCCL (cuda/comm/grad_reducer.hpp) or
 // through host memory. meshloom reaches it through the module (cuda_module.cpp).
+// With tensor parallelism the model is this trainer's TP shard, its group
+// collectives go over NCCL where every trainer has its own GPU, else through
+// host memory (device_tp_comm.hpp: the same choice as the gradients'), and
+// gradients are summed over the data axis only (OptimizerSetup::trainers).
 // start_optimizer() first measures the GPU's free memory and hands it to the
 // trainer's check (plan/device_memory.hpp), so a run that cannot fit ends
 // there with the numbers, not with an out-of-memory error mid-step.
@@ -28,6 +32,7 @@
 #include "cuda/kernels/device_info.hpp"
 #include "cuda/kernels/ops/adamw.hpp"
 #include "cuda/model/device_ring_attention.hpp"
+#include "cuda/model/device_tp_comm.hpp"
 #include "cuda/model/gpu_transformer.hpp"
 #include "cuda/train/device_adamw.hpp"
 #include "train/backend.hpp"
@@ -46,12 +51,16 @@ template <class T>
 class CudaModel final : public TrainerBackend {
  public:
   // The model itself is allocated by start_optimizer(), after the memory check.
-  CudaModel(const model::Shape& shape, int device, int devices, std::string name)
-      : shape_(shape), device_(device), devices_(devices), name_(std::move(name)) {
+  CudaModel(const model::Shape& shape, const CudaBackendSpec& spec, int device, int devices,
+            std::string name)
+      : shape_(shape),
+        shard_(spec.shard),
+        loss_chunk_(spec.loss_chunk),
+        device_(device),
+        devices_(devices),
+        name_(std::move(name)) {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_sum_sq_), sizeof(double)));
-    sum_sq_.resize(1);
   }
   ~CudaModel() override {
     // The reducer waits for its reductions; communicators go before the
@@ -59,6 +68,8 @@ class CudaModel final : public TrainerBackend {
     reducer_.reset();
     if (grad_comm_) ncclCommDestroy(grad_comm_);
     nccl_.reset();
+    tp_.reset();
+    tp_nccl_.reset();
     optimizer_.reset();
     model_.reset();
     if (host_sum_sq_) cudaFreeHost(host_sum_sq_);
@@ -70,19 +81,25 @@ class CudaModel final : public TrainerBackend {
     opt_ = opt;
     MPI_CHECK(MPI_Comm_rank(opt.trainers, &rank_));
     MPI_CHECK(MPI_Comm_size(opt.trainers, &size_));
-    DeviceMemoryInfo memory = measure_memory(opt.trainers);
+    // Sharing a GPU, and so NCCL, is a matter of all trainers, not only of
+    // those this one sums gradients with (the data axis at tp > 1).
+    const MPI_Comm everyone = opt.all_trainers != MPI_COMM_NULL ? opt.all_trainers : opt.trainers;
+    DeviceMemoryInfo memory = measure_memory(everyone);
     bool nccl = false;
     if (opt.comm != config::GpuComm::mpi) {  // the same config, so the same calls, on every trainer
       std::string why;
-      nccl = kernels::nccl_usable(opt.trainers, &why);  // one answer on every trainer
+      nccl = kernels::nccl_usable(everyone, &why);  // one answer on every trainer
       if (!nccl && opt.comm == config::GpuComm::nccl)
         ML_FAIL("run.gpu_comm: nccl, but " + why +
                 "; run.gpu_comm: mpi (or auto) reduces through host memory instead");
     }
     memory.nccl = nccl;
     if (opt.check_memory) opt.check_memory(memory);
-    model_ = std::make_unique<kernels::GpuTransformer<T>>(shape_, stream_);
+    if (shard_.size > 1) start_tp_comm(opt, nccl);
+    model_ = std::make_unique<kernels::GpuTransformer<T>>(shape_, stream_, loss_chunk_, shard_,
+                                                          tp_.get());
     const int64_t n = model_->layout().numel();
+    start_grad_norm(opt);
     if (nccl) {
       nccl_ = std::make_unique<kernels::NcclComm>(opt.trainers, device_);
       // Gradients get a communicator of their own: their reductions run on
@@ -97,6 +114,9 @@ class CudaModel final : public TrainerBackend {
         n, sharded_ ? opt.shard_size * size_ : n, opt.begin, opt.end, hyper, opt.decay, stream_);
     load_state(params, {}, {}, 0);
     name_ += nccl ? ", gradients over NCCL" : ", gradients through host memory (MPI)";
+    if (shard_.size > 1)
+      name_ += strf(", TP rank %lld of %lld over %s", (long long)shard_.rank,
+                    (long long)shard_.size, nccl ? "NCCL" : "MPI through host memory");
   }
 
   void load_state(std::span<const float> params, std::span<const float> m, std::span<const float> v,
@@ -148,11 +168,7 @@ class CudaModel final : public TrainerBackend {
     } else {
       through_host(grads, n, opt_.host_allreduce);
     }
-    kernels::grad_sum_squares(grads, n, sum_sq_.data(), stream_);
-    CUDA_CHECK(cudaMemcpyAsync(host_sum_sq_, sum_sq_.data(), sizeof(double), cudaMemcpyDeviceToHost,
-                               stream_));
-    wait("the gradient all-reduce over all trainers");
-    return *host_sum_sq_;
+    return grad_norm_squared(grads, n);
   }
 
   void update(double lr, double grad_scale) override {
@@ -220,6 +236,50 @@ class CudaModel final : public TrainerBackend {
     MPI_CHECK(MPI_Barrier(trainers));
     return m;
   }
+  // The TP group's communicator (tp > 1): over NCCL when every trainer has
+  // its own GPU (bootstrapped over the tensor axis, as the trainers' one),
+  // else through host memory over MPI. Collective over opt.tensor.
+  void start_tp_comm(const OptimizerSetup& opt, bool nccl) {
+    ML_CHECK(opt.tensor != MPI_COMM_NULL && opt.tp == shard_.size,
+             "a tensor-parallel CUDA backend needs its TP group's communicator");
+    int tp_rank = 0;
+    MPI_CHECK(MPI_Comm_rank(opt.tensor, &tp_rank));
+    ML_CHECK(tp_rank == shard_.rank, "the TP communicator's rank is not the model shard's");
+    if (nccl) {
+      tp_nccl_ = std::make_unique<kernels::NcclComm>(opt.tensor, device_);
+      tp_ = kernels::nccl_tp_comm<T>(tp_nccl_->get());
+    } else {
+      tp_ = kernels::mpi_tp_comm<T>(opt.tensor);
+    }
+  }
+  // Σ g² over the buffer and, at tp > 1, over each replicated range (norm
+  // gains), whose squares every TP rank holds once.
+  void start_grad_norm(const OptimizerSetup& opt) {
+    parts_ = 1 + (opt.tp > 1 ? opt.replicated.size() : 0);
+    sum_sq_.resize(parts_);
+    if (host_sum_sq_) CUDA_CHECK(cudaFreeHost(host_sum_sq_));
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_sum_sq_), parts_ * sizeof(double)));
+  }
+  // The global norm² of the reduced gradients (OptimizerSetup, as the CPU
+  // backend): the replicated ranges counted 1/tp here, the TP ranks' parts
+  // summed over the group.
+  double grad_norm_squared(const float* grads, int64_t n) {
+    kernels::grad_sum_squares(grads, n, sum_sq_.data(), stream_);
+    for (size_t i = 1; i < parts_; ++i) {
+      const auto [first, last] = opt_.replicated[i - 1];
+      kernels::grad_sum_squares(grads + first, last - first, sum_sq_.data() + i, stream_);
+    }
+    CUDA_CHECK(cudaMemcpyAsync(host_sum_sq_, sum_sq_.data(), parts_ * sizeof(double),
+                               cudaMemcpyDeviceToHost, stream_));
+    wait("the gradient all-reduce over all trainers");
+    double sq = host_sum_sq_[0];
+    if (opt_.tp == 1) return sq;
+    double replicated = 0;
+    for (size_t i = 1; i < parts_; ++i) replicated += host_sum_sq_[i];
+    sq -= replicated * (1.0 - 1.0 / opt_.tp);
+    opt_.tp_sum(&sq);
+    return sq;
+  }
   // `op` (a host reduction) on `n` device floats: down, op, and up again on
   // the stream (the host staging is done with when the upload returns).
   void through_host(float* data, int64_t n, const std::function<void(std::span<float>)>& op) {
@@ -237,6 +297,8 @@ class CudaModel final : public TrainerBackend {
   }
 
   model::Shape shape_;
+  model::TpShard shard_;
+  int64_t loss_chunk_;
   int device_, devices_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
@@ -250,7 +312,13 @@ class CudaModel final : public TrainerBackend {
   std::unique_ptr<kernels::NcclComm> nccl_;  // the trainers, when NCCL is used
   ncclComm_t grad_comm_ = nullptr;
   std::unique_ptr<kernels::GradReducer> reducer_;
+  // The TP group (tp > 1): its NCCL communicator when used, and the model's
+  // view of it.
+  std::unique_ptr<kernels::NcclComm> tp_nccl_;
+  std::unique_ptr<kernels::DeviceTpComm<T>> tp_;
+  // Σ g²: the whole buffer's, then each replicated range's (tp > 1).
   kernels::DeviceBuffer<double> sum_sq_;
+  size_t parts_ = 1;
   double* host_sum_sq_ = nullptr;  // pinned: the copy into it stays asynchronous
   std::vector<float> host_;        // staging of the host reductions
 };
@@ -258,18 +326,19 @@ class CudaModel final : public TrainerBackend {
 }  // namespace
 
 std::unique_ptr<TrainerBackend> make_gpu_backend(const model::Shape& shape,
-                                                 config::Precision precision, int local_index) {
+                                                 const CudaBackendSpec& spec) {
   std::string why;
   const int n = cuda_device_count(&why);
   if (n == 0) throw Error("run.backend: cuda, but no GPU is visible: " + why);
-  const int device = device_of(local_index, n);
+  const int device = device_of(spec.local_index, n);
+  const config::Precision precision = spec.precision;
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   const std::string name = strf("GPU %d (%s, sm_%d%d), %s", device, prop.name, prop.major,
                                 prop.minor, config::enum_name(precision));
   if (precision == config::Precision::fp32)
-    return std::make_unique<CudaModel<float>>(shape, device, n, name);
-  return std::make_unique<CudaModel<__nv_bfloat16>>(shape, device, n, name);
+    return std::make_unique<CudaModel<float>>(shape, spec, device, n, name);
+  return std::make_unique<CudaModel<__nv_bfloat16>>(shape, spec, device, n, name);
 }
 
 }  // namespace meshloom

@@ -12,6 +12,6 @@ namespace meshloom {
 
 // See make_cuda_backend() in lib/train/backend.hpp.
 std::unique_ptr<TrainerBackend> make_gpu_backend(const model::Shape& shape,
-                                                 config::Precision precision, int local_index);
+                                                 const CudaBackendSpec& spec);
 
 }  // namespace meshloom

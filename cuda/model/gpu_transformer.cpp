@@ -9,7 +9,7 @@
 #include "cuda/kernels/common/check.cuh"
 #include "cuda/kernels/model/cast.hpp"
 #include "cuda/kernels/model/embedding.hpp"
-#include "cuda/kernels/ops/cross_entropy.hpp"
+#include "cuda/kernels/ops/lm_loss.hpp"
 #include "cuda/kernels/ops/norm.hpp"
 #include "cuda/kernels/ops/rope.hpp"
 #include "cuda/kernels/ops/swiglu.hpp"
@@ -42,12 +42,22 @@ void upload_async(DeviceBuffer<T>& dst, const std::vector<T>& src, cudaStream_t 
 }  // namespace
 
 template <class T>
-GpuTransformer<T>::GpuTransformer(const model::Shape& shape, cudaStream_t stream)
-    : layout_(shape), stream_(stream), blas_(stream), store_(shape, stream) {
+GpuTransformer<T>::GpuTransformer(const model::Shape& shape, cudaStream_t stream,
+                                  int64_t loss_chunk, model::TpShard shard, DeviceTpComm<T>* tp)
+    : layout_(shape, shard),
+      tp_(shard.size > 1 ? tp : nullptr),
+      my_(shape, shard),
+      vocab_{my_.vocab_first, my_.vocab_rows},
+      stream_(stream),
+      blas_(stream),
+      store_(shape, shard, stream),
+      loss_(loss_chunk, blas_, stream) {
   shape.validate();
   ML_CHECK(flash_attention_supports_head_dim(int(shape.head_dim)),
            "the CUDA backend's attention supports head_dim 64 and 128, not " +
                std::to_string(shape.head_dim));
+  ML_CHECK(shard.size == 1 || (tp != nullptr && tp->size() == shard.size),
+           "a tensor-parallel GPU model needs its TP group's communicator");
   params_.resize(size_t(layout_.numel()));
   grads_.resize(size_t(layout_.numel()));
   zero_grads();
@@ -84,8 +94,23 @@ void GpuTransformer<T>::zero_grads() {
 
 template <class T>
 FlashDims GpuTransformer<T>::dims() const {
-  const model::Shape& s = layout_.shape();
-  return FlashDims{int(s.n_heads), int(s.n_kv_heads), int(s.head_dim)};
+  return FlashDims{int(my_.heads), int(my_.kv_heads), int(layout_.shape().head_dim)};
+}
+
+template <class T>
+void GpuTransformer<T>::sum_over_group(T* values, int64_t count) {
+  tp_->sum_activations(values, count, stream_);
+}
+
+template <class T>
+void GpuTransformer<T>::add_row_parallel(const T* residual, const T* a, int64_t k, const T* w,
+                                         T* out, int64_t n) {
+  const int64_t d = layout_.shape().d_model;
+  // At tp > 1 only TP rank 0 adds the residual to its partial product.
+  const bool with_residual = !tp_ || layout_.shard().rank == 0;
+  if (with_residual) copy_async(out, residual, n * d, stream_);
+  mm(Op::N, Op::T, n, d, k, 1.0f, a, k, w, k, with_residual ? 1.0f : 0.0f, out, d);
+  if (tp_) sum_over_group(out, n * d);
 }
 
 template <class T>
@@ -104,12 +129,10 @@ void GpuTransformer<T>::mm_grad(Op oa, Op ob, int64_t m, int64_t n, int64_t k, f
 template <class T>
 void GpuTransformer<T>::ensure_buffers(int64_t n) {
   if (n <= capacity_) return;
-  const model::Shape& s = layout_.shape();
-  const size_t N = size_t(n), d = size_t(s.d_model), f = size_t(s.ffn_dim);
-  const size_t qd = size_t(s.q_dim()), qkvd = size_t(s.qkv_dim());
+  const size_t N = size_t(n), d = size_t(layout_.shape().d_model), f = size_t(my_.ffn);
+  const size_t qd = size_t(my_.q_dim), qkvd = size_t(my_.qkv_dim);
   x_final_.resize(N * d);
   xf_.resize(N * d);
-  logits_.resize(N * size_t(s.vocab));
   rstdf_.resize(N);
   row_loss_.resize(N);
   loss_sum_.resize(1);
@@ -131,7 +154,7 @@ model::LossSum GpuTransformer<T>::forward(const model::Batch& batch, DeviceAtten
                                           int offloaded) {
   const model::Shape& s = layout_.shape();
   batch.validate(s.vocab);
-  const int64_t n = batch.size(), d = s.d_model, V = s.vocab;
+  const int64_t n = batch.size(), d = s.d_model;
   ML_CHECK(n > 0, "forward: empty micro-batch");
   n_ = n;
   attention_ = attention ? attention : &local_attention_;
@@ -142,7 +165,7 @@ model::LossSum GpuTransformer<T>::forward(const model::Batch& batch, DeviceAtten
   upload_async(targets_, batch.targets, stream_);
   upload_async(positions_, batch.positions, stream_);
   upload_async(samples_, batch.samples, stream_);
-  const EmbeddingGroups groups = group_tokens(batch.tokens);
+  const EmbeddingGroups groups = group_tokens(batch.tokens, vocab_);
   upload_async(embed_ids_, groups.ids, stream_);
   upload_async(embed_offsets_, groups.offsets, stream_);
   upload_async(embed_order_, groups.order, stream_);
@@ -151,7 +174,10 @@ model::LossSum GpuTransformer<T>::forward(const model::Batch& batch, DeviceAtten
   const T* P = params_.data();
   store_.claim(0);
   T* x0 = s.n_layers > 0 ? store_[0].x.data() : x_final_.data();
-  embedding_forward<T>(P + layout_.embed(), tokens_.data(), n, d, x0, stream_);
+  // This rank's vocabulary rows (all of them at tp = 1); zero for the other
+  // tokens, summed over the group.
+  embedding_forward<T>(P + layout_.embed(), vocab_, tokens_.data(), n, d, x0, stream_);
+  if (tp_) sum_over_group(x0, n * d);
   for (int64_t l = 0; l < s.n_layers; ++l) {
     layer_forward(l, n);  // claims l + 1 just before writing its input
     store_.saved(l);
@@ -159,11 +185,9 @@ model::LossSum GpuTransformer<T>::forward(const model::Batch& batch, DeviceAtten
 
   rmsnorm_forward<T>(x_final_.data(), P + layout_.final_norm(), n, d, xf_.data(), rstdf_.data(),
                      stream_);
-  mm(Op::N, Op::T, n, V, d, 1.0f, xf_.data(), d, P + layout_.head(), d, 0.0f, logits_.data(), V);
-  // Each row becomes softmax − onehot in place (0 without a target), as on
-  // the CPU; backward passes the scale to the two head products.
-  cross_entropy<T>(logits_.data(), V, targets_.data(), n, V, 1.0f, logits_.data(), V,
-                   row_loss_.data(), loss_sum_.data(), count_.data(), stream_);
+  const DeviceHead<T> head{P + layout_.head(), vocab_, d};
+  loss_.forward(xf_.data(), n, head, targets_.data(), tp_, row_loss_.data());
+  lm_loss_total(row_loss_.data(), targets_.data(), n, loss_sum_.data(), count_.data(), stream_);
   model::LossSum out;
   CUDA_CHECK(
       cudaMemcpyAsync(&out.sum, loss_sum_.data(), sizeof(double), cudaMemcpyDeviceToHost, stream_));
@@ -176,7 +200,7 @@ model::LossSum GpuTransformer<T>::forward(const model::Batch& batch, DeviceAtten
 template <class T>
 void GpuTransformer<T>::layer_forward(int64_t l, int64_t n) {
   const model::Shape& s = layout_.shape();
-  const int64_t d = s.d_model, f = s.ffn_dim, qd = s.q_dim(), kvd = s.kv_dim(), qkvd = s.qkv_dim();
+  const int64_t d = s.d_model, f = my_.ffn, qd = my_.q_dim, kvd = my_.kv_dim, qkvd = my_.qkv_dim;
   const model::LayerOffsets& o = layout_.layer(l);
   const T* P = params_.data();
   LayerActs<T>& A = store_[l];
@@ -185,39 +209,37 @@ void GpuTransformer<T>::layer_forward(int64_t l, int64_t n) {
 
   rmsnorm_forward<T>(x, P + o.attn_norm, n, d, A.xn1.data(), A.rstd1.data(), stream_);
   mm(Op::N, Op::T, n, qkvd, d, 1.0f, A.xn1.data(), d, P + o.wq, d, 0.0f, A.qkv.data(), qkvd);
-  rope_forward<T>(A.qkv.data(), qkvd, positions_.data(), n, s.n_heads + s.n_kv_heads, s.head_dim,
+  rope_forward<T>(A.qkv.data(), qkvd, positions_.data(), n, my_.heads + my_.kv_heads, s.head_dim,
                   s.rope_theta, stream_);
   const FlashQuery<T> q{A.qkv.data(), qkvd, samples_.data(), positions_.data(), n};
   const FlashKv<T> kv{A.qkv.data() + qd, A.qkv.data() + qd + kvd, qkvd, qkvd,
                       samples_.data(),   positions_.data(),       n};
   attention_->forward(int(l), dims(), q, kv, FlashOut<T>{A.o.data(), qd, A.lse.data()}, stream_);
-  copy_async(A.h.data(), x, n * d, stream_);
-  mm(Op::N, Op::T, n, d, qd, 1.0f, A.o.data(), qd, P + o.wo, qd, 1.0f, A.h.data(), d);
+  add_row_parallel(x, A.o.data(), qd, P + o.wo, A.h.data(), n);  // h = x + o·woᵀ
   rmsnorm_forward<T>(A.h.data(), P + o.mlp_norm, n, d, A.xn2.data(), A.rstd2.data(), stream_);
   mm(Op::N, Op::T, n, 2 * f, d, 1.0f, A.xn2.data(), d, P + o.w1, d, 0.0f, A.ab.data(), 2 * f);
   swiglu_forward<T>(A.ab.data(), n, f, u_.data(), stream_);
   // Only now wait for the slot of layer l + 1 (layer l − 1's, on its way to
   // the host): the copy overlaps all of layer l's compute above.
   store_.claim(l + 1);
-  copy_async(x_next, A.h.data(), n * d, stream_);
-  mm(Op::N, Op::T, n, d, f, 1.0f, u_.data(), f, P + o.w2, f, 1.0f, x_next, d);
+  add_row_parallel(A.h.data(), u_.data(), f, P + o.w2, x_next, n);  // x_next = h + u·w2ᵀ
 }
 
 template <class T>
 void GpuTransformer<T>::backward(double scale, const FinalRange& final_range) {
   ML_CHECK(have_forward_, "backward() needs a forward() first");
   const model::Shape& s = layout_.shape();
-  const int64_t n = n_, d = s.d_model, V = s.vocab, f = s.ffn_dim;
+  const int64_t n = n_, d = s.d_model, f = my_.ffn;
   const T* P = params_.data();
   float* G = grads_.data();
-  const float a = float(scale);
   auto done = [&](int64_t offset, int64_t count) {
     if (final_range) final_range(offset, count);
   };
-  // dxf = scale·dlogits·W;  dW += scale·dlogitsᵀ·xf.
-  mm(Op::N, Op::N, n, d, V, a, logits_.data(), V, P + layout_.head(), d, 0.0f, dxn_.data(), d);
-  mm_grad(Op::T, Op::N, V, d, n, a, logits_.data(), V, xf_.data(), d, G + layout_.head(), d);
-  if (!s.tied) done(layout_.head(), V * d);  // tied, the embedding's backward adds to it last
+  // The loss's gradients, kept by forward: dxf = scale·∂/∂xf, dhead += scale·∂/∂head.
+  loss_.backward(float(scale), dxn_.data(), G + layout_.head());
+  if (tp_) sum_over_group(dxn_.data(), n * d);  // this vocabulary shard's part
+  // Tied, the embedding's backward adds to the head last.
+  if (!s.tied) done(layout_.head(), vocab_.rows * d);
   rmsnorm_backward<T>(dxn_.data(), x_final_.data(), P + layout_.final_norm(), rstdf_.data(),
                       nullptr, n, d, dx_.data(), G + layout_.final_norm(), stream_);
   done(layout_.final_norm(), d);
@@ -231,13 +253,13 @@ void GpuTransformer<T>::backward(double scale, const FinalRange& final_range) {
   }
   embedding_backward<T>(dx_.data(), embed_ids_.data(), embed_offsets_.data(), embed_order_.data(),
                         embed_groups_, d, G + layout_.embed(), stream_);
-  done(layout_.embed(), V * d);
+  done(layout_.embed(), vocab_.rows * d);
 }
 
 template <class T>
 void GpuTransformer<T>::layer_backward(int64_t l, int64_t n) {
   const model::Shape& s = layout_.shape();
-  const int64_t d = s.d_model, f = s.ffn_dim, qd = s.q_dim(), kvd = s.kv_dim(), qkvd = s.qkv_dim();
+  const int64_t d = s.d_model, f = my_.ffn, qd = my_.q_dim, kvd = my_.kv_dim, qkvd = my_.qkv_dim;
   const model::LayerOffsets& o = layout_.layer(l);
   const T* P = params_.data();
   float* G = grads_.data();
@@ -250,6 +272,7 @@ void GpuTransformer<T>::layer_backward(int64_t l, int64_t n) {
   swiglu_backward<T>(A.ab.data(), du_.data(), n, f, dab_.data(), stream_);
   mm(Op::N, Op::N, n, d, 2 * f, 1.0f, dab_.data(), 2 * f, P + o.w1, d, 0.0f, dxn_.data(), d);
   mm_grad(Op::T, Op::N, 2 * f, d, n, 1.0f, dab_.data(), 2 * f, A.xn2.data(), d, G + o.w1, d);
+  if (tp_) sum_over_group(dxn_.data(), n * d);  // partial over this rank's FFN columns
   rmsnorm_backward<T>(dxn_.data(), A.h.data(), P + o.mlp_norm, A.rstd2.data(), dx_.data(), n, d,
                       dh_.data(), G + o.mlp_norm, stream_);
   // Attention branch: h = x + o·woᵀ.
@@ -264,7 +287,7 @@ void GpuTransformer<T>::layer_backward(int64_t l, int64_t n) {
                        dqkv_.data(), qkvd, kvg, stream_);
   // The attention gradients are fp32 accumulators: undo RoPE there, then
   // bring them to T for the products.
-  rope_backward<float>(dqkv_.data(), qkvd, positions_.data(), n, s.n_heads + s.n_kv_heads,
+  rope_backward<float>(dqkv_.data(), qkvd, positions_.data(), n, my_.heads + my_.kv_heads,
                        s.head_dim, s.rope_theta, stream_);
   const T* dqkv;
   if constexpr (std::is_same_v<T, float>) {
@@ -275,6 +298,7 @@ void GpuTransformer<T>::layer_backward(int64_t l, int64_t n) {
   }
   mm(Op::N, Op::N, n, d, qkvd, 1.0f, dqkv, qkvd, P + o.wq, d, 0.0f, dxn_.data(), d);
   mm_grad(Op::T, Op::N, qkvd, d, n, 1.0f, dqkv, qkvd, A.xn1.data(), d, G + o.wq, d);
+  if (tp_) sum_over_group(dxn_.data(), n * d);  // partial over this rank's heads
   rmsnorm_backward<T>(dxn_.data(), x, P + o.attn_norm, A.rstd1.data(), dh_.data(), n, d, dx_.data(),
                       G + o.attn_norm, stream_);
 }

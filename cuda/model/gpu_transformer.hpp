@@ -16,6 +16,21 @@
 // float for the checks against the CPU backend. Gradients are one flat fp32
 // device buffer in ParamLayout order, so the trainer all-reduces one buffer
 // and the optimizer walks it, exactly as on the CPU.
+//
+// The LM head and the cross-entropy run fused, `loss_chunk` tokens at a time
+// (device_lm_loss.hpp): no [n, V] logits.
+//
+// Tensor parallelism (Megatron, as model::Transformer): built with
+// TpShard{size, rank} and the group's DeviceTpComm, the model holds this
+// rank's shards (ParamLayout(shape, shard)) and runs H/tp query heads, Hkv/tp
+// KV heads and F/tp FFN columns; wq|wk|wv and w1|w3 are column-parallel, wo
+// and w2 row-parallel, the embedding and the LM head vocab-parallel. The
+// group sums, at the CPU model's places: forward, the embedding lookup and
+// the wo and w2 products (TP rank 0 adds the residual into its partial
+// product, the others start from zero, so the sum is the residual stream
+// itself); backward, d(final states) and the input gradients of wq|wk|wv and
+// w1|w3, before the norms' backward; the loss's statistics per chunk. Every
+// rank of the group runs the same micro-batches in the same order.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,6 +45,8 @@
 #include "cuda/device_buffer.hpp"
 #include "cuda/model/activation_store.hpp"
 #include "cuda/model/device_attention.hpp"
+#include "cuda/model/device_lm_loss.hpp"
+#include "cuda/model/device_tp_comm.hpp"
 #include "model/batch.hpp"
 #include "model/params.hpp"
 #include "model/transformer.hpp"
@@ -39,7 +56,11 @@ namespace meshloom::kernels {
 template <class T>
 class GpuTransformer {
  public:
-  GpuTransformer(const model::Shape& shape, cudaStream_t stream);
+  // The whole model (tp = 1), or TP rank `shard` of a group whose
+  // collectives `tp` implements (not owned; must outlive the model; needed
+  // when shard.size > 1). `loss_chunk`: tokens whose logits exist at once.
+  GpuTransformer(const model::Shape& shape, cudaStream_t stream, int64_t loss_chunk = 1024,
+                 model::TpShard shard = {}, DeviceTpComm<T>* tp = nullptr);
 
   const model::ParamLayout& layout() const { return layout_; }
   cudaStream_t stream() const { return stream_; }
@@ -75,6 +96,11 @@ class GpuTransformer {
   void layer_forward(int64_t l, int64_t n);
   void layer_backward(int64_t l, int64_t n);
   FlashDims dims() const;
+  // out = residual + a·wᵀ (a [n, k], w [d, k]), the wo and w2 products. At
+  // tp > 1 (row-parallel) summed over the group, the residual added once.
+  void add_row_parallel(const T* residual, const T* a, int64_t k, const T* w, T* out, int64_t n);
+  // values summed over the TP group (tp > 1).
+  void sum_over_group(T* values, int64_t count);
   // C = alpha·op(A)·op(B) + beta·C with A, B of type T; C of type T or fp32.
   void mm(model::Op oa, model::Op ob, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
           int64_t lda, const T* b, int64_t ldb, float beta, T* c, int64_t ldc);
@@ -82,6 +108,9 @@ class GpuTransformer {
                int64_t lda, const T* b, int64_t ldb, float* c, int64_t ldc);
 
   model::ParamLayout layout_;
+  DeviceTpComm<T>* tp_ = nullptr;  // null at tp = 1
+  model::ShardSizes my_;           // this rank's heads, FFN columns and vocabulary rows
+  VocabRows vocab_;
   cudaStream_t stream_;
   Blas blas_;
   DeviceBuffer<T> params_;
@@ -95,7 +124,8 @@ class GpuTransformer {
   DeviceBuffer<int32_t> embed_ids_, embed_offsets_, embed_order_;
   int64_t embed_groups_ = 0;
   ActivationStore<T> store_;
-  DeviceBuffer<T> x_final_, xf_, logits_;
+  DeviceBuffer<T> x_final_, xf_;
+  DeviceLmLoss<T> loss_;  // the head and cross-entropy, chunked; keeps their gradients
   DeviceBuffer<float> rstdf_;
   DeviceBuffer<double> row_loss_, loss_sum_;
   DeviceBuffer<int64_t> count_;

@@ -168,9 +168,9 @@ struct ModelConfig {
     v.field("init_std", init_std, "Std of the normal initialization of matrices",
             in_range(0.0, 1.0));
     v.field("loss_chunk", loss_chunk,
-            "CPU backend: tokens whose LM-head logits exist at once (loss_chunk x vocab_size "
-            "floats; results change only by rounding, so a resume may change it); the CUDA "
-            "backend holds all of a micro-batch's",
+            "Tokens whose LM-head logits exist at once (loss_chunk x vocab_size / parallel.tp "
+            "values, CPU and CUDA backends; results change only by rounding, so a resume may "
+            "change it)",
             in_range(1, 1 << 20));
   }
 };

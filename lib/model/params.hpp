@@ -84,6 +84,22 @@ struct TpShard {
   int64_t vocab_rows(int64_t vocab) const;
 };
 
+// What a TP rank computes with (the whole model's sizes at tp = 1): its
+// query heads, KV heads and FFN columns, the row widths they make (q, k|v,
+// q|k|v), and its vocabulary rows [vocab_first, vocab_first + vocab_rows).
+struct ShardSizes {
+  ShardSizes(const Shape& s, TpShard shard)
+      : heads(shard.part(s.n_heads)),
+        kv_heads(shard.part(s.n_kv_heads)),
+        ffn(shard.part(s.ffn_dim)),
+        q_dim(heads * s.head_dim),
+        kv_dim(kv_heads * s.head_dim),
+        qkv_dim(q_dim + 2 * kv_dim),
+        vocab_first(shard.vocab_begin(s.vocab)),
+        vocab_rows(shard.vocab_rows(s.vocab)) {}
+  int64_t heads, kv_heads, ffn, q_dim, kv_dim, qkv_dim, vocab_first, vocab_rows;
+};
+
 enum class TensorKind { embed, norm, matrix };
 
 struct TensorInfo {

@@ -108,10 +108,6 @@ RoleLayout make_layout(int world, const config::Config& config) {
     throw config::ConfigError(
         "parallel.sequence_parallel is not implemented yet: the TP layers all-reduce the "
         "residual stream; set parallel.sequence_parallel: false");
-  if (config.run.backend == config::Backend::cuda && tp > 1)
-    throw config::ConfigError(
-        "parallel.tp > 1 with run.backend: cuda is not implemented yet: use run.backend: cpu or "
-        "parallel.tp: 1");
   // The longest sample must fit on the HDP ranks there are (HDP splits it over
   // ceil(seq_len / C) of them at least; offloading may need fewer).
   const int64_t need = ceil_div(config.data.seq_len, config.plan.capacity);

@@ -61,7 +61,12 @@ struct DeviceMemoryInfo {
 // How the optimizer runs on the device: the trainer's settings, handed over
 // once by start_optimizer().
 struct OptimizerSetup {
-  MPI_Comm trainers = MPI_COMM_NULL;  // all trainers; rank = trainer index
+  // The trainers gradients are summed over (the data axis: all trainers at
+  // tp = 1); rank = the trainer's index there. Rings run on it too.
+  MPI_Comm trainers = MPI_COMM_NULL;
+  // Every trainer (Axis::trainers), whatever tp: who shares a GPU, whether
+  // NCCL can be used. `trainers` where null.
+  MPI_Comm all_trainers = MPI_COMM_NULL;
   // run.gpu_comm: nccl (fails with the reason when a trainer has no GPU of
   // its own), mpi (through host memory), auto (nccl where it can).
   config::GpuComm comm = config::GpuComm::automatic;
@@ -79,12 +84,14 @@ struct OptimizerSetup {
   // the weights, gradients and optimizer state are allocated: fails (fatal)
   // when the run cannot fit (plan/device_memory.hpp).
   std::function<void(const DeviceMemoryInfo&)> check_memory;
-  // Tensor parallelism (tp > 1, CPU backend): the flat buffer is this TP
-  // rank's shard. Gradients of the replicated tensors (`replicated` ranges:
-  // norm gains) are the same on every rank of the group, so the global norm²
-  // counts them 1/tp on each rank, and the ranks' parts are summed over the
-  // group with `tp_sum`.
+  // Tensor parallelism (tp > 1): the flat buffer is this TP rank's shard.
+  // Gradients of the replicated tensors (`replicated` ranges: norm gains) are
+  // the same on every rank of the group, so the global norm² counts them
+  // 1/tp on each rank, and the ranks' parts are summed over the group with
+  // `tp_sum`. `tensor`: the TP group (rank = TP rank), over which the CUDA
+  // backend builds its device TP communicator.
   int tp = 1;
+  MPI_Comm tensor = MPI_COMM_NULL;
   std::vector<std::pair<int64_t, int64_t>> replicated;
   std::function<void(double*)> tp_sum;
 };
@@ -133,11 +140,20 @@ class TrainerBackend {
   virtual double peak_flops() = 0;
 };
 
-// precision: bf16 (bf16 weights and activations, fp32 accumulation) or fp32. local_index: the
-// trainer's index among its node's trainers; it runs on device local_index mod the visible devices.
+// What the CUDA backend is made with.
+struct CudaBackendSpec {
+  // bf16 (bf16 weights and activations, fp32 accumulation) or fp32.
+  config::Precision precision = config::Precision::bf16;
+  // The trainer's index among its node's trainers: it runs on device
+  // local_index mod the visible devices.
+  int local_index = 0;
+  model::TpShard shard;       // this trainer's TP shard (model/params.hpp)
+  int64_t loss_chunk = 1024;  // model.loss_chunk
+};
+
 // Fails (Error) with the reason when no GPU is visible or the build has no CUDA.
 std::unique_ptr<TrainerBackend> make_cuda_backend(const model::Shape& shape,
-                                                  config::Precision precision, int local_index);
+                                                  const CudaBackendSpec& spec);
 
 // One line: NCCL and CUDA runtime versions and the visible devices, or why
 // the CUDA backend cannot be loaded ("CPU-only build" without CUDA). Loads

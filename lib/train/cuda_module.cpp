@@ -21,7 +21,7 @@ namespace {
 // The module's entry points (cuda/module.cpp). They report
 // errors in *error rather than throw across the module boundary.
 using InitFn = void (*)(FatalHandler, int, const std::string*);
-using MakeFn = TrainerBackend* (*)(const model::Shape*, int, int, std::string*);
+using MakeFn = TrainerBackend* (*)(const model::Shape*, const CudaBackendSpec*, std::string*);
 using SummaryFn = void (*)(std::string*);
 
 struct Module {
@@ -50,7 +50,7 @@ const Module& module() {
       return;
     }
     const auto init = reinterpret_cast<InitFn>(dlsym(h, "meshloom_cuda_init"));
-    m.make = reinterpret_cast<MakeFn>(dlsym(h, "meshloom_cuda_make_model"));
+    m.make = reinterpret_cast<MakeFn>(dlsym(h, "meshloom_cuda_make_backend"));
     m.summary = reinterpret_cast<SummaryFn>(dlsym(h, "meshloom_cuda_summary"));
     if (!init || !m.make || !m.summary) {
       m.make = nullptr;
@@ -67,11 +67,11 @@ const Module& module() {
 }  // namespace
 
 std::unique_ptr<TrainerBackend> make_cuda_backend(const model::Shape& shape,
-                                                  config::Precision precision, int local_index) {
+                                                  const CudaBackendSpec& spec) {
   const Module& m = module();
   if (!m.make) throw Error("run.backend: cuda: " + m.error);
   std::string error;
-  std::unique_ptr<TrainerBackend> model(m.make(&shape, int(precision), local_index, &error));
+  std::unique_ptr<TrainerBackend> model(m.make(&shape, &spec, &error));
   if (!model) throw Error(error);
   return model;
 }
@@ -86,7 +86,7 @@ std::string cuda_backend_summary() {
 
 #else
 
-std::unique_ptr<TrainerBackend> make_cuda_backend(const model::Shape&, config::Precision, int) {
+std::unique_ptr<TrainerBackend> make_cuda_backend(const model::Shape&, const CudaBackendSpec&) {
   // Not reached in a normal run: make_layout() refuses run.backend: cuda on
   // rank 0 first, with the reason and the fix.
   throw Error("run.backend: cuda, but this meshloom was built without the CUDA backend");

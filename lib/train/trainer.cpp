@@ -103,7 +103,9 @@ Trainer::Trainer(const World& w, const StepComms& comms)
     int local = 0;
     for (int r = w.layout.first_rank(Role::trainer); r < w.rank; ++r)
       local += w.hosts[size_t(r)] == w.hosts[size_t(w.rank)];
-    backend_ = make_cuda_backend(model_->shape(), w.config.run.precision, local);
+    backend_ = make_cuda_backend(model_->shape(),
+                                 CudaBackendSpec{w.config.run.precision, local,
+                                                 model::TpShard{tp_, tp_rank_}, opt.loss_chunk});
   } else {
     // The activations of the largest micro-batch this trainer can get (at
     // most C tokens, never more than the step). On a GPU the host model only
@@ -118,6 +120,7 @@ void Trainer::start_optimizer() {
   const config::OptimConfig& o = w_.config.optim;
   OptimizerSetup opt;
   opt.trainers = comm_;
+  opt.all_trainers = comms_.comm(Axis::trainers);
   opt.comm = w_.config.run.gpu_comm;
   opt.beta1 = o.beta1;
   opt.beta2 = o.beta2;
@@ -129,6 +132,7 @@ void Trainer::start_optimizer() {
   opt.shard_size = shard_size_;
   opt.timeout_s = w_.config.run.timeout;
   opt.tp = tp_;
+  opt.tensor = comms_.comm(Axis::tensor);
   for (const auto& t : model_->layout().tensors())
     if (t.split_dim < 0) opt.replicated.emplace_back(t.offset, t.offset + t.numel);
   opt.tp_sum = [this](double* value) { tp_comm_->all_reduce_sum(std::span<double>(value, 1)); };

@@ -43,7 +43,8 @@ invariance_cpu_cases=(
 # selective offloading (long pieces keep activations in host memory). The
 # 3-step cases dump step 2, after two updates on the GPU (AdamW, ZeRO-1
 # shards, the gradient reduction over NCCL for one trainer, through MPI for
-# trainers sharing the GPU).
+# trainers sharing the GPU). The gpu_tp2 cases run tensor parallelism on the
+# GPU: the trainers share it, so the TP sums go through host memory (MPI).
 invariance_gpu_cases=(
   "gpu1     1 1e-4 --set run.precision=fp32 --set plan.planner=hdp --set plan.capacity=4096"
   "gpu2     2 1e-4 --set run.precision=fp32 --set plan.planner=hdp --set plan.capacity=512"
@@ -54,6 +55,10 @@ invariance_gpu_cases=(
   "steps1_nccl 1 1e-3:1e-3 --set run.steps=3 --set run.precision=fp32 --set run.gpu_comm=nccl --set plan.capacity=4096"
   "steps3      3 1e-3:1e-3 --set run.steps=3 --set run.precision=fp32 --set plan.capacity=400"
   "steps3_zero 3 1e-3:1e-3 --set run.steps=3 --set run.precision=fp32 --set plan.capacity=400 --set optim.zero1=true"
+  "gpu_tp2        2 1e-4 --set run.precision=fp32 --set parallel.tp=2 --set plan.capacity=4096"
+  "gpu_tp2_ring2  4 1e-4 --set run.precision=fp32 --set parallel.tp=2 --set plan.capacity=512"
+  "bf16_tp2       2 5e-2 --set run.precision=bf16 --set parallel.tp=2 --set plan.capacity=4096"
+  "gpu_tp2_steps3 4 1e-3:1e-3 --set run.steps=3 --set run.precision=fp32 --set parallel.tp=2 --set plan.capacity=512 --set optim.zero1=true"
 )
 
 # invariance_config BACKEND: the config, on stdout (write it to $dir/c.yaml).
@@ -62,8 +67,9 @@ invariance_config() {
   # vocabulary of 257 splits unevenly.
   local model="{vocab_size: 257, d_model: 32, n_layers: 2, n_heads: 8, n_kv_heads: 4, ffn_dim: 64}"
   # The GPU attention kernels take head_dim 64 or 128; 4 layers leave 2 to
-  # offload (plan.offload keeps the first and last resident).
-  [[ $1 == cuda ]] && model="{vocab_size: 257, d_model: 128, n_layers: 4, n_heads: 2, n_kv_heads: 1, ffn_dim: 160}"
+  # offload (plan.offload keeps the first and last resident); 4 query heads
+  # on 2 KV heads split 2 ways (parallel.tp=2 needs n_kv_heads even).
+  [[ $1 == cuda ]] && model="{vocab_size: 257, d_model: 256, n_layers: 4, n_heads: 4, n_kv_heads: 2, ffn_dim: 160}"
   cat <<YAML
 run: {timeout: 120, steps: 1, dir: $dir/run}
 cluster: {roles: {constructors: 1, loaders: 1}}

@@ -1,7 +1,6 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <numeric>
 
 #include "cuda/kernels/common/check.cuh"
 #include "cuda/kernels/common/elem.cuh"
@@ -13,10 +12,16 @@ namespace {
 
 // One block per token row, threads over the columns.
 template <class T>
-__global__ void gather_rows(const T* embed, const int32_t* tokens, int64_t d, T* x) {
+__global__ void gather_rows(const T* embed, VocabRows vocab, const int32_t* tokens, int64_t d,
+                            T* x) {
   const int64_t t = blockIdx.x;
-  const T* src = embed + int64_t(tokens[t]) * d;
+  const int64_t r = int64_t(tokens[t]) - vocab.first;
   T* dst = x + t * d;
+  if (r < 0 || r >= vocab.rows) {  // another rank's row: it adds it in the sum
+    for (int64_t c = threadIdx.x; c < d; c += blockDim.x) dst[c] = from_f32<T>(0.0f);
+    return;
+  }
+  const T* src = embed + r * d;
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) dst[c] = src[c];
 }
 
@@ -39,14 +44,16 @@ int threads_for(int64_t d) { return int(std::min<int64_t>(256, (d + 31) / 32 * 3
 
 }  // namespace
 
-EmbeddingGroups group_tokens(const std::vector<int32_t>& tokens) {
+EmbeddingGroups group_tokens(const std::vector<int32_t>& tokens, VocabRows vocab) {
   EmbeddingGroups g;
-  g.order.resize(tokens.size());
-  std::iota(g.order.begin(), g.order.end(), 0);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const int64_t r = int64_t(tokens[t]) - vocab.first;
+    if (r >= 0 && r < vocab.rows) g.order.push_back(int32_t(t));
+  }
   std::stable_sort(g.order.begin(), g.order.end(),
                    [&](int32_t a, int32_t b) { return tokens[size_t(a)] < tokens[size_t(b)]; });
   for (size_t j = 0; j < g.order.size(); ++j) {
-    const int32_t id = tokens[size_t(g.order[j])];
+    const int32_t id = int32_t(tokens[size_t(g.order[j])] - vocab.first);
     if (g.ids.empty() || g.ids.back() != id) {
       g.ids.push_back(id);
       g.offsets.push_back(int32_t(j));
@@ -57,10 +64,10 @@ EmbeddingGroups group_tokens(const std::vector<int32_t>& tokens) {
 }
 
 template <class T>
-void embedding_forward(const T* embed, const int32_t* tokens, int64_t n, int64_t d, T* x,
-                       cudaStream_t stream) {
+void embedding_forward(const T* embed, VocabRows vocab, const int32_t* tokens, int64_t n, int64_t d,
+                       T* x, cudaStream_t stream) {
   if (n == 0) return;
-  gather_rows<T><<<unsigned(n), threads_for(d), 0, stream>>>(embed, tokens, d, x);
+  gather_rows<T><<<unsigned(n), threads_for(d), 0, stream>>>(embed, vocab, tokens, d, x);
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -75,7 +82,7 @@ void embedding_backward(const T* dx, const int32_t* ids, const int32_t* offsets,
 }
 
 #define ML_EMBEDDING(T)                                                                         \
-  template void embedding_forward<T>(const T*, const int32_t*, int64_t, int64_t, T*,            \
+  template void embedding_forward<T>(const T*, VocabRows, const int32_t*, int64_t, int64_t, T*, \
                                      cudaStream_t);                                             \
   template void embedding_backward<T>(const T*, const int32_t*, const int32_t*, const int32_t*, \
                                       int64_t, int64_t, float*, cudaStream_t);

@@ -39,6 +39,21 @@ __device__ inline A block_sum(A v) {
   return total;
 }
 
+// Maximum over the block, returned to every thread (same rules as
+// block_sum; exact in any order).
+__device__ inline float block_max(float v) {
+  __shared__ float warp_part[32];
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x >> 5);
+  if (lane == 0) warp_part[warp] = v;
+  __syncthreads();
+  const int warps = int(blockDim.x >> 5);
+  float total = lane < warps ? warp_part[lane] : warp_part[0];
+  for (int o = 16; o > 0; o >>= 1) total = fmaxf(total, __shfl_xor_sync(0xffffffffu, total, o));
+  __syncthreads();  // warp_part may be reused by the next call
+  return total;
+}
+
 // Threads for a block that walks `width` elements: a multiple of 32 in
 // [32, max_threads].
 inline int threads_for(int64_t width, int max_threads = 256) {

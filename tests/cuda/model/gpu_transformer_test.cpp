@@ -4,7 +4,8 @@
 // embeddings, GQA. The fp32 path (true fp32 products and kernels) must agree
 // with the CPU in double to 1e-4 of each tensor's largest gradient (fp32
 // round-off through two layers); the bf16 path (bf16 weights and
-// activations, fp32 accumulation) to 5e-2.
+// activations, fp32 accumulation) to 5e-2. The fused LM loss gives the same
+// whatever its chunk (one chunk, or several and a shorter last one).
 #include "cuda/model/gpu_transformer.hpp"
 
 #include <cuda_bf16.h>
@@ -12,56 +13,21 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
-#include <random>
 #include <vector>
 
 #include "model/transformer.hpp"
 #include "tests/cuda/gpu_test.hpp"
+#include "tests/cuda/model/model_test_util.hpp"
 
 namespace {
 
 using namespace meshloom;
 using model::Batch;
 using model::Shape;
-
-Shape small_shape(bool tied) {
-  Shape s;
-  s.vocab = 301;
-  s.d_model = 128;
-  s.n_layers = 2;
-  s.n_heads = 2;
-  s.n_kv_heads = 1;
-  s.head_dim = 64;
-  s.ffn_dim = 200;
-  s.tied = tied;
-  return s;
-}
-
-Batch packed_batch(int64_t vocab) {
-  const std::vector<int32_t> lengths = {1, 37, 70, 20, 129};
-  const int32_t n = std::accumulate(lengths.begin(), lengths.end(), 0);
-  std::mt19937 rng(11);
-  std::vector<int32_t> tokens(static_cast<size_t>(n));
-  for (auto& t : tokens) t = int32_t(rng() % uint32_t(vocab));
-  return Batch::pack(tokens, lengths);
-}
-
-// Parameters away from the initialization, rounded to fp32 so that both
-// backends see exactly the same values.
-std::vector<float> random_params(const model::ParamLayout& layout) {
-  std::mt19937 rng(5);
-  std::normal_distribution<double> normal;
-  std::vector<float> p(static_cast<size_t>(layout.numel()));
-  for (const model::TensorInfo& t : layout.tensors())
-    for (int64_t i = 0; i < t.numel; ++i)
-      p[size_t(t.offset + i)] = t.kind == model::TensorKind::norm ? float(1.0 + 0.3 * normal(rng))
-                                                                  : float(0.08 * normal(rng));
-  return p;
-}
+using namespace kernels::test;
 
 template <class T>
-void compare(bool tied, double tol) {
+void compare(bool tied, double tol, int64_t loss_chunk = 1024) {
   const Shape s = small_shape(tied);
   model::Transformer<double> cpu(s, {.threads = 1});
   const std::vector<float> params = random_params(cpu.layout());
@@ -75,17 +41,10 @@ void compare(bool tied, double tol) {
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   {
-    kernels::GpuTransformer<T> gpu(s, stream);
+    kernels::GpuTransformer<T> gpu(s, stream, loss_chunk);
     gpu.set_params(params);
-    gpu.zero_grads();
-    const model::LossSum got = gpu.forward(batch);
-    gpu.backward(scale);
-    EXPECT_EQ(got.count, want.count);
-    EXPECT_NEAR(got.sum, want.sum, tol * std::abs(want.sum));
-    const std::vector<double> losses = gpu.token_losses();
-    for (size_t i = 0; i < losses.size(); ++i)
-      ASSERT_NEAR(losses[i], cpu.token_losses()[i], tol * 10 + tol * cpu.token_losses()[i]) << i;
-    const std::vector<float> grads = gpu.download_grads();
+    const std::vector<float> grads =
+        run_against_cpu(gpu, batch, scale, want, cpu.token_losses(), tol).grads;
     for (const model::TensorInfo& t : cpu.layout().tensors()) {
       double err = 0, scale_ref = 0;
       for (int64_t i = 0; i < t.numel; ++i) {
@@ -109,6 +68,11 @@ TEST(GpuTransformer, Fp32MatchesTheCpuModelTied) {
 TEST(GpuTransformer, Fp32MatchesTheCpuModelUntied) {
   ML_REQUIRE_GPU();
   compare<float>(false, 1e-4);
+}
+
+TEST(GpuTransformer, Fp32MatchesTheCpuModelInLossChunks) {
+  ML_REQUIRE_GPU();
+  compare<float>(true, 1e-4, 100);  // 257 tokens: chunks of 100, 100 and 57
 }
 
 TEST(GpuTransformer, Bf16MatchesTheCpuModel) {
