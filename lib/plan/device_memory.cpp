@@ -73,11 +73,12 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
   const int64_t groups = std::min(n, V);
   m.workspace = n * (5 * d + 4 * f + qd) * t + n * qkvd * kF32 + (t == kF32 ? 0 : n * qkvd * t) +
                 n * kF32 + 2 * kF64 + 4 * n * kI32 + (2 * groups + 1 + n) * kI32 + n * H * kF32;
-  // logits_ (T, n x V: the cross-entropy runs on all rows at once, in place)
-  // and row_loss_ (fp64). The CUDA backend still holds all of a micro-batch's
-  // logits; only the CPU model chunks them (model/lm_loss.hpp,
-  // host_memory_floor).
-  m.logits = n * V * t + n * kF64;
+  // The fused loss (cuda/model/device_lm_loss.hpp): one chunk's logits (T,
+  // min(n, loss_chunk) x V/tp) and its per-token statistics (fp64 x 3), the
+  // unscaled d(final states) (T, n x d) and d(head) (fp32, V/tp x d); the
+  // model's row_loss_ (fp64 per token).
+  const int64_t chunk = std::min(n, in.loss_chunk);
+  m.logits = chunk * V * t + 3 * chunk * kF64 + n * d * t + V * d * kF32 + n * kF64;
   if (in.rings) {
     // ring_link_nccl.cpp keeps a current and a next block; ring_link_mpi.cpp
     // one device block that it stages through host memory.
@@ -139,6 +140,7 @@ DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool n
   in.trainers = std::max(1, trainers / in.tp);  // the HDP ranks
   in.zero1 = c.optim.zero1;
   in.nccl = nccl;
+  in.loss_chunk = c.model.loss_chunk;
   const int64_t C = c.plan.capacity, L = c.data.seq_len, step = c.data.tokens_per_step;
   // Every planner splits a sequence only when it exceeds C (the static grid
   // after padding it to an even length).

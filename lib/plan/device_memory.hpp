@@ -47,6 +47,7 @@ struct DeviceMemoryInput {
   // shard of the weights (ModelShape::numel(tp)) and the activations of its
   // H/tp heads and F/tp FFN columns; the residual stream and norms whole.
   int tp = 1;
+  int64_t loss_chunk = 512;  // model.loss_chunk: tokens whose logits exist at once
 };
 
 struct DeviceMemory {
@@ -58,10 +59,10 @@ struct DeviceMemory {
   int64_t grads = 0;    // fp32 gradients, the whole model
   int64_t cublas = 0;   // the cuBLAS workspace
   // The largest micro-batch, allocated by its first forward and kept.
-  int64_t activations = 0;     // the layers kept on the device for backward
-  int64_t workspace = 0;       // backward scratch (reused by every layer), final norm, ids
-  int64_t logits = 0;          // the whole micro-batch's logits and per-row losses
-  int64_t ring_buffers = 0;    // the ring transport's K/V + fp32 dK/dV blocks
+  int64_t activations = 0;   // the layers kept on the device for backward
+  int64_t workspace = 0;     // backward scratch (reused by every layer), final norm, ids
+  int64_t logits = 0;        // the fused loss: a chunk's logits, its unscaled gradients, row losses
+  int64_t ring_buffers = 0;  // the ring transport's K/V + fp32 dK/dV blocks
   int64_t ring_attention = 0;  // the ring's fp32 output accumulators
   int resident_layers = 0;     // layers whose activations stay on the device
 

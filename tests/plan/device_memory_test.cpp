@@ -66,7 +66,10 @@ TEST(DeviceMemory, SmallShapeByHand) {
   // 1/rms 20, loss and count 16, four ids 80, embedding groups (5 + 1 + 5 + 5) x 4 = 64,
   // delta 5 x 2 x 4 = 40.
   EXPECT_EQ(m.workspace, 960 + 320 + 160 + 20 + 16 + 80 + 64 + 40);
-  EXPECT_EQ(m.logits, 5 * 10 * 2 + 5 * 8);
+  // The fused loss: one chunk (all 5 tokens) of logits 5 x 10 bf16 = 100 and its
+  // statistics 3 x 5 fp64 = 120, d(final states) 5 x 8 bf16 = 80, d(head)
+  // 10 x 8 fp32 = 320; row losses 5 fp64 = 40.
+  EXPECT_EQ(m.logits, 100 + 120 + 80 + 320 + 40);
   EXPECT_EQ(m.ring_buffers, 0);
   EXPECT_EQ(m.ring_attention, 0);
 
@@ -175,7 +178,9 @@ TEST(DeviceMemory, ActivationsLinearInTokensAndShrinkWithOffloading) {
   in.tokens = 3000;
   const DeviceMemory b = device_memory(in);
   EXPECT_EQ(b.activations, 3 * a.activations);
-  EXPECT_EQ(b.logits, 3 * a.logits);
+  // The loss's chunk stays (512 tokens); d(final states) and the row losses
+  // grow with the tokens.
+  EXPECT_EQ(b.logits - a.logits, 2000 * (8 * 2 + 8));
   EXPECT_EQ(b.weights, a.weights);  // the model's state does not depend on C
   int64_t last = b.activations;
   for (double r : {0.1, 0.3, 0.5, 0.8, 1.0}) {
@@ -208,9 +213,10 @@ TEST(DeviceMemory, OffloadingPacksMoreTokensIntoTheLargestMicroBatch) {
   EXPECT_EQ(o.input.tokens, 131072);  // data.seq_len caps C x 32 / 2
   EXPECT_GT(o.input.offload, 0.0);
   // As many layer-tokens of activations (what the planner's capacity keeps),
-  // within the store's rounding to whole layers, but 4x the logits.
+  // within the store's rounding to whole layers, but the loss's per-token
+  // buffers (d(final states) bf16, row losses fp64) for 4x the tokens.
   EXPECT_NEAR(double(o.activations) / double(p.activations), 1.0, 0.5 / 5.0);
-  EXPECT_EQ(o.logits, 4 * p.logits);
+  EXPECT_EQ(o.logits - p.logits, (131072 - 32768) * (4096 * 2 + 8));
   EXPECT_GT(o.total(), p.total());
 }
 
