@@ -136,8 +136,8 @@ struct ParallelConfig {
             "each group one HDP rank (must divide the trainers, n_heads, n_kv_heads, ffn_dim)",
             in_range(1, 1024));
     v.field("sequence_parallel", sequence_parallel,
-            "With tp > 1: norms and the residual stream split over the TP group "
-            "(reduce-scatter / all-gather instead of all-reduce); not implemented yet, refused");
+            "With tp > 1: norms and the residual stream split by tokens over the TP group "
+            "(reduce-scatter / all-gather instead of all-reduce; CPU backend); a no-op at tp 1");
   }
 };
 

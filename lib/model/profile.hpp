@@ -15,7 +15,7 @@ struct Times {
   double head = 0;       // LM head GEMMs (lm_loss.hpp: all three run in forward)
   double loss = 0;       // softmax cross-entropy over the vocabulary
   double other = 0;      // embedding, norms, RoPE, SwiGLU, residual copies
-  double tp = 0;         // sums of activations over the TP group (tp > 1)
+  double tp = 0;         // collectives of activations over the TP group (tp > 1)
   double total() const { return matmul + attention + head + loss + other + tp; }
 };
 // wall: elapsed seconds. cpu: process CPU seconds / threads, which on a

@@ -161,7 +161,7 @@ void swiglu_backward(int threads, int64_t n, int64_t f, const T* ab, const T* du
   }
 }
 
-// out = a + b (out may alias neither).
+// out = a + b (element-wise: out may be a or b).
 template <class T>
 void add_rows(int threads, int64_t count, const T* a, const T* b, T* out) {
 #pragma omp parallel for num_threads(threads) schedule(static) if (count > kParallelElems)
@@ -181,6 +181,7 @@ Transformer<T>::Transformer(const Shape& shape, const ModelOptions& opt, TpShard
                             TpComm<T>* tp)
     : layout_(shape, shard),
       tp_(shard.size > 1 ? tp : nullptr),
+      sp_(shard.size > 1 && opt.sequence_parallel),
       heads_(shard.part(shape.n_heads)),
       kv_heads_(shard.part(shape.n_kv_heads)),
       ffn_(shard.part(shape.ffn_dim)),
@@ -234,32 +235,122 @@ void Transformer<T>::sum_over_group(T* values, int64_t count) {
 }
 
 template <class T>
+const T* Transformer<T>::all_rows(const T* mine, int64_t n) {
+  if (!sp_) return mine;
+  const int64_t d = shape().d_model;
+  Timer t(&profile_, &Times::tp, threads_);
+  tp_->all_gather_rows(std::span<const T>(mine, static_cast<size_t>(rows_.count() * d)),
+                       std::span<T>(gathered_.data(), static_cast<size_t>(n * d)), d);
+  return gathered_.data();
+}
+
+template <class T>
+T* Transformer<T>::input_grad_partials() {
+  return sp_ ? partial_.data() : dxn_.data();
+}
+
+template <class T>
+void Transformer<T>::reduce_input_grad(int64_t n) {
+  const int64_t d = shape().d_model;
+  if (!sp_) {
+    if (tp_) sum_over_group(dxn_.data(), n * d);
+    return;
+  }
+  scatter_rows(partial_.data(), dxn_.data(), n);
+}
+
+template <class T>
+void Transformer<T>::scatter_rows(const T* all, T* mine, int64_t n) {
+  const int64_t d = shape().d_model;
+  Timer t(&profile_, &Times::tp, threads_);
+  tp_->reduce_scatter_rows(std::span<const T>(all, static_cast<size_t>(n * d)),
+                           std::span<T>(mine, static_cast<size_t>(rows_.count() * d)), d);
+}
+
+template <class T>
+void Transformer<T>::row_parallel_residual(const T* in, int64_t k, const T* w, const T* base,
+                                           T* out, int64_t n) {
+  const int64_t d = shape().d_model;
+  if (!tp_) {  // one product onto a copy of base
+    {
+      Timer t(&profile_, &Times::other, threads_);
+      copy_rows(threads_, n * d, base, out);
+    }
+    Timer t(&profile_, &Times::matmul, threads_);
+    gemm_parallel<T>(threads_, Op::N, Op::T, n, d, k, T(1), in, k, w, k, T(1), out, d);
+    return;
+  }
+  {
+    Timer t(&profile_, &Times::matmul, threads_);
+    gemm_parallel<T>(threads_, Op::N, Op::T, n, d, k, T(1), in, k, w, k, T(0), partial_.data(), d);
+  }
+  if (!sp_) {
+    sum_over_group(partial_.data(), n * d);
+    Timer t(&profile_, &Times::other, threads_);
+    add_rows(threads_, n * d, base, partial_.data(), out);
+    return;
+  }
+  scatter_rows(partial_.data(), out, n);
+  Timer t(&profile_, &Times::other, threads_);
+  add_rows(threads_, rows_.count() * d, base, out, out);  // the same bits as base + the sum
+}
+
+template <class T>
+int64_t Transformer<T>::gain_offset(int64_t slot) const {
+  if (slot == 2 * shape().n_layers) return layout_.final_norm();
+  const LayerOffsets& o = layout_.layer(slot / 2);
+  return slot % 2 == 0 ? o.attn_norm : o.mlp_norm;
+}
+
+template <class T>
+T* Transformer<T>::gain_grad(int64_t slot) {
+  return sp_ ? gain_partials_.data() + slot * shape().d_model : grads_.data() + gain_offset(slot);
+}
+
+template <class T>
+void Transformer<T>::sum_gain_grads() {
+  const int64_t d = shape().d_model, slots = 2 * shape().n_layers + 1;
+  sum_over_group(gain_partials_.data(), slots * d);
+  for (int64_t k = 0; k < slots; ++k) {
+    T* g = grads_.data() + gain_offset(k);
+    const T* add = gain_partials_.data() + k * d;
+    for (int64_t c = 0; c < d; ++c) g[c] += add[c];
+  }
+}
+
+template <class T>
 void Transformer<T>::ensure_buffers(int64_t n) {
   const Shape& s = shape();
   const int64_t d = s.d_model, f = ffn_;
-  for (auto& x : x_) fit(x, n * d);
+  // This rank's rows: the most any rank of the group holds of n tokens.
+  const int64_t m = sp_ ? sequence_rows(n, layout_.shard().size, 0).count() : n;
+  for (auto& x : x_) fit(x, m * d);
   for (LayerActs& a : acts_) {
-    fit(a.xn1, n * d);
-    fit(a.rstd1, n);
+    fit(a.xn1, m * d);
+    fit(a.rstd1, m);
     fit(a.qkv, n * qkvd_);
     fit(a.o, n * qd_);
     fit(a.lse, n * heads_);
-    fit(a.h, n * d);
-    fit(a.xn2, n * d);
-    fit(a.rstd2, n);
+    fit(a.h, m * d);
+    fit(a.xn2, m * d);
+    fit(a.rstd2, m);
     fit(a.ab, n * 2 * f);
   }
-  fit(xf_, n * d);
-  fit(rstdf_, n);
+  fit(xf_, m * d);
+  fit(rstdf_, m);
   fit(u_, n * f);
-  fit(dx_, n * d);
-  fit(dh_, n * d);
-  fit(dxn_, n * d);
+  fit(dx_, m * d);
+  fit(dh_, m * d);
+  fit(dxn_, m * d);
   // dab_ also holds the LM loss's chunk of logits in forward_backward().
   fit(dab_, std::max(n * 2 * f, std::min(n, loss_.chunk()) * vrows_));
   fit(do_, n * qd_);
   fit(dqkv_, n * qkvd_);
   if (tp_) fit(partial_, n * d);
+  if (sp_) {
+    fit(gathered_, n * d);
+    fit(gain_partials_, (2 * s.n_layers + 1) * d);
+  }
   fit(token_loss_, n);
 }
 
@@ -308,19 +399,19 @@ void Transformer<T>::fill_rope(int64_t n) {
 
 template <class T>
 LossSum Transformer<T>::forward(const Batch& batch, AttentionBackend<T>* attention) {
-  forward_states(batch, attention);
-  return loss_.forward(xf_.data(), n_, head_shard(), targets_.data(), vocab_reducer(), token_loss_,
+  const T* xf = forward_states(batch, attention);
+  return loss_.forward(xf, n_, head_shard(), targets_.data(), vocab_reducer(), token_loss_,
                        &profile_);
 }
 
 template <class T>
 LossSum Transformer<T>::forward_backward(const Batch& batch, double scale,
                                          AttentionBackend<T>* attention) {
-  forward_states(batch, attention);
+  const T* xf = forward_states(batch, attention);
   // The loss writes d(final states) and d(head) scaled, its logits in dab_,
   // which backward does not need until the first layer.
-  const LossGrads<T> grads{scale, dxn_.data(), grads_.data() + layout_.head(), dab_};
-  const LossSum ls = loss_.forward_with_grads(xf_.data(), n_, head_shard(), targets_.data(),
+  const LossGrads<T> grads{scale, input_grad_partials(), grads_.data() + layout_.head(), dab_};
+  const LossSum ls = loss_.forward_with_grads(xf, n_, head_shard(), targets_.data(),
                                               vocab_reducer(), token_loss_, grads, &profile_);
   backward_from_final_states();
   return ls;
@@ -337,12 +428,13 @@ VocabReducer& Transformer<T>::vocab_reducer() {
 }
 
 template <class T>
-void Transformer<T>::forward_states(const Batch& batch, AttentionBackend<T>* attention) {
+const T* Transformer<T>::forward_states(const Batch& batch, AttentionBackend<T>* attention) {
   const Shape& s = shape();
   batch.validate(s.vocab);
   const int64_t n = batch.size();
   const int64_t d = s.d_model;
   n_ = n;
+  rows_ = sp_ ? sequence_rows(n, layout_.shard().size, layout_.shard().rank) : RowRange{0, n};
   tokens_ = batch.tokens;
   targets_ = batch.targets;
   positions_ = batch.positions;
@@ -355,31 +447,42 @@ void Transformer<T>::forward_states(const Batch& batch, AttentionBackend<T>* att
     fill_rope(n);
   }
 
+  embed_forward(n);
+  for (int64_t l = 0; l < s.n_layers; ++l) layer_forward(l, n);
+
   {
-    // This rank's vocabulary rows [v0_, v0_ + vrows_) (all of them at tp = 1);
-    // zero for the other tokens, summed over the group below.
+    Timer t(&profile_, &Times::other, threads_);
+    rmsnorm_forward(threads_, rows_.count(), d, x_[static_cast<size_t>(s.n_layers)].data(),
+                    params_.data() + layout_.final_norm(), xf_.data(), rstdf_.data());
+  }
+  // The head (vocabulary-parallel at tp > 1) runs on all n tokens.
+  return all_rows(xf_.data(), n);
+}
+
+template <class T>
+void Transformer<T>::embed_forward(int64_t n) {
+  const int64_t d = shape().d_model;
+  // A rank looks up the tokens of its vocabulary rows [v0_, v0_ + vrows_)
+  // (all of them at tp = 1), zero for the others: a row-parallel product,
+  // summed over the group (or reduce-scattered) below.
+  T* looked_up = sp_ ? partial_.data() : x_[0].data();
+  {
     Timer t(&profile_, &Times::other, threads_);
     const T* embed = params_.data() + layout_.embed();
-    T* x0 = x_[0].data();
     const int64_t v0 = v0_, vrows = vrows_;
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n * d > kParallelElems)
     for (int64_t i = 0; i < n; ++i) {
       const int64_t r = static_cast<int64_t>(tokens_[static_cast<size_t>(i)]) - v0;
       if (r >= 0 && r < vrows) {
-        std::copy(embed + r * d, embed + (r + 1) * d, x0 + i * d);
+        std::copy(embed + r * d, embed + (r + 1) * d, looked_up + i * d);
       } else {
-        std::fill(x0 + i * d, x0 + (i + 1) * d, T(0));
+        std::fill(looked_up + i * d, looked_up + (i + 1) * d, T(0));
       }
     }
   }
-  if (tp_) sum_over_group(x_[0].data(), n * d);
-  for (int64_t l = 0; l < s.n_layers; ++l) layer_forward(l, n);
-
-  {
-    Timer t(&profile_, &Times::other, threads_);
-    rmsnorm_forward(threads_, n, d, x_[static_cast<size_t>(s.n_layers)].data(),
-                    params_.data() + layout_.final_norm(), xf_.data(), rstdf_.data());
-  }
+  if (!tp_) return;
+  if (sp_) return scatter_rows(looked_up, x_[0].data(), n);
+  sum_over_group(x_[0].data(), n * d);
 }
 
 template <class T>
@@ -391,14 +494,16 @@ void Transformer<T>::layer_forward(int64_t l, int64_t n) {
   LayerActs& A = acts_[static_cast<size_t>(l)];
   const T* x = x_[static_cast<size_t>(l)].data();
   T* x_next = x_[static_cast<size_t>(l + 1)].data();
+  const int64_t m = rows_.count();  // this rank's rows of x, h and the norms
   {
     Timer t(&profile_, &Times::other, threads_);
-    rmsnorm_forward(threads_, n, d, x, P + o.attn_norm, A.xn1.data(), A.rstd1.data());
+    rmsnorm_forward(threads_, m, d, x, P + o.attn_norm, A.xn1.data(), A.rstd1.data());
   }
   {
-    Timer t(&profile_, &Times::matmul,
-            threads_);  // q | k | v in one product: wq, wk, wv are adjacent
-    gemm_parallel<T>(threads_, Op::N, Op::T, n, qkvd, d, T(1), A.xn1.data(), d, P + o.wq, d, T(0),
+    const T* xn1 = all_rows(A.xn1.data(), n);
+    // q | k | v in one product: wq, wk, wv are adjacent
+    Timer t(&profile_, &Times::matmul, threads_);
+    gemm_parallel<T>(threads_, Op::N, Op::T, n, qkvd, d, T(1), xn1, d, P + o.wq, d, T(0),
                      A.qkv.data(), qkvd);
   }
   {
@@ -414,90 +519,63 @@ void Transformer<T>::layer_forward(int64_t l, int64_t n) {
     attention_->forward(static_cast<int>(l), attn_dims(), q, kv,
                         AttnOut<T>{A.o.data(), qd, A.lse.data()});
   }
-  // h = x + o·woᵀ; at tp > 1 this rank's product is a partial sum over its heads.
-  if (!tp_) {
-    {
-      Timer t(&profile_, &Times::other, threads_);
-      copy_rows(threads_, n * d, x, A.h.data());
-    }
-    Timer t(&profile_, &Times::matmul, threads_);
-    gemm_parallel<T>(threads_, Op::N, Op::T, n, d, qd, T(1), A.o.data(), qd, P + o.wo, qd, T(1),
-                     A.h.data(), d);
-  } else {
-    {
-      Timer t(&profile_, &Times::matmul, threads_);
-      gemm_parallel<T>(threads_, Op::N, Op::T, n, d, qd, T(1), A.o.data(), qd, P + o.wo, qd, T(0),
-                       partial_.data(), d);
-    }
-    sum_over_group(partial_.data(), n * d);
-    Timer t(&profile_, &Times::other, threads_);
-    add_rows(threads_, n * d, x, partial_.data(), A.h.data());
-  }
+  // h = x + o·woᵀ (row-parallel over this rank's heads at tp > 1).
+  row_parallel_residual(A.o.data(), qd, P + o.wo, x, A.h.data(), n);
   {
     Timer t(&profile_, &Times::other, threads_);
-    rmsnorm_forward(threads_, n, d, A.h.data(), P + o.mlp_norm, A.xn2.data(), A.rstd2.data());
+    rmsnorm_forward(threads_, m, d, A.h.data(), P + o.mlp_norm, A.xn2.data(), A.rstd2.data());
   }
   {
+    const T* xn2 = all_rows(A.xn2.data(), n);
     Timer t(&profile_, &Times::matmul, threads_);  // w1 | w3 in one product
-    gemm_parallel<T>(threads_, Op::N, Op::T, n, 2 * f, d, T(1), A.xn2.data(), d, P + o.w1, d, T(0),
+    gemm_parallel<T>(threads_, Op::N, Op::T, n, 2 * f, d, T(1), xn2, d, P + o.w1, d, T(0),
                      A.ab.data(), 2 * f);
   }
-  // x_next = h + u·w2ᵀ; at tp > 1 this rank's product is a partial sum over its columns.
-  if (!tp_) {
-    {
-      Timer t(&profile_, &Times::other, threads_);
-      swiglu_forward(threads_, n, f, A.ab.data(), u_.data());
-      copy_rows(threads_, n * d, A.h.data(), x_next);
-    }
-    Timer t(&profile_, &Times::matmul, threads_);
-    gemm_parallel<T>(threads_, Op::N, Op::T, n, d, f, T(1), u_.data(), f, P + o.w2, f, T(1), x_next,
-                     d);
-  } else {
-    {
-      Timer t(&profile_, &Times::other, threads_);
-      swiglu_forward(threads_, n, f, A.ab.data(), u_.data());
-    }
-    {
-      Timer t(&profile_, &Times::matmul, threads_);
-      gemm_parallel<T>(threads_, Op::N, Op::T, n, d, f, T(1), u_.data(), f, P + o.w2, f, T(0),
-                       partial_.data(), d);
-    }
-    sum_over_group(partial_.data(), n * d);
+  {
     Timer t(&profile_, &Times::other, threads_);
-    add_rows(threads_, n * d, A.h.data(), partial_.data(), x_next);
+    swiglu_forward(threads_, n, f, A.ab.data(), u_.data());
   }
+  // x_next = h + u·w2ᵀ (row-parallel over this rank's FFN columns at tp > 1).
+  row_parallel_residual(u_.data(), f, P + o.w2, A.h.data(), x_next, n);
 }
 
 template <class T>
 void Transformer<T>::backward(double scale) {
   ML_CHECK(have_forward_, "backward() needs a forward() first");
-  loss_.backward(scale, dxn_.data(), grads_.data() + layout_.head(), &profile_);
+  loss_.backward(scale, input_grad_partials(), grads_.data() + layout_.head(), &profile_);
   backward_from_final_states();
 }
 
 template <class T>
 void Transformer<T>::backward_from_final_states() {
   const Shape& s = shape();
-  const int64_t n = n_, d = s.d_model;
-  if (tp_) sum_over_group(dxn_.data(), n * d);  // this vocabulary shard's part
+  const int64_t n = n_, m = rows_.count(), d = s.d_model;
+  if (sp_) std::fill(gain_partials_.begin(), gain_partials_.end(), T(0));
+  reduce_input_grad(n);  // d(final states): this vocabulary shard's part at tp > 1
   {
     Timer t(&profile_, &Times::other, threads_);
     const T* xl = x_[static_cast<size_t>(s.n_layers)].data();
     const T* g = params_.data() + layout_.final_norm();
-    rmsnorm_backward(threads_, n, d, dxn_.data(), xl, g, rstdf_.data(),
+    rmsnorm_backward(threads_, m, d, dxn_.data(), xl, g, rstdf_.data(),
                      static_cast<const T*>(nullptr), dx_.data());
-    rmsnorm_gain_grad(threads_, n, d, dxn_.data(), xl, rstdf_.data(),
-                      grads_.data() + layout_.final_norm());
+    rmsnorm_gain_grad(threads_, m, d, dxn_.data(), xl, rstdf_.data(), gain_grad(2 * s.n_layers));
   }
   for (int64_t l = s.n_layers - 1; l >= 0; --l) layer_backward(l, n);
+  embed_backward(n);
+  if (sp_) sum_gain_grads();
+}
+
+template <class T>
+void Transformer<T>::embed_backward(int64_t n) {
+  const int64_t d = shape().d_model;
+  const T* dx = all_rows(dx_.data(), n);
   {
     // Embedding rows: column blocks per thread, rows in order (deterministic).
     Timer t(&profile_, &Times::other, threads_);
     T* ge = grads_.data() + layout_.embed();
-    const T* dx = dx_.data();
     constexpr int64_t kBlock = 64;
     const int64_t blocks = (d + kBlock - 1) / kBlock;
-    const int64_t v0 = v0_, vrows = vrows_;  // this rank's rows; dx_ is whole
+    const int64_t v0 = v0_, vrows = vrows_;  // this rank's vocabulary rows; dx is whole
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n * d > kParallelElems)
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t c0 = b * kBlock, c1 = std::min(d, c0 + kBlock);
@@ -521,17 +599,19 @@ void Transformer<T>::layer_backward(int64_t l, int64_t n) {
   T* G = grads_.data();
   LayerActs& A = acts_[static_cast<size_t>(l)];
   const T* x = x_[static_cast<size_t>(l)].data();
+  const int64_t m = rows_.count();  // this rank's rows of x, h, the norms and dx_, dh_, dxn_
   // dx_ holds ∂/∂(layer output). MLP branch: out = h + (silu(a)⊙b)·w2ᵀ.
   {
     Timer t(&profile_, &Times::other, threads_);
     swiglu_forward(threads_, n, f, A.ab.data(), u_.data());
   }
   {
+    const T* dout = all_rows(dx_.data(), n);
     Timer t(&profile_, &Times::matmul, threads_);
-    gemm_parallel<T>(threads_, Op::N, Op::N, n, f, d, T(1), dx_.data(), d, P + o.w2, f, T(0),
+    gemm_parallel<T>(threads_, Op::N, Op::N, n, f, d, T(1), dout, d, P + o.w2, f, T(0),
                      dab_.data() + n * f, f);  // du, parked in the second half of dab_
-    gemm_parallel<T>(threads_, Op::T, Op::N, d, f, n, T(1), dx_.data(), d, u_.data(), f, T(1),
-                     G + o.w2, f);
+    gemm_parallel<T>(threads_, Op::T, Op::N, d, f, n, T(1), dout, d, u_.data(), f, T(1), G + o.w2,
+                     f);
   }
   {
     Timer t(&profile_, &Times::other, threads_);
@@ -540,26 +620,30 @@ void Transformer<T>::layer_backward(int64_t l, int64_t n) {
     swiglu_backward(threads_, n, f, A.ab.data(), u_.data(), dab_.data());
   }
   {
+    // xn2 gathered again (not kept from forward) for w1|w3's gradient.
+    const T* xn2 = all_rows(A.xn2.data(), n);
     Timer t(&profile_, &Times::matmul, threads_);
     gemm_parallel<T>(threads_, Op::N, Op::N, n, d, 2 * f, T(1), dab_.data(), 2 * f, P + o.w1, d,
-                     T(0), dxn_.data(), d);
-    gemm_parallel<T>(threads_, Op::T, Op::N, 2 * f, d, n, T(1), dab_.data(), 2 * f, A.xn2.data(), d,
-                     T(1), G + o.w1, d);
+                     T(0), input_grad_partials(), d);
+    gemm_parallel<T>(threads_, Op::T, Op::N, 2 * f, d, n, T(1), dab_.data(), 2 * f, xn2, d, T(1),
+                     G + o.w1, d);
   }
-  if (tp_) sum_over_group(dxn_.data(), n * d);  // partial over this rank's FFN columns
+  reduce_input_grad(n);  // partial over this rank's FFN columns
   {
     Timer t(&profile_, &Times::other, threads_);
-    rmsnorm_backward(threads_, n, d, dxn_.data(), A.h.data(), P + o.mlp_norm, A.rstd2.data(),
+    rmsnorm_backward(threads_, m, d, dxn_.data(), A.h.data(), P + o.mlp_norm, A.rstd2.data(),
                      static_cast<const T*>(dx_.data()), dh_.data());
-    rmsnorm_gain_grad(threads_, n, d, dxn_.data(), A.h.data(), A.rstd2.data(), G + o.mlp_norm);
+    rmsnorm_gain_grad(threads_, m, d, dxn_.data(), A.h.data(), A.rstd2.data(),
+                      gain_grad(2 * l + 1));
   }
   // Attention branch: h = x + o·woᵀ.
   {
+    const T* dh = all_rows(dh_.data(), n);
     Timer t(&profile_, &Times::matmul, threads_);
-    gemm_parallel<T>(threads_, Op::N, Op::N, n, qd, d, T(1), dh_.data(), d, P + o.wo, qd, T(0),
-                     do_.data(), qd);
-    gemm_parallel<T>(threads_, Op::T, Op::N, d, qd, n, T(1), dh_.data(), d, A.o.data(), qd, T(1),
-                     G + o.wo, qd);
+    gemm_parallel<T>(threads_, Op::N, Op::N, n, qd, d, T(1), dh, d, P + o.wo, qd, T(0), do_.data(),
+                     qd);
+    gemm_parallel<T>(threads_, Op::T, Op::N, d, qd, n, T(1), dh, d, A.o.data(), qd, T(1), G + o.wo,
+                     qd);
   }
   {
     Timer t(&profile_, &Times::attention, threads_);
@@ -577,18 +661,19 @@ void Transformer<T>::layer_backward(int64_t l, int64_t n) {
                rope_sin_.data(), true);
   }
   {
+    const T* xn1 = all_rows(A.xn1.data(), n);  // gathered again, as xn2
     Timer t(&profile_, &Times::matmul, threads_);
     gemm_parallel<T>(threads_, Op::N, Op::N, n, d, qkvd, T(1), dqkv_.data(), qkvd, P + o.wq, d,
-                     T(0), dxn_.data(), d);
-    gemm_parallel<T>(threads_, Op::T, Op::N, qkvd, d, n, T(1), dqkv_.data(), qkvd, A.xn1.data(), d,
-                     T(1), G + o.wq, d);
+                     T(0), input_grad_partials(), d);
+    gemm_parallel<T>(threads_, Op::T, Op::N, qkvd, d, n, T(1), dqkv_.data(), qkvd, xn1, d, T(1),
+                     G + o.wq, d);
   }
-  if (tp_) sum_over_group(dxn_.data(), n * d);  // partial over this rank's heads
+  reduce_input_grad(n);  // partial over this rank's heads
   {
     Timer t(&profile_, &Times::other, threads_);
-    rmsnorm_backward(threads_, n, d, dxn_.data(), x, P + o.attn_norm, A.rstd1.data(),
+    rmsnorm_backward(threads_, m, d, dxn_.data(), x, P + o.attn_norm, A.rstd1.data(),
                      static_cast<const T*>(dh_.data()), dx_.data());
-    rmsnorm_gain_grad(threads_, n, d, dxn_.data(), x, A.rstd1.data(), G + o.attn_norm);
+    rmsnorm_gain_grad(threads_, m, d, dxn_.data(), x, A.rstd1.data(), gain_grad(2 * l));
   }
 }
 

@@ -47,6 +47,26 @@
 // trainer reduces gradients over the data axis only. Every rank of the group
 // must run the same micro-batches in the same order. At tp = 1 nothing is
 // summed and the code path is the single-rank one.
+//
+// Sequence parallelism (Megatron's; ModelOptions::sequence_parallel, tp > 1):
+// the residual stream and the norms are split by tokens instead of
+// replicated. TP rank r holds rows sequence_rows(n, tp, r) of the micro-
+// batch (tensor_parallel.hpp): each sum of a row-parallel product (wo, w2,
+// the embedding) becomes a reduce-scatter to the rank's rows, and the
+// normalized rows are all-gathered before the column-parallel products
+// (wq|wk|wv, w1|w3, the LM head), which, like attention, run on all n
+// tokens. Backward mirrors it: the gradient of a reduce-scatter is an
+// all-gather, that of an all-gather a reduce-scatter. The norm gains'
+// gradients are then partial sums over a rank's rows: backward collects
+// them apart and sums them over the group at its end (one small sum), so
+// they stay the same bits on every rank. Of what forward() keeps, the layer
+// inputs, h, both normalized inputs and their 1/rms, and the final states
+// are the rank's rows only (about 1/tp of them); the gathered inputs of the
+// column-parallel products are not kept but gathered again in backward. The
+// loss runs on the gathered final states, so loss, counts and
+// token_losses() are those of all n tokens, as without it. Forward's
+// activations are the same bits as without it (the same sums in the same
+// order); the gradients agree to rounding. At tp = 1 it changes nothing.
 #pragma once
 
 #include <cstdint>
@@ -68,6 +88,9 @@ struct ModelOptions {
   int64_t attn_tile_q = 64;
   int64_t attn_tile_k = 128;
   int64_t loss_chunk = 512;  // tokens whose logits exist at once (lm_loss.hpp)
+  // With tp > 1: split the residual stream and the norms by tokens over the
+  // TP group (see above); ignored at tp = 1.
+  bool sequence_parallel = false;
 };
 
 template <class T>
@@ -126,14 +149,43 @@ class Transformer {
   };
   void ensure_buffers(int64_t n);
   void fill_rope(int64_t n);
-  // forward() up to the final norm's output xf_.
-  void forward_states(const Batch& batch, AttentionBackend<T>* attention);
-  // backward() from d(final states) in dxn_ down to the embedding.
+  // forward() up to the final norm's output xf_; returns all n rows of it
+  // (gathered with sequence parallelism).
+  const T* forward_states(const Batch& batch, AttentionBackend<T>* attention);
+  // backward() from d(final states), the LM head's part in
+  // input_grad_partials(), down to the embedding.
   void backward_from_final_states();
   HeadShard<T> head_shard() const;
   VocabReducer& vocab_reducer();
   void layer_forward(int64_t l, int64_t n);
   void layer_backward(int64_t l, int64_t n);
+  // x_[0]: the token embeddings of this rank's rows.
+  void embed_forward(int64_t n);
+  void embed_backward(int64_t n);
+  // out = base + in·wᵀ for a row-parallel w [d, k] and in [n, k]: one
+  // product at tp = 1; else this rank's partial product summed over the
+  // group, or reduce-scattered to this rank's rows (sequence parallelism;
+  // base and out are then those rows).
+  void row_parallel_residual(const T* in, int64_t k, const T* w, const T* base, T* out, int64_t n);
+  // All n rows of a [rows, d] activation of which this rank holds its rows:
+  // `mine` itself, or with sequence parallelism the group's rows gathered
+  // into gathered_ (which the next call overwrites).
+  const T* all_rows(const T* mine, int64_t n);
+  // mine = this rank's rows of the group's sum of `all` [n, d] (sequence
+  // parallelism's reduce-scatter).
+  void scatter_rows(const T* all, T* mine, int64_t n);
+  // Where the input gradient of a column-parallel product (a partial sum
+  // over this rank's shard, all n rows) goes, and the step that turns it into
+  // this rank's rows of the group's sum in dxn_.
+  T* input_grad_partials();
+  void reduce_input_grad(int64_t n);
+  // Where backward adds norm gain `slot`'s gradient (slots: layer l's
+  // attn_norm 2l, mlp_norm 2l + 1, final_norm 2·layers): grads_, or with
+  // sequence parallelism gain_partials_, which sum_gain_grads() sums over
+  // the group into grads_.
+  T* gain_grad(int64_t slot);
+  int64_t gain_offset(int64_t slot) const;
+  void sum_gain_grads();
   // This rank's heads (q, KV) and head size.
   AttnDims attn_dims() const;
   // values summed over the TP group (tp > 1).
@@ -141,6 +193,7 @@ class Transformer {
 
   ParamLayout layout_;
   TpComm<T>* tp_ = nullptr;  // null at tp = 1
+  bool sp_ = false;          // sequence parallelism (tp > 1 only)
   // This rank's sizes: query heads, KV heads, FFN columns, their widths, and
   // its vocabulary rows [v0_, v0_ + vrows_).
   int64_t heads_ = 0, kv_heads_ = 0, ffn_ = 0, qd_ = 0, kvd_ = 0, qkvd_ = 0;
@@ -150,20 +203,26 @@ class Transformer {
   LocalAttention<T> local_attention_;
   AttentionBackend<T>* attention_ = nullptr;
 
-  // The micro-batch of the last forward().
+  // The micro-batch of the last forward(), and this rank's rows of it (all
+  // n without sequence parallelism).
   int64_t n_ = 0;
+  RowRange rows_;
   bool have_forward_ = false;
   std::vector<int32_t> tokens_, targets_, positions_, samples_;
   std::vector<double> token_loss_;
 
-  // Activations.
+  // Activations (x_, h, xn1, xn2, their rstd, xf_, rstdf_: this rank's rows).
   std::vector<std::vector<T>> x_;  // residual stream entering layer l; x_[L] = final
   std::vector<LayerActs> acts_;
   std::vector<T> xf_, rstdf_;
   LmLoss<T> loss_;  // the head and cross-entropy, chunked; keeps their gradients
   WholeVocab whole_vocab_;
-  // Backward scratch; partial_: a row-parallel product before its sum (tp > 1).
-  std::vector<T> u_, dx_, dh_, dxn_, dab_, do_, dqkv_, partial_;
+  // Backward scratch (dx_, dh_, dxn_: this rank's rows); partial_: a
+  // row-parallel product before its sum, or with sequence parallelism an
+  // input gradient before its reduce-scatter (tp > 1); gathered_: all rows
+  // of one activation or gradient, gain_partials_: this micro-batch's norm
+  // gain gradients over this rank's rows (sequence parallelism).
+  std::vector<T> u_, dx_, dh_, dxn_, dab_, do_, dqkv_, partial_, gathered_, gain_partials_;
   // RoPE angles of this micro-batch: token t, frequency i at [t·D/2 + i].
   std::vector<T> rope_cos_, rope_sin_;
 

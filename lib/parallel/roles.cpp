@@ -104,10 +104,11 @@ RoleLayout make_layout(int world, const config::Config& config) {
              "cluster.roles' %d constructor(s) and %d loader(s)): launch a multiple of %lld "
              "trainers or change parallel.tp",
              (long long)tp, l.trainers, world, l.constructors, l.loaders, (long long)tp));
-  if (config.parallel.sequence_parallel)
+  // Sequence parallelism is the CPU model's (lib/model/transformer.hpp).
+  if (config.parallel.sequence_parallel && tp > 1 && config.run.backend == config::Backend::cuda)
     throw config::ConfigError(
-        "parallel.sequence_parallel is not implemented yet: the TP layers all-reduce the "
-        "residual stream; set parallel.sequence_parallel: false");
+        "parallel.sequence_parallel with run.backend: cuda is not implemented yet: use "
+        "run.backend: cpu or parallel.sequence_parallel: false");
   // The longest sample must fit on the HDP ranks there are (HDP splits it over
   // ceil(seq_len / C) of them at least; offloading may need fewer).
   const int64_t need = ceil_div(config.data.seq_len, config.plan.capacity);

@@ -1,14 +1,32 @@
 #include "train/tp_comm.hpp"
 
 #include <algorithm>
+#include <climits>
 
 #include "base/check.hpp"
+#include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
 #include "parallel/watchdog.hpp"
 
 namespace meshloom {
+namespace {
 
-MpiTpComm::MpiTpComm(MPI_Comm tensor) : comm_(tensor) { MPI_CHECK(MPI_Comm_size(comm_, &size_)); }
+// out[i] = Σ_r parts[r·n + i], added in rank order: the same bits on every rank.
+template <class T>
+void add_in_rank_order(const T* parts, size_t n, int ranks, T* out) {
+  for (size_t i = 0; i < n; ++i) {
+    T sum = parts[i];
+    for (int r = 1; r < ranks; ++r) sum += parts[size_t(r) * n + i];
+    out[i] = sum;
+  }
+}
+
+}  // namespace
+
+MpiTpComm::MpiTpComm(MPI_Comm tensor) : comm_(tensor) {
+  MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+}
 
 template <class T>
 void MpiTpComm::sum_in_rank_order(std::span<T> values, MPI_Datatype type) {
@@ -18,15 +36,50 @@ void MpiTpComm::sum_in_rank_order(std::span<T> values, MPI_Datatype type) {
   auto* all = reinterpret_cast<T*>(gathered_.data());
   WatchScope watch("a tensor-parallel all-gather");
   MPI_CHECK(MPI_Allgather(values.data(), int(n), type, all, int(n), type, comm_));
-  for (size_t i = 0; i < n; ++i) {
-    T sum = all[i];
-    for (int r = 1; r < size_; ++r) sum += all[size_t(r) * n + i];
-    values[i] = sum;
-  }
+  add_in_rank_order(all, n, size_, values.data());
 }
 
 void MpiTpComm::sum_activations(std::span<float> values) { sum_in_rank_order(values, MPI_FLOAT); }
 void MpiTpComm::all_reduce_sum(std::span<double> values) { sum_in_rank_order(values, MPI_DOUBLE); }
+
+void MpiTpComm::split_rows(int64_t n, int64_t width) {
+  ML_CHECK(n * width <= INT_MAX,
+           strf("a tensor-parallel row collective of %lld x %lld elements exceeds MPI's int counts",
+                (long long)n, (long long)width));
+  counts_.resize(size_t(size_));
+  displs_.resize(size_t(size_));
+  for (int r = 0; r < size_; ++r) {
+    const model::RowRange rows = model::sequence_rows(n, size_, r);
+    counts_[size_t(r)] = int(rows.count() * width);
+    displs_[size_t(r)] = int(rows.begin * width);
+  }
+}
+
+void MpiTpComm::all_gather_rows(std::span<const float> mine, std::span<float> all, int64_t width) {
+  split_rows(int64_t(all.size()) / width, width);
+  ML_CHECK(int64_t(mine.size()) == counts_[size_t(rank_)], "all_gather_rows: not this rank's rows");
+  WatchScope watch("a sequence-parallel all-gather");
+  MPI_CHECK(MPI_Allgatherv(mine.data(), int(mine.size()), MPI_FLOAT, all.data(), counts_.data(),
+                           displs_.data(), MPI_FLOAT, comm_));
+}
+
+void MpiTpComm::reduce_scatter_rows(std::span<const float> all, std::span<float> mine,
+                                    int64_t width) {
+  split_rows(int64_t(all.size()) / width, width);
+  const int count = counts_[size_t(rank_)];
+  ML_CHECK(int64_t(mine.size()) == count, "reduce_scatter_rows: not this rank's rows");
+  // Rank r sends each rank its rows and gets its own rows from every rank.
+  received_.resize(size_t(count) * size_t(size_));
+  const std::vector<int> recv_counts(size_t(size_), count);
+  std::vector<int> recv_displs(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) recv_displs[size_t(r)] = r * count;
+  {
+    WatchScope watch("a sequence-parallel reduce-scatter");
+    MPI_CHECK(MPI_Alltoallv(all.data(), counts_.data(), displs_.data(), MPI_FLOAT, received_.data(),
+                            recv_counts.data(), recv_displs.data(), MPI_FLOAT, comm_));
+  }
+  add_in_rank_order(received_.data(), size_t(count), size_, mine.data());
+}
 
 void MpiTpComm::all_reduce_max(std::span<double> values) {
   if (size_ == 1) return;

@@ -6,7 +6,9 @@
 // Sums are an all-gather and an add in rank order, not MPI_Allreduce: the
 // replicated activations must be the same bits on every rank of the group
 // (MPI does not promise that for a reduction), or the replicated norm gains
-// would drift apart.
+// would drift apart. Sequence parallelism's reduce-scatter is an all-to-all
+// of the rows and the same add in rank order (so its rows are the bits the
+// sum would give), its all-gather an MPI_Allgatherv of the uneven rows.
 #pragma once
 
 #include <mpi.h>
@@ -24,15 +26,22 @@ class MpiTpComm final : public model::TpComm<float> {
   // `tensor`: the TP group (rank = TP rank).
   explicit MpiTpComm(MPI_Comm tensor);
   void sum_activations(std::span<float> values) override;
+  void all_gather_rows(std::span<const float> mine, std::span<float> all, int64_t width) override;
+  void reduce_scatter_rows(std::span<const float> all, std::span<float> mine,
+                           int64_t width) override;
   void all_reduce_max(std::span<double> values) override;
   void all_reduce_sum(std::span<double> values) override;
 
  private:
   template <class T>
   void sum_in_rank_order(std::span<T> values, MPI_Datatype type);
+  // Every rank's rows of an [n, width] matrix, in elements: counts_, displs_.
+  void split_rows(int64_t n, int64_t width);
   MPI_Comm comm_;
-  int size_ = 1;
+  int size_ = 1, rank_ = 0;
   std::vector<char> gathered_;
+  std::vector<int> counts_, displs_;
+  std::vector<float> received_;  // [size, my rows, width]: the ranks' parts of my rows
 };
 
 // The whole model's flat buffer (ParamLayout(shape) order) on TP rank 0,

@@ -79,6 +79,7 @@ Trainer::Trainer(const World& w, const StepComms& comms)
   model::ModelOptions opt;
   opt.threads = threads_per_trainer(w);
   opt.loss_chunk = w.config.model.loss_chunk;
+  opt.sequence_parallel = w.config.parallel.sequence_parallel;  // a no-op at tp = 1
   if (tp_ > 1) tp_comm_ = std::make_unique<MpiTpComm>(comms.comm(Axis::tensor));
   // A TP rank holds its shard of every tensor (model/params.hpp).
   model_ = std::make_unique<model::Transformer<float>>(

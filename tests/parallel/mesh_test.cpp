@@ -46,11 +46,21 @@ TEST(Mesh, TrainersThatTpDoesNotDivideAreRefusedNamingTheKey) {
   }
 }
 
-TEST(Mesh, SequenceParallelIsRefusedUntilItExists) {
+TEST(Mesh, SequenceParallelIsAcceptedOnTheCpuOnly) {
   config::Config c;
   c.parallel.tp = 2;
   c.parallel.sequence_parallel = true;
-  EXPECT_THROW(make_layout(6, c), config::ConfigError);
-  c.parallel.sequence_parallel = false;
   EXPECT_NO_THROW(make_layout(6, c));  // 4 trainers, 2 TP groups
+  c.parallel.tp = 1;
+  EXPECT_NO_THROW(make_layout(6, c));  // a no-op
+  c.parallel.tp = 2;
+  c.run.backend = config::Backend::cuda;
+  c.model.d_model = 512;  // head_dim 64: what the GPU kernels take
+  try {
+    make_layout(6, c);
+    FAIL() << "accepted sequence parallelism with run.backend: cuda";
+  } catch (const config::ConfigError& e) {
+    // Either refusal names what to change (CUDA TP itself may come first).
+    EXPECT_NE(std::string(e.what()).find("run.backend: cpu"), std::string::npos) << e.what();
+  }
 }

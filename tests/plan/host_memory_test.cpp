@@ -24,6 +24,8 @@ class SoloGroup final : public model::TpComm<float> {
   void sum_activations(std::span<float>) override {}
   void all_reduce_max(std::span<double>) override {}
   void all_reduce_sum(std::span<double>) override {}
+  void all_gather_rows(std::span<const float>, std::span<float>, int64_t) override {}
+  void reduce_scatter_rows(std::span<const float>, std::span<float>, int64_t) override {}
 };
 
 config::Config small_config(bool tied) {

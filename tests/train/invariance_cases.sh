@@ -37,6 +37,11 @@ invariance_cpu_cases=(
   "tp4_ring2  8 1e-5 --set parallel.tp=4 --set plan.capacity=512"
   "tp2_steps3 4 1e-5:1e-5 --set run.steps=3 --set parallel.tp=2 --set plan.capacity=512"
   "tp2_untied 4 1e-5 --set parallel.tp=2 --set plan.capacity=512 --set model.tied_embeddings=false"
+  "tp2_sp       2 1e-5 --set parallel.tp=2 --set parallel.sequence_parallel=true --set plan.capacity=4096"
+  "tp2_sp_ring3 6 1e-5 --set parallel.tp=2 --set parallel.sequence_parallel=true --set plan.capacity=400"
+  "tp4_sp_ring2 8 1e-5 --set parallel.tp=4 --set parallel.sequence_parallel=true --set plan.capacity=512"
+  "tp2_sp_steps3 4 1e-5:1e-5 --set run.steps=3 --set parallel.tp=2 --set parallel.sequence_parallel=true --set plan.capacity=512 --set optim.zero1=true"
+  "tp2_sp_untied 4 1e-5 --set parallel.tp=2 --set parallel.sequence_parallel=true --set plan.capacity=512 --set model.tied_embeddings=false"
 )
 # On the GPU (run.backend=cuda is added; the trainers share the GPU, rings on
 # it): fp32 to 1e-4 (other summation orders), bf16 to 5e-2; offload2 with
