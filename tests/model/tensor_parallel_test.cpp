@@ -194,18 +194,21 @@ struct Result {
   int64_t gathers = 0, scatters = 0;  // all_gather_rows, reduce_scatter_rows calls
 };
 
-// The micro-batches accumulated with different scales.
+// The micro-batches accumulated with different scales, every other one
+// through forward_backward() (what a trainer runs), the others through
+// forward() and backward().
 template <class T>
 void run_batches(Transformer<T>& m, Result& r) {
   m.zero_grads();
   const std::vector<Batch> batches = micro_batches(m.shape().vocab);
   for (size_t k = 0; k < batches.size(); ++k) {
-    const LossSum ls = m.forward(batches[k]);
+    const double scale = 0.03 + 0.02 * static_cast<double>(k);
+    const LossSum ls = k % 2 ? m.forward_backward(batches[k], scale) : m.forward(batches[k]);
     r.loss.push_back(ls.sum);
     r.count.push_back(ls.count);
     r.token_loss.emplace_back(m.token_losses().begin(),
                               m.token_losses().begin() + batches[k].size());
-    m.backward(0.03 + 0.02 * static_cast<double>(k));
+    if (k % 2 == 0) m.backward(scale);
   }
   r.grads.assign(m.grads().begin(), m.grads().end());
 }
@@ -322,39 +325,43 @@ void expect_group_matches_whole(const Shape& s, const Result& whole,
   }
 }
 
-std::string case_name(bool tied, bool randomized, int tp) {
-  return std::string(tied ? "tied" : "untied") + (randomized ? ", random params" : ", init") +
-         ", tp " + std::to_string(tp);
-}
-
-TEST(TensorParallel, MatchesTheWholeModel) {
+// check(shape, the whole model's result, tp, randomized, name) for a tied
+// and an untied head, initial and random parameters, tp 2 and 4.
+template <class Check>
+void for_each_case(Check check) {
   for (bool tied : {true, false}) {
     for (bool randomized : {false, true}) {
       const Shape s = shape(tied);
       const Result whole = run_whole(s, randomized);
       for (int tp : {2, 4}) {
-        const std::string what = case_name(tied, randomized, tp);
-        const std::vector<Result> ranks = run_group(s, tp, whole.params, randomized);
-        expect_group_matches_whole(s, whole, ranks, what);
-        // Per micro-batch: the embedding, 2 per layer forward, final d(xf),
-        // 2 per layer backward.
-        const int64_t batches = static_cast<int64_t>(whole.loss.size());
-        for (const Result& r : ranks) {
-          EXPECT_EQ(r.sums, batches * (2 + 4 * s.n_layers)) << what;
-          EXPECT_EQ(r.gathers + r.scatters, 0) << what;
-        }
+        const std::string name = std::string(tied ? "tied" : "untied") +
+                                 (randomized ? ", random params" : ", init") + ", tp " +
+                                 std::to_string(tp);
+        check(s, whole, tp, randomized, name);
       }
     }
   }
 }
 
+TEST(TensorParallel, MatchesTheWholeModel) {
+  for_each_case(
+      [](const Shape& s, const Result& whole, int tp, bool randomized, const std::string& what) {
+        const std::vector<Result> ranks = run_group(s, tp, whole.params, randomized);
+        expect_group_matches_whole(s, whole, ranks, what);
+        // Per micro-batch: the embedding, 2 per layer forward, final d(xf), 2 per
+        // layer backward.
+        const int64_t batches = static_cast<int64_t>(whole.loss.size());
+        for (const Result& r : ranks) {
+          EXPECT_EQ(r.sums, batches * (2 + 4 * s.n_layers)) << what;
+          EXPECT_EQ(r.gathers + r.scatters, 0) << what;
+        }
+      });
+}
+
 TEST(TensorParallel, SequenceParallelMatchesTheWholeModel) {
-  for (bool tied : {true, false}) {
-    for (bool randomized : {false, true}) {
-      const Shape s = shape(tied);
-      const Result whole = run_whole(s, randomized);
-      for (int tp : {2, 4}) {
-        const std::string what = case_name(tied, randomized, tp) + ", sequence parallel";
+  for_each_case(
+      [](const Shape& s, const Result& whole, int tp, bool randomized, const std::string& name) {
+        const std::string what = name + ", sequence parallel";
         const std::vector<Result> ranks = run_group(s, tp, whole.params, randomized, kOptSp);
         expect_group_matches_whole(s, whole, ranks, what);
         // Per micro-batch (tensor_parallel.hpp): one sum of the norm gains'
@@ -366,14 +373,12 @@ TEST(TensorParallel, SequenceParallelMatchesTheWholeModel) {
           EXPECT_EQ(r.scatters, batches * (2 + 4 * L)) << what;
           EXPECT_EQ(r.gathers, batches * (2 + 6 * L)) << what;
         }
-        // Forward runs the same sums in the same order as plain TP: the
-        // same bits of loss.
+        // Forward runs the same sums in the same order as plain TP: the same
+        // bits of loss.
         const std::vector<Result> plain = run_group(s, tp, whole.params, randomized);
         EXPECT_EQ(ranks[0].loss, plain[0].loss) << what;
         EXPECT_EQ(ranks[0].token_loss, plain[0].token_loss) << what;
-      }
-    }
-  }
+      });
 }
 
 TEST(TensorParallel, SequenceParallelSplitsTokensEvenly) {
