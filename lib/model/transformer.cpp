@@ -362,8 +362,8 @@ int64_t Transformer<T>::buffer_bytes() const {
     for (const auto* v : {&a.xn1, &a.rstd1, &a.qkv, &a.o, &a.lse, &a.h, &a.xn2, &a.rstd2, &a.ab})
       elems += v->capacity();
   }
-  for (const auto* v :
-       {&u_, &dx_, &dh_, &dxn_, &dab_, &do_, &dqkv_, &partial_, &rope_cos_, &rope_sin_})
+  for (const auto* v : {&u_, &dx_, &dh_, &dxn_, &dab_, &do_, &dqkv_, &partial_, &gathered_,
+                        &gain_partials_, &rope_cos_, &rope_sin_})
     elems += v->capacity();
   const size_t ids =
       tokens_.capacity() + targets_.capacity() + positions_.capacity() + samples_.capacity();

@@ -381,6 +381,29 @@ TEST(TensorParallel, SequenceParallelMatchesTheWholeModel) {
       });
 }
 
+TEST(TensorParallel, SequenceParallelKeepsOnlyItsRows) {
+  // Reserved for 101 tokens, a rank holds m = ceil(101 / tp) rows of the
+  // layer inputs, h, xn1, xn2 (d each) and 1/rms (2 per layer), of the final
+  // states and their 1/rms, and of the backward scratch dx, dh, dxn; it adds
+  // one buffer of all rows and the norm gains' partial gradients.
+  const Shape s = shape(true);
+  const int64_t n = 101, d = s.d_model, L = s.n_layers;
+  for (int tp : {2, 4}) {
+    ThreadGroup group(tp);  // never called: reserve() only
+    ThreadComm<double> comm(group, 0);
+    Transformer<double> plain(s, kOpt, TpShard{tp, 0}, &comm);
+    Transformer<double> sp(s, kOptSp, TpShard{tp, 0}, &comm);
+    plain.reserve(n);
+    sp.reserve(n);
+    const int64_t fewer = n - (n + tp - 1) / tp;
+    const int64_t saved = fewer * ((L + 1) * d + L * (3 * d + 2) + (d + 1) + 3 * d);
+    const int64_t added = n * d + (2 * L + 1) * d;
+    EXPECT_EQ(plain.buffer_bytes() - sp.buffer_bytes(),
+              static_cast<int64_t>(sizeof(double)) * (saved - added))
+        << "tp " << tp;
+  }
+}
+
 TEST(TensorParallel, SequenceParallelSplitsTokensEvenly) {
   // 10 tokens over 4 ranks: 3, 3, 2, 2; 3 over 4: 1, 1, 1, 0.
   const int64_t begins[] = {0, 3, 6, 8}, ends[] = {3, 6, 8, 10};
