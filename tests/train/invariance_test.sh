@@ -3,7 +3,8 @@
 # and gradients (relative error <= 1e-5, fp32) on 1, 2, 3 and 4 trainers, with
 # HDP and static plans, CP degrees 1 to 4 (sequences cut over ranks and run
 # with ring attention), with ZeRO-1, and with tensor parallelism (parallel.tp 2
-# and 4: TP groups as HDP ranks, rings across groups; the dumps are unsharded).
+# and 4: TP groups as HDP ranks, rings across groups; the dumps are unsharded),
+# with and without sequence parallelism.
 # Reference: one trainer, nothing split.
 #   invariance_test.sh MESHLOOM MPIEXEC
 # With a third argument `cuda`, the cases train on the GPU (run.backend: cuda;
