@@ -2,7 +2,8 @@
 # Tensor parallelism end to end (parallel.tp), on real text:
 #  - 20 steps of the quickstart's model shape with tp 2 on 8 ranks (3 HDP
 #    ranks of 2 trainers) give the losses of tp 1 (5 trainers) within 1e-4
-#    relative, on the same batches (data hashes equal);
+#    relative, on the same batches (data hashes equal), and with sequence
+#    parallelism those of tp 2 within 1e-5;
 #  - resume across tp: a checkpoint written at tp 2 resumes at tp 1 and one
 #    written at tp 1 resumes at tp 2, each continuing with the same data and
 #    losses within 1e-6 of the uninterrupted run;
@@ -56,6 +57,10 @@ train tp1 8
 train tp2 8 --set parallel.tp=2 --set cluster.roles.loaders=1
 grep -q "3 HDP ranks of 2 trainers" "$dir/tp2.log" || { cat "$dir/tp2.log"; fail "no TP layout line"; }
 same_losses tp1 tp2 0 1e-4 || fail "tp 2 does not train like tp 1"
+# Sequence parallelism: the same sums in forward, the norm gains' gradients
+# summed in another order; the losses follow tp 2's closely.
+train tp2_sp 8 --set parallel.tp=2 --set parallel.sequence_parallel=true --set cluster.roles.loaders=1
+same_losses tp2 tp2_sp 0 1e-5 || fail "tp 2 with sequence parallelism does not train like tp 2"
 
 # Resume across tp: stop after the checkpoint of step 9, go on at the other tp.
 train cut21 8 --set parallel.tp=2 --set cluster.roles.loaders=1 --stop-at 12
