@@ -29,19 +29,24 @@ HostMemory host_memory(const HostMemoryInput& in) {
   m.weights = P * kF32;
   m.grads = P * kF32;
   m.moments = 2 * kF32 * (in.zero1 ? ceil_div(P, in.hdp) : P);
-  // Transformer::ensure_buffers, per layer and token: the layer's input x,
-  // xn1, h, xn2 (d), q|k|v after RoPE, the attention output, its log-sum-exp
-  // per head, the SwiGLU input a|b, 1/rms twice; then x after the last layer,
-  // the final normalized states and their 1/rms.
-  const int64_t per_layer = 4 * d + qkvd + qd + heads + 2 * f + 2;
-  m.activations = n * (s.layers * per_layer + 2 * d + 1) * kF32;
-  // Backward scratch: u (f), dx, dh, dxn (d), d(a|b) (2f, which also holds
-  // the loss's chunk of logits), do (q_dim), dqkv, the row-parallel partial
-  // sum (d, tp > 1); the per-token losses (fp64), RoPE's cos and sin, and the
-  // batch's four int32 ids (tokens, targets, positions, samples).
+  // Transformer::ensure_buffers. Per layer: the layer's input x, xn1, h, xn2
+  // (d) and 1/rms twice for r rows (this rank's rows: all n, or ceil(n / tp)
+  // with sequence parallelism); for every token q|k|v after RoPE, the
+  // attention output, its log-sum-exp per head and the SwiGLU input a|b.
+  // Then x after the last layer, the final normalized states and 1/rms (r rows).
+  const bool sp = in.sequence_parallel && tp > 1;
+  const int64_t r = sp ? ceil_div(n, tp) : n;
+  const int64_t per_layer = r * (4 * d + 2) + n * (qkvd + qd + heads + 2 * f);
+  m.activations = (s.layers * per_layer + r * (2 * d + 1)) * kF32;
+  // Backward scratch: dx, dh, dxn (d, r rows); u (f), d(a|b) (2f, which also
+  // holds the loss's chunk of logits), do (q_dim), dqkv, the row-parallel
+  // partial sum (d, tp > 1) for every token; with sequence parallelism the
+  // gathered [n, d] and the norm gains' partial gradients; the per-token
+  // losses (fp64), RoPE's cos and sin, and the batch's four int32 ids.
   const int64_t swiglu = n * 2 * f, chunk = std::min(n, in.loss_chunk) * vrows;
-  m.workspace = (n * (f + 3 * d + qd + qkvd + (tp > 1 ? d : 0) + hd) + swiglu) * kF32 + n * kF64 +
-                4 * n * kI32;
+  const int64_t gather = sp ? n * d + (2 * s.layers + 1) * d : 0;
+  m.workspace = (3 * r * d + n * (f + qd + qkvd + (tp > 1 ? d : 0) + hd) + swiglu + gather) * kF32 +
+                n * kF64 + 4 * n * kI32;
   m.logits = std::max<int64_t>(0, chunk - swiglu) * kF32;
   return m;
 }
@@ -65,6 +70,7 @@ HostMemory host_memory_for_run(const config::Config& c, int trainers) {
   in.hdp = std::max(1, trainers / in.tp);
   in.zero1 = c.optim.zero1;
   in.loss_chunk = c.model.loss_chunk;
+  in.sequence_parallel = c.parallel.sequence_parallel;
   return host_memory(in);
 }
 

@@ -8,7 +8,9 @@
 //
 // A TP rank holds 1/tp of every weight matrix (ceil(V / tp) vocabulary rows;
 // the norm gains whole), the activations of its H/tp heads and F/tp FFN
-// columns, and the replicated residual stream and norms whole. Left out: the
+// columns, and the replicated residual stream and norms whole (ceil(n / tp)
+// rows of them with sequence parallelism, plus an [n, d] gather buffer and
+// the norm gains' partial gradients). Left out: the
 // ring attention's K/V blocks (a split sequence's), OpenBLAS's and MPI's own
 // buffers, and the checkpoint's host copies.
 #pragma once
@@ -30,6 +32,9 @@ struct HostMemoryInput {
   int hdp = 1;               // HDP ranks (ZeRO-1 shards the moments over them)
   bool zero1 = false;        // optim.zero1
   int64_t loss_chunk = 512;  // model.loss_chunk
+  // parallel.sequence_parallel (tp > 1): the residual stream, the norms'
+  // inputs and outputs and their gradients are kept for ceil(n / tp) rows.
+  bool sequence_parallel = false;
 };
 
 struct HostMemory {

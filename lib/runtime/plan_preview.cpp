@@ -45,9 +45,10 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
   if (c.run.backend == config::Backend::cpu) {
     const plan::HostMemory m = plan::host_memory_for_run(c, trainers);
     std::printf(
-        "host memory per trainer (run.backend: cpu, tp %d%s): about %s for micro-batches of up "
-        "to %lld tokens\n",
-        tp, c.optim.zero1 ? ", ZeRO-1" : "", m.describe(6).c_str(), (long long)m.input.tokens);
+        "host memory per trainer (run.backend: cpu, tp %d%s%s): about %s for micro-batches of "
+        "up to %lld tokens\n",
+        tp, m.input.sequence_parallel && tp > 1 ? ", sequence parallel" : "",
+        c.optim.zero1 ? ", ZeRO-1" : "", m.describe(6).c_str(), (long long)m.input.tokens);
   }
   if (c.run.backend == config::Backend::cuda) {
     // run.gpu_comm: auto takes NCCL where every trainer has a GPU of its own.

@@ -36,6 +36,12 @@ grep -q 'planning over 2 HDP ranks' <<<"$out" || fail "tp 2 on 4 trainers is not
 two=${BASH_REMATCH[1]}
 awk -v a="$one" -v b="$two" 'BEGIN { exit !(b < 0.8 * a) }' ||
   fail "a TP rank's estimate ($two MiB) is not well below the whole model's ($one MiB)"
+# Sequence parallelism keeps 1/tp of the residual stream's rows.
+out=$("$meshloom" plan --config "$dir/c.yaml" --trainers 4 --steps 1 "${cpu[@]}" --set parallel.tp=2 \
+  --set parallel.sequence_parallel=true 2>&1) || fail "plan with sequence parallelism failed: $out"
+[[ $out =~ ${host/tp 1/tp 2, sequence parallel} ]] || fail "no sequence-parallel estimate in: $out"
+awk -v a="$two" -v b="${BASH_REMATCH[1]}" 'BEGIN { exit !(b < a) }' ||
+  fail "sequence parallelism (${BASH_REMATCH[1]} MiB) saves nothing over tp 2 ($two MiB)"
 out=$("$meshloom" plan --config "$dir/c.yaml" --trainers 3 --steps 1 "${cpu[@]}" --set parallel.tp=2 2>&1) &&
   fail "3 trainers at tp 2 planned: $out"
 grep -q 'not a multiple of parallel.tp' <<<"$out" || fail "no clear message for 3 trainers at tp 2: $out"

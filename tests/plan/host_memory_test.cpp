@@ -1,7 +1,7 @@
 // The CPU backend's host-memory estimate (plan/host_memory.hpp): its terms
 // against the buffers a real model::Transformer allocates, at tp 1, 2 and 4,
-// tied and untied, below and above the loss chunk; the start-up floor worked
-// by hand; a TP rank's shard.
+// tied and untied, below and above the loss chunk, with and without sequence
+// parallelism; the start-up floor worked by hand; a TP rank's shard.
 #include "plan/host_memory.hpp"
 
 #include <gtest/gtest.h>
@@ -50,33 +50,38 @@ config::Config small_config(bool tied) {
 TEST(HostMemory, TermsAreWhatTheModelAllocates) {
   for (bool tied : {true, false}) {
     for (int tp : {1, 2, 4}) {
-      for (int64_t n : {int64_t{40}, int64_t{300}}) {
-        config::Config c = small_config(tied);
-        SoloGroup group;
-        model::ModelOptions opt;
-        opt.threads = 1;
-        opt.loss_chunk = c.model.loss_chunk;
-        model::Transformer<float> m(model::Shape::from_config(c.model), opt, {tp, 0},
-                                    tp > 1 ? &group : nullptr);
-        m.init_params(1);
-        std::mt19937 rng(5);
-        std::uniform_int_distribution<int32_t> pick(0, int32_t(c.model.vocab_size - 1));
-        std::vector<int32_t> tokens(static_cast<size_t>(n));
-        for (int32_t& t : tokens) t = pick(rng);
-        m.forward_backward(model::Batch::pack(tokens, std::vector<int32_t>{int32_t(n)}), 1e-3);
+      for (int64_t n : {int64_t{41}, int64_t{300}}) {
+        for (bool sp : {false, true}) {
+          config::Config c = small_config(tied);
+          SoloGroup group;
+          model::ModelOptions opt;
+          opt.threads = 1;
+          opt.loss_chunk = c.model.loss_chunk;
+          opt.sequence_parallel = sp;
+          model::Transformer<float> m(model::Shape::from_config(c.model), opt, {tp, 0},
+                                      tp > 1 ? &group : nullptr);
+          m.init_params(1);
+          std::mt19937 rng(5);
+          std::uniform_int_distribution<int32_t> pick(0, int32_t(c.model.vocab_size - 1));
+          std::vector<int32_t> tokens(static_cast<size_t>(n));
+          for (int32_t& t : tokens) t = pick(rng);
+          m.forward_backward(model::Batch::pack(tokens, std::vector<int32_t>{int32_t(n)}), 1e-3);
 
-        HostMemoryInput in;
-        in.shape = shape_from_config(c.model);
-        in.tokens = n;
-        in.tp = tp;
-        in.loss_chunk = c.model.loss_chunk;
-        const HostMemory est = host_memory(in);
-        const int64_t modelled = est.total() - est.moments;
-        const int64_t stats = 3 * std::min<int64_t>(n, in.loss_chunk) * 8;  // max, sums (fp64)
-        const std::string what = std::string(tied ? "tied" : "untied") + ", tp " +
-                                 std::to_string(tp) + ", n " + std::to_string(n);
-        EXPECT_EQ(est.weights, int64_t(m.params().size() * sizeof(float))) << what;
-        EXPECT_EQ(m.buffer_bytes(), modelled + stats) << what;
+          HostMemoryInput in;
+          in.shape = shape_from_config(c.model);
+          in.tokens = n;
+          in.tp = tp;
+          in.loss_chunk = c.model.loss_chunk;
+          in.sequence_parallel = sp;
+          const HostMemory est = host_memory(in);
+          const int64_t modelled = est.total() - est.moments;
+          const int64_t stats = 3 * std::min<int64_t>(n, in.loss_chunk) * 8;  // max, sums (fp64)
+          const std::string what = std::string(tied ? "tied" : "untied") + ", tp " +
+                                   std::to_string(tp) + ", n " + std::to_string(n) +
+                                   (sp ? ", sequence parallel" : "");
+          EXPECT_EQ(est.weights, int64_t(m.params().size() * sizeof(float))) << what;
+          EXPECT_EQ(m.buffer_bytes(), modelled + stats) << what;
+        }
       }
     }
   }
