@@ -340,7 +340,6 @@ void Transformer<T>::ensure_buffers(int64_t n) {
   fit(rstdf_, m);
   fit(u_, n * f);
   fit(dx_, m * d);
-  fit(dh_, m * d);
   fit(dxn_, m * d);
   // dab_ also holds the LM loss's chunk of logits in forward_backward().
   fit(dab_, std::max(n * 2 * f, std::min(n, loss_.chunk()) * vrows_));
@@ -362,7 +361,7 @@ int64_t Transformer<T>::buffer_bytes() const {
     for (const auto* v : {&a.xn1, &a.rstd1, &a.qkv, &a.o, &a.lse, &a.h, &a.xn2, &a.rstd2, &a.ab})
       elems += v->capacity();
   }
-  for (const auto* v : {&u_, &dx_, &dh_, &dxn_, &dab_, &do_, &dqkv_, &partial_, &gathered_,
+  for (const auto* v : {&u_, &dx_, &dxn_, &dab_, &do_, &dqkv_, &partial_, &gathered_,
                         &gain_partials_, &rope_cos_, &rope_sin_})
     elems += v->capacity();
   const size_t ids =
@@ -599,8 +598,10 @@ void Transformer<T>::layer_backward(int64_t l, int64_t n) {
   T* G = grads_.data();
   LayerActs& A = acts_[static_cast<size_t>(l)];
   const T* x = x_[static_cast<size_t>(l)].data();
-  const int64_t m = rows_.count();  // this rank's rows of x, h, the norms and dx_, dh_, dxn_
-  // dx_ holds ∂/∂(layer output). MLP branch: out = h + (silu(a)⊙b)·w2ᵀ.
+  const int64_t m = rows_.count();  // this rank's rows of x, h, the norms and dx_, dxn_
+  // dx_ holds ∂/∂(layer output), then ∂/∂h (in place: the norms' backward
+  // adds the residual's gradient element by element), then ∂/∂(layer input).
+  // MLP branch: out = h + (silu(a)⊙b)·w2ᵀ.
   {
     Timer t(&profile_, &Times::other, threads_);
     swiglu_forward(threads_, n, f, A.ab.data(), u_.data());
@@ -632,13 +633,13 @@ void Transformer<T>::layer_backward(int64_t l, int64_t n) {
   {
     Timer t(&profile_, &Times::other, threads_);
     rmsnorm_backward(threads_, m, d, dxn_.data(), A.h.data(), P + o.mlp_norm, A.rstd2.data(),
-                     static_cast<const T*>(dx_.data()), dh_.data());
+                     static_cast<const T*>(dx_.data()), dx_.data());
     rmsnorm_gain_grad(threads_, m, d, dxn_.data(), A.h.data(), A.rstd2.data(),
                       gain_grad(2 * l + 1));
   }
   // Attention branch: h = x + o·woᵀ.
   {
-    const T* dh = all_rows(dh_.data(), n);
+    const T* dh = all_rows(dx_.data(), n);
     Timer t(&profile_, &Times::matmul, threads_);
     gemm_parallel<T>(threads_, Op::N, Op::N, n, qd, d, T(1), dh, d, P + o.wo, qd, T(0), do_.data(),
                      qd);
@@ -672,7 +673,7 @@ void Transformer<T>::layer_backward(int64_t l, int64_t n) {
   {
     Timer t(&profile_, &Times::other, threads_);
     rmsnorm_backward(threads_, m, d, dxn_.data(), x, P + o.attn_norm, A.rstd1.data(),
-                     static_cast<const T*>(dh_.data()), dx_.data());
+                     static_cast<const T*>(dx_.data()), dx_.data());
     rmsnorm_gain_grad(threads_, m, d, dxn_.data(), x, A.rstd1.data(), gain_grad(2 * l));
   }
 }

@@ -218,12 +218,12 @@ class Transformer {
   std::vector<T> xf_, rstdf_;
   LmLoss<T> loss_;  // the head and cross-entropy, chunked; keeps their gradients
   WholeVocab whole_vocab_;
-  // Backward scratch (dx_, dh_, dxn_: this rank's rows); partial_: a
+  // Backward scratch (dx_, dxn_: this rank's rows); partial_: a
   // row-parallel product before its sum, or with sequence parallelism an
   // input gradient before its reduce-scatter (tp > 1); gathered_: all rows
   // of one activation or gradient, gain_partials_: this micro-batch's norm
   // gain gradients over this rank's rows (sequence parallelism).
-  std::vector<T> u_, dx_, dh_, dxn_, dab_, do_, dqkv_, partial_, gathered_, gain_partials_;
+  std::vector<T> u_, dx_, dxn_, dab_, do_, dqkv_, partial_, gathered_, gain_partials_;
   // RoPE angles of this micro-batch: token t, frequency i at [t·D/2 + i].
   std::vector<T> rope_cos_, rope_sin_;
 

@@ -38,14 +38,14 @@ HostMemory host_memory(const HostMemoryInput& in) {
   const int64_t r = sp ? ceil_div(n, tp) : n;
   const int64_t per_layer = r * (4 * d + 2) + n * (qkvd + qd + heads + 2 * f);
   m.activations = (s.layers * per_layer + r * (2 * d + 1)) * kF32;
-  // Backward scratch: dx, dh, dxn (d, r rows); u (f), d(a|b) (2f, which also
+  // Backward scratch: dx (which also holds d(h)) and dxn (d, r rows); u (f), d(a|b) (2f, which also
   // holds the loss's chunk of logits), do (q_dim), dqkv, the row-parallel
   // partial sum (d, tp > 1) for every token; with sequence parallelism the
   // gathered [n, d] and the norm gains' partial gradients; the per-token
   // losses (fp64), RoPE's cos and sin, and the batch's four int32 ids.
   const int64_t swiglu = n * 2 * f, chunk = std::min(n, in.loss_chunk) * vrows;
   const int64_t gather = sp ? n * d + (2 * s.layers + 1) * d : 0;
-  m.workspace = (3 * r * d + n * (f + qd + qkvd + (tp > 1 ? d : 0) + hd) + swiglu + gather) * kF32 +
+  m.workspace = (2 * r * d + n * (f + qd + qkvd + (tp > 1 ? d : 0) + hd) + swiglu + gather) * kF32 +
                 n * kF64 + 4 * n * kI32;
   m.logits = std::max<int64_t>(0, chunk - swiglu) * kF32;
   return m;
