@@ -182,14 +182,7 @@ Transformer<T>::Transformer(const Shape& shape, const ModelOptions& opt, TpShard
     : layout_(shape, shard),
       tp_(shard.size > 1 ? tp : nullptr),
       sp_(shard.size > 1 && opt.sequence_parallel),
-      heads_(shard.part(shape.n_heads)),
-      kv_heads_(shard.part(shape.n_kv_heads)),
-      ffn_(shard.part(shape.ffn_dim)),
-      qd_(heads_ * shape.head_dim),
-      kvd_(kv_heads_ * shape.head_dim),
-      qkvd_(qd_ + 2 * kvd_),
-      v0_(shard.vocab_begin(shape.vocab)),
-      vrows_(shard.vocab_rows(shape.vocab)),
+      my_(shape, shard),
       threads_(resolve_threads(opt.threads)),
       params_(static_cast<size_t>(layout_.numel())),
       grads_(static_cast<size_t>(layout_.numel())),
@@ -225,7 +218,7 @@ void Transformer<T>::zero_grads() {
 
 template <class T>
 AttnDims Transformer<T>::attn_dims() const {
-  return AttnDims{heads_, kv_heads_, shape().head_dim};
+  return AttnDims{my_.heads, my_.kv_heads, shape().head_dim};
 }
 
 template <class T>
@@ -321,16 +314,16 @@ void Transformer<T>::sum_gain_grads() {
 template <class T>
 void Transformer<T>::ensure_buffers(int64_t n) {
   const Shape& s = shape();
-  const int64_t d = s.d_model, f = ffn_;
+  const int64_t d = s.d_model, f = my_.ffn;
   // This rank's rows: the most any rank of the group holds of n tokens.
   const int64_t m = sp_ ? sequence_rows(n, layout_.shard().size, 0).count() : n;
   for (auto& x : x_) fit(x, m * d);
   for (LayerActs& a : acts_) {
     fit(a.xn1, m * d);
     fit(a.rstd1, m);
-    fit(a.qkv, n * qkvd_);
-    fit(a.o, n * qd_);
-    fit(a.lse, n * heads_);
+    fit(a.qkv, n * my_.qkv_dim);
+    fit(a.o, n * my_.q_dim);
+    fit(a.lse, n * my_.heads);
     fit(a.h, m * d);
     fit(a.xn2, m * d);
     fit(a.rstd2, m);
@@ -342,9 +335,9 @@ void Transformer<T>::ensure_buffers(int64_t n) {
   fit(dx_, m * d);
   fit(dxn_, m * d);
   // dab_ also holds the LM loss's chunk of logits in forward_backward().
-  fit(dab_, std::max(n * 2 * f, std::min(n, loss_.chunk()) * vrows_));
-  fit(do_, n * qd_);
-  fit(dqkv_, n * qkvd_);
+  fit(dab_, std::max(n * 2 * f, std::min(n, loss_.chunk()) * my_.vocab_rows));
+  fit(do_, n * my_.q_dim);
+  fit(dqkv_, n * my_.qkv_dim);
   if (tp_) fit(partial_, n * d);
   if (sp_) {
     fit(gathered_, n * d);
@@ -418,7 +411,7 @@ LossSum Transformer<T>::forward_backward(const Batch& batch, double scale,
 
 template <class T>
 HeadShard<T> Transformer<T>::head_shard() const {
-  return {params_.data() + layout_.head(), v0_, vrows_, shape().d_model};
+  return {params_.data() + layout_.head(), my_.vocab_first, my_.vocab_rows, shape().d_model};
 }
 
 template <class T>
@@ -461,14 +454,14 @@ const T* Transformer<T>::forward_states(const Batch& batch, AttentionBackend<T>*
 template <class T>
 void Transformer<T>::embed_forward(int64_t n) {
   const int64_t d = shape().d_model;
-  // A rank looks up the tokens of its vocabulary rows [v0_, v0_ + vrows_)
-  // (all of them at tp = 1), zero for the others: a row-parallel product,
-  // summed over the group (or reduce-scattered) below.
+  // A rank looks up the tokens of its vocabulary rows [my_.vocab_first, my_.vocab_first +
+  // my_.vocab_rows) (all of them at tp = 1), zero for the others: a row-parallel product, summed
+  // over the group (or reduce-scattered) below.
   T* looked_up = sp_ ? partial_.data() : x_[0].data();
   {
     Timer t(&profile_, &Times::other, threads_);
     const T* embed = params_.data() + layout_.embed();
-    const int64_t v0 = v0_, vrows = vrows_;
+    const int64_t v0 = my_.vocab_first, vrows = my_.vocab_rows;
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n * d > kParallelElems)
     for (int64_t i = 0; i < n; ++i) {
       const int64_t r = static_cast<int64_t>(tokens_[static_cast<size_t>(i)]) - v0;
@@ -487,7 +480,7 @@ void Transformer<T>::embed_forward(int64_t n) {
 template <class T>
 void Transformer<T>::layer_forward(int64_t l, int64_t n) {
   const Shape& s = shape();
-  const int64_t d = s.d_model, f = ffn_, qd = qd_, kvd = kvd_, qkvd = qkvd_;
+  const int64_t d = s.d_model, f = my_.ffn, qd = my_.q_dim, kvd = my_.kv_dim, qkvd = my_.qkv_dim;
   const LayerOffsets& o = layout_.layer(l);
   const T* P = params_.data();
   LayerActs& A = acts_[static_cast<size_t>(l)];
@@ -507,8 +500,8 @@ void Transformer<T>::layer_forward(int64_t l, int64_t n) {
   }
   {
     Timer t(&profile_, &Times::other, threads_);
-    rope_apply(threads_, n, heads_ + kv_heads_, s.head_dim, A.qkv.data(), qkvd, rope_cos_.data(),
-               rope_sin_.data(), false);
+    rope_apply(threads_, n, my_.heads + my_.kv_heads, s.head_dim, A.qkv.data(), qkvd,
+               rope_cos_.data(), rope_sin_.data(), false);
   }
   {
     Timer t(&profile_, &Times::attention, threads_);
@@ -574,7 +567,8 @@ void Transformer<T>::embed_backward(int64_t n) {
     T* ge = grads_.data() + layout_.embed();
     constexpr int64_t kBlock = 64;
     const int64_t blocks = (d + kBlock - 1) / kBlock;
-    const int64_t v0 = v0_, vrows = vrows_;  // this rank's vocabulary rows; dx is whole
+    const int64_t v0 = my_.vocab_first,
+                  vrows = my_.vocab_rows;  // this rank's vocabulary rows; dx is whole
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n * d > kParallelElems)
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t c0 = b * kBlock, c1 = std::min(d, c0 + kBlock);
@@ -592,7 +586,7 @@ void Transformer<T>::embed_backward(int64_t n) {
 template <class T>
 void Transformer<T>::layer_backward(int64_t l, int64_t n) {
   const Shape& s = shape();
-  const int64_t d = s.d_model, f = ffn_, qd = qd_, kvd = kvd_, qkvd = qkvd_;
+  const int64_t d = s.d_model, f = my_.ffn, qd = my_.q_dim, kvd = my_.kv_dim, qkvd = my_.qkv_dim;
   const LayerOffsets& o = layout_.layer(l);
   const T* P = params_.data();
   T* G = grads_.data();
@@ -658,8 +652,8 @@ void Transformer<T>::layer_backward(int64_t l, int64_t n) {
   }
   {
     Timer t(&profile_, &Times::other, threads_);
-    rope_apply(threads_, n, heads_ + kv_heads_, s.head_dim, dqkv_.data(), qkvd, rope_cos_.data(),
-               rope_sin_.data(), true);
+    rope_apply(threads_, n, my_.heads + my_.kv_heads, s.head_dim, dqkv_.data(), qkvd,
+               rope_cos_.data(), rope_sin_.data(), true);
   }
   {
     const T* xn1 = all_rows(A.xn1.data(), n);  // gathered again, as xn2

@@ -195,10 +195,7 @@ class Transformer {
   ParamLayout layout_;
   TpComm<T>* tp_ = nullptr;  // null at tp = 1
   bool sp_ = false;          // sequence parallelism (tp > 1 only)
-  // This rank's sizes: query heads, KV heads, FFN columns, their widths, and
-  // its vocabulary rows [v0_, v0_ + vrows_).
-  int64_t heads_ = 0, kv_heads_ = 0, ffn_ = 0, qd_ = 0, kvd_ = 0, qkvd_ = 0;
-  int64_t v0_ = 0, vrows_ = 0;
+  ShardSizes my_;            // this rank's heads, FFN columns and vocabulary rows
   int threads_;
   std::vector<T> params_, grads_;
   LocalAttention<T> local_attention_;
