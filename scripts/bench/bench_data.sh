@@ -231,7 +231,7 @@ if has_part 2; then
         rep=$WORK/reports/tput_${variant}_l${L}_r$r.json
         run_data "$cfg" $((1 + L + TPUT_TRAINERS)) "$TPUT_STEPS" "$rep"
         echo "$r,$variant,$(json_row "$rep"),$(load1)" >>"$RES/data_loaders_runs.csv"
-        say "   rep $r, $L loader(s), $variant: $(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$rep") tokens/s"
+        say "   rep $r, $L loader(s), $variant: $(sed -n 's/.*"tokens_per_s": *\([0-9.e+]*\).*/\1/p' "$rep") tokens/s"
       done
     done
   done
