@@ -81,7 +81,7 @@ print("| tokens | LM loss | peak RSS, `meshloom train` (trainer) | peak RSS, mod
       "model_bench step (CPU time) | LM head + loss (CPU time) | tokens/s (model_bench, CPU time) |")
 print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
 for r in rows:
-    name = "plain, [n, V] logits" if r["version"] == "old" else "fused, chunks of 1024"
+    name = "plain, [n, V] logits" if r["version"] == "old" else "fused, chunks of 512"
     step = float(r["bench_step_cpu_s"])
     print(f"| {r['tokens']} | {name} | {gib(r['train_rss_kib'])} | {gib(r['bench_rss_kib'])} | "
           f"{step:.2f} s | {float(r['bench_head_loss_cpu_s']):.2f} s | "
