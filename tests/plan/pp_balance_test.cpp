@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
+#include "base/strings.hpp"
 #include "plan_test_util.hpp"
 
 using namespace meshloom;
@@ -111,4 +113,47 @@ TEST(PpBalance, BeatsRoundRobinOnSkewedBatches) {
       EXPECT_EQ(uneven, kBatches) << dist << " pp " << pp << ": " << example;
     }
   }
+}
+
+TEST(PpBalance, RandomBatchesAreValidAndBounded) {
+  Rng rng(31);
+  int uneven = 0;
+  for (int c = 0; c < 300; ++c) {
+    const int pp = 1 + int(rng.below(8));
+    const int64_t C = int64_t(1024) << rng.below(5);  // 1K..16K
+    const PipelineModel model = llama7b_pipeline(pp, C);
+    PipelineBalanceOptions o;
+    o.pipelines = 1 + int32_t(rng.below(12));
+    o.capacity = C;
+    o.slack = rng.below(2) ? 0.02 : 0.0;
+    std::vector<int64_t> lengths(rng.below(200));
+    for (int64_t& L : lengths) L = 1 + int64_t(std::exp(rng.uniform() * std::log(double(C))));
+    for (int64_t& L : lengths) L = std::min(L, C);
+    const PipelineBatch bal = pp_balance(lengths, o, model);
+    const PipelineBatch naive = pp_round_robin(lengths, o, model);
+    ASSERT_EQ(check_pipeline_batch(bal, lengths, o), "") << "case " << c;
+    ASSERT_EQ(check_pipeline_batch(naive, lengths, o), "") << "case " << c;
+    // Never worse than one pipeline running everything; each pipeline's
+    // time is its own 1F1B of its micro-batches.
+    PipelineBalanceOptions one = o;
+    one.pipelines = 1;
+    EXPECT_LE(bal.makespan(), pp_balance(lengths, one, model).makespan() * (1 + 1e-12));
+    for (int32_t p = 0; p < bal.pipelines(); ++p) {
+      std::vector<MicroBatchLoad> loads;
+      for (int32_t j = bal.pipeline_begin[p]; j < bal.pipeline_begin[p + 1]; ++j) {
+        std::vector<int64_t> ls;
+        for (int32_t i : bal.micro_batches[j]) ls.push_back(lengths[i]);
+        loads.push_back(MicroBatchLoad::of_lengths(ls));
+      }
+      EXPECT_NEAR(bal.time(p), simulate_one_f_one_b(model, loads).makespan, 1e-12 * bal.time(p));
+    }
+    int lo = 1 << 30, hi = 0;
+    for (int32_t p = 0; p < bal.pipelines(); ++p) {
+      lo = std::min(lo, bal.micro_batches_of(p));
+      hi = std::max(hi, bal.micro_batches_of(p));
+    }
+    uneven += hi > lo + 1;
+  }
+  std::printf("%d of 300 random batches: pipelines' micro-batch counts differ by more than one\n",
+              uneven);
 }
