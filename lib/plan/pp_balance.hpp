@@ -1,0 +1,69 @@
+// PP-Balance: ByteScale's balance scheduler (Alg. 2) for pipelines, the
+// planning half (issue 20). D pipelines (HDP ranks, each pp stages) share a
+// global batch; a pipeline runs its micro-batches 1F1B (pipeline_schedule.hpp)
+// and pipelines may run different numbers of them.
+//
+// ByteScale's Insight 1: with pipelines a DP imbalance is paid once per
+// stage, so put sequences of similar length in the same pipeline and give
+// the pipelines with cheaper micro-batches more of them (its Fig. 12: 8
+// micro-batches on one pipeline, 18 on another). As we read Alg. 2's PP
+// variant ("picks sequentially across all buckets"):
+//  1. Sort the sequences longest first and cut them into D buckets of equal
+//     work (long buckets hold fewer sequences).
+//  2. Pack each bucket, in order, first fit into micro-batches of at most C
+//     tokens: a micro-batch holds lengths of one bucket, so similar ones.
+//  3. Fill pipelines from that list in order, pipeline 0 first: each takes
+//     micro-batches while its predicted 1F1B makespan (warm-up and cool-down
+//     bubbles included, messages too) stays within a target; the least
+//     target that places every micro-batch is found by bisection, stopped
+//     once it is within the slack delta of a target known too small (delta
+//     plays Alg. 2's role: how far a pipeline may lag the slowest).
+// Pipeline 0 thus runs few costly micro-batches, the last ones many cheap
+// ones. A pipeline may be left empty when the batch is too small to share.
+//
+// Sequences must fit in C (a longer one is split by HDP into ring pieces
+// that couple pipelines stage by stage; that is the runtime's part, not
+// planned here). pp_round_robin is the naive baseline: sequences in batch
+// order packed next fit into micro-batches of C tokens, dealt out one each
+// in turn, so every pipeline runs the same number (+-1), as a static mesh.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/pipeline.hpp"
+#include "plan/pipeline_schedule.hpp"
+
+namespace meshloom::plan {
+
+struct PipelineBalanceOptions {
+  int32_t pipelines = 1;    // D
+  int64_t capacity = 4096;  // C: tokens of one micro-batch
+  double slack = 0.02;      // delta, relative
+};
+
+// One step's micro-batches on D pipelines, and their predicted timing.
+struct PipelineBatch {
+  std::string scheduler;                            // "pp-balance", "round-robin"
+  std::vector<std::vector<int32_t>> micro_batches;  // sequence ids, in run order per pipeline
+  std::vector<int32_t> pipeline_begin;              // D + 1 offsets into micro_batches
+  std::vector<PipeTiming> timing;                   // per pipeline, 1F1B
+
+  int32_t pipelines() const { return int32_t(timing.size()); }
+  int32_t micro_batches_of(int32_t p) const { return pipeline_begin[p + 1] - pipeline_begin[p]; }
+  double time(int32_t p) const { return timing[p].makespan; }
+  double makespan() const;  // the step: the slowest pipeline
+};
+
+PipelineBatch pp_balance(const std::vector<int64_t>& lengths, const PipelineBalanceOptions& options,
+                         const PipelineModel& model);
+PipelineBatch pp_round_robin(const std::vector<int64_t>& lengths,
+                             const PipelineBalanceOptions& options, const PipelineModel& model);
+
+// "" when every sequence sits in exactly one micro-batch, no micro-batch is
+// empty or holds more than C tokens, and the offsets cover D pipelines.
+std::string check_pipeline_batch(const PipelineBatch& batch, const std::vector<int64_t>& lengths,
+                                 const PipelineBalanceOptions& options);
+
+}  // namespace meshloom::plan
