@@ -34,6 +34,10 @@ void add_plan(CLI::App& app, Runner* run) {
                 "hdp: use the static grid's plan where it is predicted faster "
                 "(plan.static_fallback)");
   cmd->add_option("--tp", a.tp, "Tensor-parallel GPUs per trainer")->capture_default_str();
+  cmd->add_option("--pp", a.pp,
+                  "Pipeline stages per trainer: plan the batch with PP-Balance and round-robin "
+                  "(planning only; sequences must fit --capacity)")
+      ->capture_default_str();
   cmd->add_option("--gpu-tflops", a.tflops, "Peak TFLOP/s per GPU")->capture_default_str();
   cmd->add_option("--mfu", a.mfu, "Share of the peak reached")->capture_default_str();
   cmd->add_option("--bandwidth", a.bandwidth, "GB/s per GPU across nodes")->capture_default_str();

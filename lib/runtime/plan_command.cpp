@@ -1,20 +1,72 @@
 #include "runtime/plan_command.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
 #include "base/check.hpp"
+#include "base/strings.hpp"
 #include "config/config.hpp"
 #include "data/length_table.hpp"
 #include "plan/lengths.hpp"
 #include "plan/plan_io.hpp"
 #include "plan/planner.hpp"
+#include "plan/pp_balance.hpp"
 #include "plan/simulate.hpp"
 #include "plan/summary.hpp"
 #include "runtime/plan_chart.hpp"
 #include "runtime/plan_preview.hpp"
 
 namespace meshloom {
+
+namespace {
+
+// --pp: each of the trainers is a pipeline of `pp` stages; the batch planned
+// by PP-Balance and by round-robin, per pipeline: micro-batches, predicted
+// 1F1B time and bubble share (plan/pp_balance.hpp).
+int plan_pipelines(const PlanRequest& a, const std::vector<int64_t>& lengths,
+                   const plan::CostModel& cost) {
+  const plan::ModelShape shape = plan::model_shape(a.model);
+  plan::PipelineBalanceOptions o;
+  o.pipelines = a.trainers;
+  o.capacity = plan::parse_tokens(a.capacity);
+  o.slack = a.slack;
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  if (longest > o.capacity)
+    throw Error(
+        strf("--pp plans sequences of at most --capacity (%lld) tokens; this batch has "
+             "one of %lld (lower --context, or raise --capacity)",
+             (long long)o.capacity, (long long)longest));
+  const std::vector<int> stages =
+      plan::balance_stages(plan::layer_costs(shape, cost), a.pp,
+                           plan::MicroBatchLoad::of_lengths(std::vector<int64_t>{o.capacity}));
+  const plan::PipelineModel model = plan::pipeline_model(shape, cost, stages);
+  std::vector<std::string> split;
+  for (int l : stages) split.push_back(std::to_string(l));
+  std::printf("%d pipelines of %d stages (layers per stage: %s), %zu sequences\n", o.pipelines,
+              a.pp, join(split, " ").c_str(), lengths.size());
+  const plan::PipelineBatch balanced = plan::pp_balance(lengths, o, model);
+  const plan::PipelineBatch naive = plan::pp_round_robin(lengths, o, model);
+  for (const plan::PipelineBatch* b : {&balanced, &naive}) {
+    const std::string err = plan::check_pipeline_batch(*b, lengths, o);
+    if (!err.empty()) throw Error(b->scheduler + ": " + err);
+  }
+  std::printf("%8s | %-28s | %-28s\n", "pipeline", "pp-balance: micro  time  bubble",
+              "round-robin: micro  time  bubble");
+  for (int32_t p = 0; p < o.pipelines; ++p) {
+    auto cell = [p](const plan::PipelineBatch& b) {
+      return strf("%5d %9s %6.1f%%", b.micro_batches_of(p), human_seconds(b.time(p)).c_str(),
+                  100 * b.timing[size_t(p)].bubble());
+    };
+    std::printf("%8d | %-28s | %-28s\n", p, cell(balanced).c_str(), cell(naive).c_str());
+  }
+  std::printf("step (slowest pipeline): pp-balance %s, round-robin %s (%.2fx)\n",
+              human_seconds(balanced.makespan()).c_str(), human_seconds(naive.makespan()).c_str(),
+              naive.makespan() / std::max(balanced.makespan(), 1e-12));
+  return kExitOk;
+}
+
+}  // namespace
 
 int plan_command(const PlanRequest& a) {
   if (!a.config.empty()) {
@@ -47,6 +99,8 @@ int plan_command(const PlanRequest& a) {
   const std::vector<int64_t> lengths =
       plan::batch_from_lengths(data::read_length_table(a.lengths),
                                a.batch.empty() ? 0 : plan::parse_tokens(a.batch), context, a.seed);
+  if (a.pp < 1) throw Error("--pp must be at least 1");
+  if (a.pp > 1) return plan_pipelines(a, lengths, cost);
   plan::PlannerOptions o;
   o.trainers = a.trainers;
   o.capacity = plan::parse_tokens(a.capacity);

@@ -24,6 +24,7 @@ struct PlanRequest {
   bool offload = false;
   bool static_fallback = false;
   int tp = 1;
+  int pp = 1;  // > 1: pipelines of pp stages, PP-Balance against round-robin
   double tflops = 312, mfu = 0.45, bandwidth = 25, nvlink = 150;
   std::string json, out, png, calibrate;
   std::string config;  // plan the real data plane's steps instead of --lengths

@@ -40,6 +40,15 @@ done
 out=$(sim --lengths github) || fail "simulate --lengths github: $out"
 grep -q '; github lengths' <<<"$out" || fail "simulate --lengths github: $out"
 
+# --pp: pipelines of 2 stages, PP-Balance against round-robin, per pipeline.
+out=$("$meshloom" plan --lengths "$dir/docs.idx" --trainers 4 --capacity 16K --context 16K --pp 2 2>&1) ||
+  fail "plan --pp 2: $out"
+grep -q '^4 pipelines of 2 stages' <<<"$out" || fail "plan --pp 2: no pipeline header in: $out"
+(($(grep -cE '^ +[0-3] \| +[0-9]+ ' <<<"$out") == 4)) || fail "plan --pp 2: not 4 pipeline rows: $out"
+grep -qE '^step \(slowest pipeline\): pp-balance .*, round-robin .*x\)$' <<<"$out" ||
+  fail "plan --pp 2: no step line in: $out"
+expect_error "at most --capacity (4096) tokens" plan --lengths "$dir/l.tsv" --trainers 8 --capacity 4K --pp 2
+
 expect_error "bad.tsv:2: expected a token count, got 'abc'" plan --lengths "$dir/bad.tsv" --trainers 2
 expect_error "bad.tsv:2" simulate --lengths "$dir/bad.tsv" --trainers 4
 expect_error "did you mean 'byted'" simulate --lengths bytde --trainers 4
