@@ -17,7 +17,7 @@ static_assert(U_ICU_VERSION_MAJOR_NUM >= 72, "ICU 72 (Unicode 15.0) or newer nee
 namespace meshloom::unicode {
 namespace {
 
-constexpr uint8_t kL = kLetter, kN = kNumber, kS = kSpace;
+constexpr uint8_t kN = kNumber, kS = kSpace;
 constexpr uint8_t kUp = kLetter | kUpperish;  // A-Z
 constexpr uint8_t kLo = kLetter | kLowerish;  // a-z
 constexpr uint8_t kUpperLetter = kUp, kLowerLetter = kLo;
