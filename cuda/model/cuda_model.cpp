@@ -276,7 +276,7 @@ class CudaModel final : public TrainerBackend {
     if (opt_.tp == 1) return sq;
     double replicated = 0;
     for (size_t i = 1; i < parts_; ++i) replicated += host_sum_sq_[i];
-    sq -= replicated * (1.0 - 1.0 / opt_.tp);
+    sq = opt_.norm_share(sq, replicated);
     opt_.tp_sum(&sq);
     return sq;
   }

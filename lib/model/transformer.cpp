@@ -454,9 +454,9 @@ const T* Transformer<T>::forward_states(const Batch& batch, AttentionBackend<T>*
 template <class T>
 void Transformer<T>::embed_forward(int64_t n) {
   const int64_t d = shape().d_model;
-  // A rank looks up the tokens of its vocabulary rows [my_.vocab_first, my_.vocab_first +
-  // my_.vocab_rows) (all of them at tp = 1), zero for the others: a row-parallel product, summed
-  // over the group (or reduce-scattered) below.
+  // A rank looks up the tokens of its vocabulary rows (all of them at
+  // tp = 1), zero for the others: a row-parallel product, summed over the
+  // group (or reduce-scattered) below.
   T* looked_up = sp_ ? partial_.data() : x_[0].data();
   {
     Timer t(&profile_, &Times::other, threads_);
@@ -567,8 +567,8 @@ void Transformer<T>::embed_backward(int64_t n) {
     T* ge = grads_.data() + layout_.embed();
     constexpr int64_t kBlock = 64;
     const int64_t blocks = (d + kBlock - 1) / kBlock;
-    const int64_t v0 = my_.vocab_first,
-                  vrows = my_.vocab_rows;  // this rank's vocabulary rows; dx is whole
+    // This rank's vocabulary rows; dx holds every token.
+    const int64_t v0 = my_.vocab_first, vrows = my_.vocab_rows;
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n * d > kParallelElems)
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t c0 = b * kBlock, c1 = std::min(d, c0 + kBlock);

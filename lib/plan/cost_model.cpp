@@ -10,6 +10,16 @@
 
 namespace meshloom::plan {
 
+Hardware hardware_from_config(const config::PlanConfig& plan, int tp) {
+  Hardware hw;
+  hw.tp = tp;
+  hw.flops = plan.flops * tp;
+  hw.bandwidth = hw.intra_bandwidth = plan.bandwidth * tp;
+  hw.tp_link_bandwidth = plan.bandwidth;
+  hw.trainers_per_node = 0;
+  return hw;
+}
+
 CostModel CostModel::from_shape(const ModelShape& shape, const Hardware& hw) {
   ML_CHECK(hw.flops > 0 && hw.bandwidth > 0, "FLOP rate and bandwidth must be positive");
   CostModel m;

@@ -63,6 +63,12 @@ struct Hardware {
   double tp_link_bandwidth = 150e9;   // bytes/s of one GPU's link inside its TP group
 };
 
+// The hardware of one HDP rank of a run: a TP group of `tp` trainers, each
+// with plan.flops and plan.bandwidth, so the group has tp times both and
+// plan.bandwidth per GPU inside it; every ring on `bandwidth` (the run does
+// not know its nodes' links).
+Hardware hardware_from_config(const config::PlanConfig& plan, int tp);
+
 class CostModel {
  public:
   double a = 0;  // seconds per token^2 of causal attention (all layers, fwd + bwd)

@@ -41,11 +41,10 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
   ML_CHECK(in.tp >= 1, "device_memory: tp must be at least 1");
   // TP rank 0's share: heads, KV heads, FFN columns and vocabulary rows
   // split tp ways (rounded up), the model dimension d whole.
-  const int64_t tp = in.tp;
-  auto part = [tp](int64_t x) { return (x + tp - 1) / tp; };
+  const ModelShape::TpShare my = s.tp_share(in.tp);
   const int64_t t = in.elem_bytes, n = in.tokens, P = s.numel(in.tp);
-  const int64_t d = s.hidden, f = part(s.ffn), V = part(s.vocab), H = part(s.heads);
-  const int64_t qd = H * s.head_dim(), kvd = part(s.kv_heads) * s.head_dim();
+  const int64_t d = s.hidden, f = my.ffn, V = my.vocab_rows, H = my.heads;
+  const int64_t qd = H * s.head_dim(), kvd = my.kv_heads * s.head_dim();
   const int64_t qkvd = qd + 2 * kvd;
 
   DeviceMemory m;

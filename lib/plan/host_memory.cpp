@@ -19,9 +19,10 @@ HostMemory host_memory(const HostMemoryInput& in) {
   ML_CHECK(s.experts == 1, "the CPU model is dense: no estimate for experts");
   ML_CHECK(in.tp >= 1 && in.hdp >= 1 && in.tokens >= 0 && in.loss_chunk >= 1,
            "host_memory: bad input");
+  const ModelShape::TpShare my = s.tp_share(in.tp);
   const int64_t tp = in.tp, n = in.tokens, d = s.hidden, hd = s.head_dim();
-  const int64_t heads = s.heads / tp, qd = heads * hd, kvd = s.kv_heads * hd / tp;
-  const int64_t qkvd = qd + 2 * kvd, f = s.ffn / tp, vrows = ceil_div(s.vocab, tp);
+  const int64_t heads = my.heads, qd = heads * hd, kvd = my.kv_heads * hd;
+  const int64_t qkvd = qd + 2 * kvd, f = my.ffn, vrows = my.vocab_rows;
   const int64_t P = s.numel(in.tp);
 
   HostMemory m;
@@ -80,7 +81,7 @@ int64_t host_logit_tokens(const config::Config& c) {
 
 int64_t host_memory_floor(const config::Config& c, int trainers) {
   const HostMemory m = host_memory_for_run(c, trainers);
-  const int64_t vrows = ceil_div(m.input.shape.vocab, m.input.tp);
+  const int64_t vrows = m.input.shape.tp_share(m.input.tp).vocab_rows;
   return m.weights + m.grads + m.moments + host_logit_tokens(c) * vrows * kF32;
 }
 

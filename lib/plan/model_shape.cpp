@@ -35,10 +35,15 @@ double ModelShape::parameters() const {
   return double(layers) * per_layer + 2.0 * d * double(vocab);
 }
 
-int64_t ModelShape::numel(int tp) const {
+ModelShape::TpShare ModelShape::tp_share(int tp) const {
   auto part = [tp](int64_t x) { return (x + tp - 1) / tp; };
-  const int64_t d = hidden, q_dim = part(heads) * head_dim();
-  const int64_t kv_dim = part(kv_heads) * head_dim(), f = part(ffn), rows = part(vocab);
+  return {part(heads), part(kv_heads), part(ffn), part(vocab)};
+}
+
+int64_t ModelShape::numel(int tp) const {
+  const TpShare my = tp_share(tp);
+  const int64_t d = hidden, q_dim = my.heads * head_dim();
+  const int64_t kv_dim = my.kv_heads * head_dim(), f = my.ffn, rows = my.vocab_rows;
   // attn_norm, wq, wk, wv, wo, mlp_norm, w1, w3, w2.
   const int64_t per_layer = 2 * d + (q_dim + 2 * kv_dim) * d + d * q_dim + 3 * d * f;
   return rows * d + int64_t(layers) * per_layer + d + (tied ? 0 : rows * d);

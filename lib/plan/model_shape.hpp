@@ -51,6 +51,12 @@ struct ModelShape {
   // ways (rounded up where tp does not divide them), ceil(V / tp) vocabulary
   // rows, the norm gains whole.
   int64_t numel(int tp = 1) const;
+  // TP rank 0's share of what tensor parallelism splits (the largest, with
+  // the split rounded up where tp does not divide).
+  struct TpShare {
+    int64_t heads, kv_heads, ffn, vocab_rows;
+  };
+  TpShare tp_share(int tp) const;
 };
 
 // llama-7b, llama-13b, llama-30b, llama-70b, mixtral-8x7b, mixtral-8x22b;

@@ -79,15 +79,9 @@ Lead::Lead(const World& w) : w_(w) {
   }
   plane_ = std::make_unique<dataplane::DataPlane>(
       w.config, docs, [this](int s, int64_t d) { return length(s, d); });
-  // An HDP rank is a TP group: tp trainers' FLOPs and links (plan.flops and
-  // plan.bandwidth are one trainer's).
-  plan::Hardware hw;
-  hw.tp = w.mesh.tp;
-  hw.flops = w.config.plan.flops * w.mesh.tp;
-  hw.bandwidth = hw.intra_bandwidth = w.config.plan.bandwidth * w.mesh.tp;
-  hw.tp_link_bandwidth = w.config.plan.bandwidth;
-  hw.trainers_per_node = 0;
-  plan_cost_ = plan::CostModel::from_shape(plan::shape_from_config(w.config.model), hw);
+  // An HDP rank is a TP group: tp trainers' FLOPs and links.
+  plan_cost_ = plan::CostModel::from_shape(plan::shape_from_config(w.config.model),
+                                           plan::hardware_from_config(w.config.plan, w.mesh.tp));
   if (!w.config.plan.calibration.empty()) {
     plan::Calibration fit = plan::calibrate(plan::read_calibration_csv(w.config.plan.calibration));
     plan_cost_ = plan::calibrated(plan_cost_, fit);

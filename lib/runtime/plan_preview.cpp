@@ -29,13 +29,8 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
   const int tp = int(c.parallel.tp);
   if (trainers % tp != 0)
     throw Error(strf("--trainers %d is not a multiple of parallel.tp (%d)", trainers, tp));
-  plan::Hardware hw;
-  hw.tp = tp;
-  hw.flops = c.plan.flops * tp;
-  hw.bandwidth = hw.intra_bandwidth = c.plan.bandwidth * tp;
-  hw.tp_link_bandwidth = c.plan.bandwidth;
-  hw.trainers_per_node = 0;
-  plan::CostModel cost = plan::CostModel::from_shape(plan::shape_from_config(c.model), hw);
+  plan::CostModel cost = plan::CostModel::from_shape(plan::shape_from_config(c.model),
+                                                     plan::hardware_from_config(c.plan, tp));
   if (!c.plan.calibration.empty())
     cost = plan::calibrated(cost, plan::calibrate(plan::read_calibration_csv(c.plan.calibration)));
   const plan::PlannerOptions o = plan::options_from_config(c.plan, trainers / tp, c.data.seq_len);

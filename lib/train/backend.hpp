@@ -94,6 +94,11 @@ struct OptimizerSetup {
   MPI_Comm tensor = MPI_COMM_NULL;
   std::vector<std::pair<int64_t, int64_t>> replicated;
   std::function<void(double*)> tp_sum;
+  // This rank's part of the global norm²: Σ g² over its buffer, with the
+  // replicated ranges' Σ g² (`replicated_sq`) counted 1/tp.
+  double norm_share(double all_sq, double replicated_sq) const {
+    return all_sq - replicated_sq * (1.0 - 1.0 / tp);
+  }
 };
 
 class TrainerBackend {

@@ -54,7 +54,7 @@ double CpuBackend::square_sum(const float* g, int64_t begin, int64_t end) const 
   for (const auto& [first, last] : opt_.replicated)
     for (int64_t i = std::max(first, begin); i < std::min(last, end); ++i)
       replicated += double(g[i - begin]) * double(g[i - begin]);
-  return sq - replicated * (1.0 - 1.0 / opt_.tp);
+  return opt_.norm_share(sq, replicated);
 }
 
 double CpuBackend::reduce_grads() {
