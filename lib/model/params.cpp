@@ -46,8 +46,13 @@ int64_t TpShard::vocab_rows(int64_t vocab) const {
   return std::min(vocab, (rank + 1) * ceil_div(vocab, size)) - vocab_begin(vocab);
 }
 
-ParamLayout::ParamLayout(const Shape& shape, TpShard shard) : shape_(shape), shard_(shard) {
+ParamLayout::ParamLayout(const Shape& shape, TpShard shard, StageLayers stage)
+    : shape_(shape), shard_(shard), stage_(stage) {
   shape_.validate();
+  if (stage_.end < 0) stage_.end = shape.n_layers;
+  ML_CHECK(stage_.first >= 0 && stage_.first < stage_.end && stage_.end <= shape.n_layers,
+           strf("a pipeline stage holds layers [%lld, %lld) of %lld", (long long)stage_.first,
+                (long long)stage_.end, (long long)shape.n_layers));
   ML_CHECK(shard.size >= 1 && shard.rank >= 0 && shard.rank < shard.size,
            strf("TP rank %lld of %lld", static_cast<long long>(shard.rank),
                 static_cast<long long>(shard.size)));
@@ -63,28 +68,34 @@ ParamLayout::ParamLayout(const Shape& shape, TpShard shard) : shape_(shape), sha
   const int64_t k0 = shard.rank * shard.part(shape.kv_dim()), kn = shard.part(shape.kv_dim());
   const int64_t f0 = shard.rank * shard.part(f), fn = shard.part(f);
   ML_CHECK(shard.part(shape.n_heads) * D == qn, "heads split evenly");
-  embed_ = add("embed", {V, d}, TensorKind::embed, 0, v0, vn);
+  // With tied embeddings the last stage's head is the embedding.
+  const bool first = first_stage(), last = last_stage();
+  embed_ = add(first || (last && shape.tied), "embed", {V, d}, TensorKind::embed, 0, v0, vn);
   for (int64_t i = 0; i < shape.n_layers; ++i) {
+    const bool held = holds_layer(i);
     const std::string p = strf("layers.%lld.", static_cast<long long>(i));
     LayerOffsets o{};
-    o.attn_norm = add(p + "attn_norm", {d}, TensorKind::norm);
-    o.wq = add(p + "wq", {shape.q_dim(), d}, TensorKind::matrix, 0, q0, qn);
-    o.wk = add(p + "wk", {shape.kv_dim(), d}, TensorKind::matrix, 0, k0, kn);
-    o.wv = add(p + "wv", {shape.kv_dim(), d}, TensorKind::matrix, 0, k0, kn);
-    o.wo = add(p + "wo", {d, shape.q_dim()}, TensorKind::matrix, 1, q0, qn);
-    o.mlp_norm = add(p + "mlp_norm", {d}, TensorKind::norm);
-    o.w1 = add(p + "w1", {f, d}, TensorKind::matrix, 0, f0, fn);
-    o.w3 = add(p + "w3", {f, d}, TensorKind::matrix, 0, f0, fn);
-    o.w2 = add(p + "w2", {d, f}, TensorKind::matrix, 1, f0, fn);
-    layers_.push_back(o);
+    o.attn_norm = add(held, p + "attn_norm", {d}, TensorKind::norm);
+    o.wq = add(held, p + "wq", {shape.q_dim(), d}, TensorKind::matrix, 0, q0, qn);
+    o.wk = add(held, p + "wk", {shape.kv_dim(), d}, TensorKind::matrix, 0, k0, kn);
+    o.wv = add(held, p + "wv", {shape.kv_dim(), d}, TensorKind::matrix, 0, k0, kn);
+    o.wo = add(held, p + "wo", {d, shape.q_dim()}, TensorKind::matrix, 1, q0, qn);
+    o.mlp_norm = add(held, p + "mlp_norm", {d}, TensorKind::norm);
+    o.w1 = add(held, p + "w1", {f, d}, TensorKind::matrix, 0, f0, fn);
+    o.w3 = add(held, p + "w3", {f, d}, TensorKind::matrix, 0, f0, fn);
+    o.w2 = add(held, p + "w2", {d, f}, TensorKind::matrix, 1, f0, fn);
+    if (held) layers_.push_back(o);
   }
-  final_norm_ = add("final_norm", {d}, TensorKind::norm);
-  head_ = shape.tied ? embed_ : add("lm_head", {V, d}, TensorKind::matrix, 0, v0, vn);
+  final_norm_ = add(last, "final_norm", {d}, TensorKind::norm);
+  head_ = shape.tied ? embed_ : add(last, "lm_head", {V, d}, TensorKind::matrix, 0, v0, vn);
+  if (!last) head_ = -1;
 }
 
 // `full_shape` cut along `split_dim` (-1: whole) to [begin, begin + count).
-int64_t ParamLayout::add(const std::string& name, std::vector<int64_t> full_shape, TensorKind kind,
-                         int split_dim, int64_t begin, int64_t count) {
+int64_t ParamLayout::add(bool held, const std::string& name, std::vector<int64_t> full_shape,
+                         TensorKind kind, int split_dim, int64_t begin, int64_t count) {
+  const int index = next_index_++;
+  if (!held) return -1;
   TensorInfo t;
   t.name = name;
   t.shape = full_shape;
@@ -98,7 +109,7 @@ int64_t ParamLayout::add(const std::string& name, std::vector<int64_t> full_shap
   for (int64_t s : t.shape) t.numel *= s;
   t.offset = numel_;
   t.kind = kind;
-  t.index = static_cast<int>(tensors_.size());
+  t.index = index;
   numel_ += t.numel;
   tensors_.push_back(std::move(t));
   return tensors_.back().offset;

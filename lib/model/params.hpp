@@ -40,6 +40,14 @@
 // the vocabulary into blocks of ceil(V / size) rows, the last ones shorter.
 // A shard's element e is initialized as the full tensor's element it is, so
 // every tp gives the same model.
+//
+// Pipeline parallelism (parallel.pp): a stage's layout holds, in the same
+// order and under the same names, only the tensors of its layers
+// [first, end); stage 0 adds the embedding, the last stage final_norm and
+// the LM head: lm_head, or with tied embeddings the embedding again (so
+// stages 0 and pp - 1 both hold `embed`, and their gradients are summed).
+// A tensor keeps its index in the whole model's order, which keys its
+// initialization, so every pp gives the same model too.
 #pragma once
 
 #include <cstdint>
@@ -100,6 +108,14 @@ struct ShardSizes {
   int64_t heads, kv_heads, ffn, q_dim, kv_dim, qkv_dim, vocab_first, vocab_rows;
 };
 
+// The layers [first, end) of one pipeline stage (end -1: to the last
+// layer). The default is the whole model.
+struct StageLayers {
+  int64_t first = 0;
+  int64_t end = -1;
+  bool operator==(const StageLayers&) const = default;
+};
+
 enum class TensorKind { embed, norm, matrix };
 
 struct TensorInfo {
@@ -108,7 +124,7 @@ struct TensorInfo {
   int64_t offset = 0;  // in elements, into the flat buffer
   int64_t numel = 0;
   TensorKind kind = TensorKind::matrix;
-  int index = 0;  // position in tensors(); keys the initialization
+  int index = 0;  // position in the whole model's tensors(); keys the initialization
   // Tensor parallelism: the whole tensor's shape, the dimension this shard
   // cuts (-1: none, 0: rows, 1: columns) and where its block begins there.
   std::vector<int64_t> full_shape;
@@ -131,19 +147,31 @@ struct LayerOffsets {
 
 class ParamLayout {
  public:
-  // The whole model, or a tensor-parallel rank's shard of it.
-  explicit ParamLayout(const Shape& shape, TpShard shard = {});
+  // The whole model, or a tensor-parallel rank's shard of it, or of the
+  // layers of one pipeline stage.
+  explicit ParamLayout(const Shape& shape, TpShard shard = {}, StageLayers stage = {});
 
   // The whole model's shape (a shard's sizes: the tensors, and shard()).
   const Shape& shape() const { return shape_; }
   const TpShard& shard() const { return shard_; }
+  // The stage's layers (end resolved: the whole model is {0, n_layers}).
+  const StageLayers& stage() const { return stage_; }
+  // Stage 0 embeds the tokens; the last stage runs the final norm, the head
+  // and the loss. Both hold for the whole model.
+  bool first_stage() const { return stage_.first == 0; }
+  bool last_stage() const { return stage_.end == shape_.n_layers; }
+  bool holds_layer(int64_t i) const { return i >= stage_.first && i < stage_.end; }
   int64_t numel() const { return numel_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   // Fails on an unknown name.
   const TensorInfo& find(const std::string& name) const;
 
+  // Offsets of the stage's tensors (layer i by its index in the whole
+  // model; -1 for what the stage does not hold).
   int64_t embed() const { return embed_; }
-  const LayerOffsets& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
+  const LayerOffsets& layer(int64_t i) const {
+    return layers_[static_cast<size_t>(i - stage_.first)];
+  }
   int64_t final_norm() const { return final_norm_; }
   // The LM head's matrix: lm_head when untied, embed when tied.
   int64_t head() const { return head_; }
@@ -153,14 +181,17 @@ class ParamLayout {
   std::vector<std::pair<int64_t, int64_t>> decay_ranges() const;
 
  private:
-  int64_t add(const std::string& name, std::vector<int64_t> full_shape, TensorKind kind,
+  // Adds the tensor when `held` (else only counts its index); its offset, or -1.
+  int64_t add(bool held, const std::string& name, std::vector<int64_t> full_shape, TensorKind kind,
               int split_dim = -1, int64_t begin = 0, int64_t count = 0);
 
   Shape shape_;
   TpShard shard_;
+  StageLayers stage_;
+  int next_index_ = 0;  // the next tensor's index in the whole model
   std::vector<TensorInfo> tensors_;
   std::vector<LayerOffsets> layers_;
-  int64_t embed_ = 0, final_norm_ = 0, head_ = 0, numel_ = 0;
+  int64_t embed_ = -1, final_norm_ = -1, head_ = -1, numel_ = 0;
 };
 
 // The standard deviation tensor `t` is drawn with (0 for norm gains).

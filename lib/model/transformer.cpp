@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "base/check.hpp"
+#include "base/strings.hpp"
 #include "model/blas.hpp"
 #include "model/math.hpp"
 
@@ -178,8 +179,8 @@ void copy_rows(int threads, int64_t count, const T* src, T* dst) {
 
 template <class T>
 Transformer<T>::Transformer(const Shape& shape, const ModelOptions& opt, TpShard shard,
-                            TpComm<T>* tp)
-    : layout_(shape, shard),
+                            TpComm<T>* tp, StageLayers stage)
+    : layout_(shape, shard, stage),
       tp_(shard.size > 1 ? tp : nullptr),
       sp_(shard.size > 1 && opt.sequence_parallel),
       my_(shape, shard),
@@ -305,6 +306,8 @@ void Transformer<T>::sum_gain_grads() {
   const int64_t d = shape().d_model, slots = 2 * shape().n_layers + 1;
   sum_over_group(gain_partials_.data(), slots * d);
   for (int64_t k = 0; k < slots; ++k) {
+    const bool held = k == slots - 1 ? layout_.last_stage() : layout_.holds_layer(k / 2);
+    if (!held) continue;  // another pipeline stage's norm
     T* g = grads_.data() + gain_offset(k);
     const T* add = gain_partials_.data() + k * d;
     for (int64_t c = 0; c < d; ++c) g[c] += add[c];
@@ -317,8 +320,12 @@ void Transformer<T>::ensure_buffers(int64_t n) {
   const int64_t d = s.d_model, f = my_.ffn;
   // This rank's rows: the most any rank of the group holds of n tokens.
   const int64_t m = sp_ ? sequence_rows(n, layout_.shard().size, 0).count() : n;
-  for (auto& x : x_) fit(x, m * d);
-  for (LayerActs& a : acts_) {
+  const int64_t first = first_layer(), end = end_layer();
+  x_.resize(static_cast<size_t>(s.n_layers + 1));  // after swap_activations with an empty set
+  acts_.resize(static_cast<size_t>(s.n_layers));
+  for (int64_t l = first; l <= end; ++l) fit(x_[static_cast<size_t>(l)], m * d);
+  for (int64_t l = first; l < end; ++l) {
+    LayerActs& a = acts_[static_cast<size_t>(l)];
     fit(a.xn1, m * d);
     fit(a.rstd1, m);
     fit(a.qkv, n * my_.qkv_dim);
@@ -329,13 +336,16 @@ void Transformer<T>::ensure_buffers(int64_t n) {
     fit(a.rstd2, m);
     fit(a.ab, n * 2 * f);
   }
-  fit(xf_, m * d);
-  fit(rstdf_, m);
+  const bool last = layout_.last_stage();
+  if (last) {
+    fit(xf_, m * d);
+    fit(rstdf_, m);
+  }
   fit(u_, n * f);
   fit(dx_, m * d);
   fit(dxn_, m * d);
   // dab_ also holds the LM loss's chunk of logits in forward_backward().
-  fit(dab_, std::max(n * 2 * f, std::min(n, loss_.chunk()) * my_.vocab_rows));
+  fit(dab_, std::max(n * 2 * f, last ? std::min(n, loss_.chunk()) * my_.vocab_rows : 0));
   fit(do_, n * my_.q_dim);
   fit(dqkv_, n * my_.qkv_dim);
   if (tp_) fit(partial_, n * d);
@@ -391,15 +401,18 @@ void Transformer<T>::fill_rope(int64_t n) {
 
 template <class T>
 LossSum Transformer<T>::forward(const Batch& batch, AttentionBackend<T>* attention) {
-  const T* xf = forward_states(batch, attention);
+  ML_CHECK(layout_.first_stage() && layout_.last_stage(),
+           "forward() runs the whole model; a pipeline stage runs forward_stage()");
+  const T* xf = forward_states(batch, attention, {});
   return loss_.forward(xf, n_, head_shard(), targets_.data(), vocab_reducer(), token_loss_,
                        &profile_);
 }
 
 template <class T>
 LossSum Transformer<T>::forward_backward(const Batch& batch, double scale,
-                                         AttentionBackend<T>* attention) {
-  const T* xf = forward_states(batch, attention);
+                                         AttentionBackend<T>* attention, std::span<const T> input) {
+  ML_CHECK(layout_.last_stage(), "forward_backward() runs on the last pipeline stage");
+  const T* xf = forward_states(batch, attention, input);
   // The loss writes d(final states) and d(head) scaled, its logits in dab_,
   // which backward does not need until the first layer.
   const LossGrads<T> grads{scale, input_grad_partials(), grads_.data() + layout_.head(), dab_};
@@ -407,6 +420,51 @@ LossSum Transformer<T>::forward_backward(const Batch& batch, double scale,
                                               vocab_reducer(), token_loss_, grads, &profile_);
   backward_from_final_states();
   return ls;
+}
+
+template <class T>
+void Transformer<T>::forward_stage(const Batch& batch, std::span<const T> input,
+                                   AttentionBackend<T>* attention) {
+  ML_CHECK(!layout_.last_stage(), "the last pipeline stage runs forward_backward()");
+  forward_states(batch, attention, input);
+}
+
+template <class T>
+std::span<const T> Transformer<T>::output() const {
+  const auto& x = x_[static_cast<size_t>(end_layer())];
+  return {x.data(), static_cast<size_t>(rows_.count() * shape().d_model)};
+}
+
+template <class T>
+std::span<const T> Transformer<T>::input_grad() const {
+  return {dx_.data(), static_cast<size_t>(rows_.count() * shape().d_model)};
+}
+
+template <class T>
+void Transformer<T>::backward_stage(std::span<const T> d_output) {
+  ML_CHECK(have_forward_ && !layout_.last_stage(),
+           "backward_stage() needs a forward_stage() first");
+  ML_CHECK(static_cast<int64_t>(d_output.size()) == rows_.count() * shape().d_model,
+           "d(output) does not match the stage's rows");
+  std::copy(d_output.begin(), d_output.end(), dx_.begin());
+  if (sp_) std::fill(gain_partials_.begin(), gain_partials_.end(), T(0));
+  backward_layers();
+}
+
+template <class T>
+void Transformer<T>::swap_activations(Activations& other) {
+  std::swap(n_, other.n);
+  std::swap(rows_, other.rows);
+  std::swap(have_forward_, other.have_forward);
+  tokens_.swap(other.tokens);
+  targets_.swap(other.targets);
+  positions_.swap(other.positions);
+  samples_.swap(other.samples);
+  x_.swap(other.x);
+  acts_.swap(other.acts);
+  rope_cos_.swap(other.rope_cos);
+  rope_sin_.swap(other.rope_sin);
+  std::swap(attention_, other.attention);
 }
 
 template <class T>
@@ -420,7 +478,8 @@ VocabReducer& Transformer<T>::vocab_reducer() {
 }
 
 template <class T>
-const T* Transformer<T>::forward_states(const Batch& batch, AttentionBackend<T>* attention) {
+const T* Transformer<T>::forward_states(const Batch& batch, AttentionBackend<T>* attention,
+                                        std::span<const T> input) {
   const Shape& s = shape();
   batch.validate(s.vocab);
   const int64_t n = batch.size();
@@ -439,8 +498,16 @@ const T* Transformer<T>::forward_states(const Batch& batch, AttentionBackend<T>*
     fill_rope(n);
   }
 
-  embed_forward(n);
-  for (int64_t l = 0; l < s.n_layers; ++l) layer_forward(l, n);
+  if (layout_.first_stage()) {
+    embed_forward(n);
+  } else {
+    ML_CHECK(static_cast<int64_t>(input.size()) == rows_.count() * d,
+             strf("a pipeline stage's input has %zu values, not %lld rows of %lld", input.size(),
+                  static_cast<long long>(rows_.count()), static_cast<long long>(d)));
+    std::copy(input.begin(), input.end(), x_[static_cast<size_t>(first_layer())].begin());
+  }
+  for (int64_t l = first_layer(); l < end_layer(); ++l) layer_forward(l, n);
+  if (!layout_.last_stage()) return nullptr;
 
   {
     Timer t(&profile_, &Times::other, threads_);
@@ -552,8 +619,13 @@ void Transformer<T>::backward_from_final_states() {
                      static_cast<const T*>(nullptr), dx_.data());
     rmsnorm_gain_grad(threads_, m, d, dxn_.data(), xl, rstdf_.data(), gain_grad(2 * s.n_layers));
   }
-  for (int64_t l = s.n_layers - 1; l >= 0; --l) layer_backward(l, n);
-  embed_backward(n);
+  backward_layers();
+}
+
+template <class T>
+void Transformer<T>::backward_layers() {
+  for (int64_t l = end_layer() - 1; l >= first_layer(); --l) layer_backward(l, n_);
+  if (layout_.first_stage()) embed_backward(n_);
   if (sp_) sum_gain_grads();
 }
 

@@ -67,6 +67,18 @@
 // token_losses() are those of all n tokens, as without it. Forward's
 // activations are the same bits as without it (the same sums in the same
 // order); the gradients agree to rounding. At tp = 1 it changes nothing.
+//
+// Pipeline parallelism (Megatron's; built with StageLayers): the model holds
+// the layers [first, end) of one stage (ParamLayout's stage layout). Stage 0
+// embeds the tokens; any other takes its input, the residual stream
+// entering its first layer, from the stage before (this rank's rows of it:
+// all n without sequence parallelism). A stage other than the last runs
+// forward_stage(), hands output() on, and later backward_stage() with
+// d(output) from the stage after; the last runs forward_backward() with
+// its input, which ends in the loss. After backward, input_grad() holds
+// d(input) for the stage before (not on stage 0). A 1F1B schedule keeps
+// several micro-batches between forward and backward: swap_activations()
+// parks what forward kept for one and brings back another's.
 #pragma once
 
 #include <cstdint>
@@ -99,8 +111,9 @@ class Transformer {
   // The whole model (tp = 1), or TP rank `shard` of a group whose collectives
   // `tp` implements (not owned; must outlive the model; needed when
   // shard.size > 1, ignored otherwise).
+  // With `stage`, only a pipeline stage's layers (see above).
   explicit Transformer(const Shape& shape, const ModelOptions& opt = {}, TpShard shard = {},
-                       TpComm<T>* tp = nullptr);
+                       TpComm<T>* tp = nullptr, StageLayers stage = {});
 
   // The whole model's shape (this rank's sizes: layout().tensors()).
   const Shape& shape() const { return layout_.shape(); }
@@ -127,8 +140,44 @@ class Transformer {
   // forward() then backward(scale), in less memory: with the scale known, the
   // LM loss writes its gradients straight into the model's and keeps its
   // chunk of logits in backward scratch (lm_loss.hpp). What a trainer runs.
+  // `input`: the stage's input, on a last stage that is not the first.
   LossSum forward_backward(const Batch& batch, double scale,
-                           AttentionBackend<T>* attention = nullptr);
+                           AttentionBackend<T>* attention = nullptr, std::span<const T> input = {});
+
+  // Pipeline stages other than the last (see above). `input` is ignored on
+  // stage 0; else this rank's rows of the stage's input, [rows, d].
+  void forward_stage(const Batch& batch, std::span<const T> input,
+                     AttentionBackend<T>* attention = nullptr);
+  // The residual stream leaving the stage's last layer (this rank's rows),
+  // after forward_stage().
+  std::span<const T> output() const;
+  // grads += the stage's part, from d(output) (this rank's rows), after a
+  // forward_stage() of the same micro-batch.
+  void backward_stage(std::span<const T> d_output);
+  // d(input) after a stage's backward (this rank's rows; not on stage 0).
+  std::span<const T> input_grad() const;
+  // Rows of this rank of the last micro-batch (the size of input, output and
+  // their gradients, in rows of d).
+  int64_t stage_rows() const { return rows_.count(); }
+
+  // What forward kept for backward, with its micro-batch: opaque to callers,
+  // who keep one per micro-batch in flight. An empty one (default) is sized
+  // by the next forward.
+  struct LayerActs {
+    std::vector<T> xn1, rstd1, qkv, o, lse, h, xn2, rstd2, ab;
+  };
+  struct Activations {
+    int64_t n = 0;
+    RowRange rows;
+    bool have_forward = false;
+    std::vector<int32_t> tokens, targets, positions, samples;
+    std::vector<std::vector<T>> x;
+    std::vector<LayerActs> acts;
+    std::vector<T> rope_cos, rope_sin;
+    AttentionBackend<T>* attention = nullptr;
+  };
+  // Trades the model's kept activations for `other`'s.
+  void swap_activations(Activations& other);
 
   // −log p per token of the last forward() (0 where the target is −1).
   std::span<const double> token_losses() const { return token_loss_; }
@@ -145,14 +194,18 @@ class Transformer {
   int64_t buffer_bytes() const;
 
  private:
-  struct LayerActs {
-    std::vector<T> xn1, rstd1, qkv, o, lse, h, xn2, rstd2, ab;
-  };
   void ensure_buffers(int64_t n);
   void fill_rope(int64_t n);
-  // forward() up to the final norm's output xf_; returns all n rows of it
-  // (gathered with sequence parallelism).
-  const T* forward_states(const Batch& batch, AttentionBackend<T>* attention);
+  // forward() through the stage's layers and, on the last stage, the final
+  // norm: returns all n rows of its output xf_ (gathered with sequence
+  // parallelism), null on other stages.
+  const T* forward_states(const Batch& batch, AttentionBackend<T>* attention,
+                          std::span<const T> input);
+  // The stage's layers backward from d(their output) in dx_, and the
+  // embedding's on stage 0.
+  void backward_layers();
+  int64_t first_layer() const { return layout_.stage().first; }
+  int64_t end_layer() const { return layout_.stage().end; }
   // backward() from d(final states), the LM head's part in
   // input_grad_partials(), down to the embedding.
   void backward_from_final_states();
