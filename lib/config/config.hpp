@@ -129,6 +129,8 @@ struct ParallelConfig {
   ML_CONFIG_SECTION;
   int64_t tp = 1;
   bool sequence_parallel = false;
+  int64_t pp = 1;
+  std::vector<int64_t> stage_layers;
   template <class V>
   void visit(V& v) {
     v.field("tp", tp,
@@ -138,6 +140,13 @@ struct ParallelConfig {
     v.field("sequence_parallel", sequence_parallel,
             "With tp > 1: norms and the residual stream split by tokens over the TP group "
             "(reduce-scatter / all-gather instead of all-reduce; CPU backend); a no-op at tp 1");
+    v.field("pp", pp,
+            "Pipeline-parallel degree: an HDP rank becomes a pipeline of pp stages, each a TP "
+            "group, run 1F1B (an HDP rank is tp x pp trainers; CPU backend)",
+            in_range(1, 1024));
+    v.field("stage_layers", stage_layers,
+            "Layers per pipeline stage, pp entries summing to model.n_layers; empty: balanced "
+            "by the cost model (embedding and LM head counted)");
   }
 };
 

@@ -1,5 +1,6 @@
 // Rules that involve more than one key. Each error names the key it is about,
 // and the place that key was written.
+#include <algorithm>
 #include <set>
 
 #include "base/strings.hpp"
@@ -31,6 +32,24 @@ void validate(const Config& c, const Origin& origin) {
       origin.error("parallel.tp", strf("parallel.tp (%lld) must divide %s (%lld): each TP rank "
                                        "holds whole heads and an equal share of the FFN",
                                        (long long)tp, key, (long long)value));
+
+  const int64_t pp = c.parallel.pp;
+  if (pp > m.n_layers)
+    origin.error("parallel.pp", strf("parallel.pp (%lld) exceeds model.n_layers (%lld): every "
+                                     "pipeline stage holds at least one layer",
+                                     (long long)pp, (long long)m.n_layers));
+  const auto& stages = c.parallel.stage_layers;
+  if (!stages.empty()) {
+    int64_t sum = 0;
+    for (int64_t l : stages) sum += l;
+    const bool positive =
+        std::all_of(stages.begin(), stages.end(), [](int64_t l) { return l >= 1; });
+    if (int64_t(stages.size()) != pp || !positive || sum != m.n_layers)
+      origin.error("parallel.stage_layers",
+                   strf("parallel.stage_layers must list parallel.pp (%lld) layer counts, each at "
+                        "least 1, summing to model.n_layers (%lld); it lists %zu summing to %lld",
+                        (long long)pp, (long long)m.n_layers, stages.size(), (long long)sum));
+  }
 
   if (c.optim.min_lr > c.optim.lr)
     origin.error("optim.min_lr", "optim.min_lr must not exceed optim.lr");

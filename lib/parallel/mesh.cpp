@@ -5,13 +5,13 @@
 namespace meshloom {
 
 TrainerMesh trainer_mesh(const config::Config& config, int trainers) {
-  return TrainerMesh{trainers, int(config.parallel.tp)};
+  return TrainerMesh{trainers, int(config.parallel.tp), int(config.parallel.pp)};
 }
 
 std::string groups_across_nodes(const TrainerMesh& mesh, int first_trainer_rank,
                                 const std::vector<std::string>& hosts) {
   for (int t = 0; t < mesh.trainers; ++t) {
-    const int first = first_trainer_rank + mesh.trainer_at(mesh.hdp_rank_of(t), 0);
+    const int first = first_trainer_rank + t - mesh.tp_rank_of(t);  // its TP rank 0
     const int rank = first_trainer_rank + t;
     if (hosts.at(size_t(rank)) != hosts.at(size_t(first)))
       return strf(
@@ -24,17 +24,20 @@ std::string groups_across_nodes(const TrainerMesh& mesh, int first_trainer_rank,
 }
 
 std::string TrainerMesh::describe() const {
-  if (tp == 1) return strf("%d HDP ranks, one trainer each (tp = 1)", hdp_ranks());
+  if (group_size() == 1) return strf("%d HDP ranks, one trainer each (tp = 1)", hdp_ranks());
   std::string groups;
   for (int h = 0; h < hdp_ranks(); ++h) {
     if (h == 3 && hdp_ranks() > 4) {
       groups += ", ...";
       break;
     }
-    groups += strf("%s%d-%d", h ? ", " : "", trainer_at(h, 0), trainer_at(h, tp - 1));
+    groups += strf("%s%d-%d", h ? ", " : "", trainer_at(h, 0), trainer_at(h, group_size() - 1));
   }
-  return strf("%d HDP ranks of %d trainers (TP groups: trainers %s)", hdp_ranks(), tp,
-              groups.c_str());
+  if (pp == 1)
+    return strf("%d HDP ranks of %d trainers (TP groups: trainers %s)", hdp_ranks(), tp,
+                groups.c_str());
+  return strf("%d HDP ranks, each a pipeline of %d stages x tp %d (trainers %s)", hdp_ranks(), pp,
+              tp, groups.c_str());
 }
 
 }  // namespace meshloom

@@ -13,6 +13,18 @@
 // gradients of a shard are reduced there, and a CP ring of HDP ranks runs
 // there (the j-th TP rank of each member group), so the K/V that travel are
 // already split by heads.
+//
+// With pipeline parallelism (parallel.pp) an HDP rank is a pipeline of pp
+// stages, each a TP group: tp x pp consecutive trainers, TP rank fastest.
+// With 8 trainers, tp = 2 and pp = 2:
+//
+//   trainer   0 1  2 3 | 4 5  6 7
+//   HDP rank      0    |    1
+//   stage     0 0  1 1 | 0 0  1 1
+//   TP rank   0 1  0 1 | 0 1  0 1
+//
+// The data axis then links trainers of equal (stage, TP rank): they hold
+// the same shard of the same layers, and a ring runs stage by stage.
 #pragma once
 
 #include <string>
@@ -25,11 +37,16 @@ namespace meshloom {
 struct TrainerMesh {
   int trainers = 1;
   int tp = 1;
+  int pp = 1;
 
-  int hdp_ranks() const { return trainers / tp; }
-  int hdp_rank_of(int trainer) const { return trainer / tp; }
+  int group_size() const { return tp * pp; }  // trainers of one HDP rank
+  int hdp_ranks() const { return trainers / group_size(); }
+  int hdp_rank_of(int trainer) const { return trainer / group_size(); }
   int tp_rank_of(int trainer) const { return trainer % tp; }
-  int trainer_at(int hdp_rank, int tp_rank) const { return hdp_rank * tp + tp_rank; }
+  int stage_of(int trainer) const { return (trainer / tp) % pp; }
+  // The trainer's index inside its HDP rank: stage x tp + TP rank.
+  int member_of(int trainer) const { return trainer % group_size(); }
+  int trainer_at(int hdp_rank, int member) const { return hdp_rank * group_size() + member; }
   // "4 HDP ranks of 2 trainers (TP groups: trainers 0-1, 2-3, ...)", for the log.
   std::string describe() const;
 };

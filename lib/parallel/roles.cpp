@@ -104,6 +104,17 @@ RoleLayout make_layout(int world, const config::Config& config) {
              "cluster.roles' %d constructor(s) and %d loader(s)): launch a multiple of %lld "
              "trainers or change parallel.tp",
              (long long)tp, l.trainers, world, l.constructors, l.loaders, (long long)tp));
+  const int64_t pp = config.parallel.pp;
+  if (l.trainers % (tp * pp) != 0)
+    throw config::ConfigError(
+        strf("parallel.tp x parallel.pp = %lld x %lld must divide the trainers, and the layout "
+             "has %d: launch a multiple of %lld trainers or change parallel.tp / parallel.pp",
+             (long long)tp, (long long)pp, l.trainers, (long long)(tp * pp)));
+  // Pipeline stages run on the CPU model only so far.
+  if (pp > 1 && config.run.backend == config::Backend::cuda)
+    throw config::ConfigError(
+        "parallel.pp > 1 with run.backend: cuda is not implemented yet: use run.backend: cpu "
+        "or parallel.pp: 1");
   // Sequence parallelism is the CPU model's (lib/model/transformer.hpp).
   if (config.parallel.sequence_parallel && tp > 1 && config.run.backend == config::Backend::cuda)
     throw config::ConfigError(
@@ -112,14 +123,14 @@ RoleLayout make_layout(int world, const config::Config& config) {
   // The longest sample must fit on the HDP ranks there are (HDP splits it over
   // ceil(seq_len / C) of them at least; offloading may need fewer).
   const int64_t need = ceil_div(config.data.seq_len, config.plan.capacity);
-  const int64_t hdp_ranks = l.trainers / tp;
+  const int64_t hdp_ranks = l.trainers / (tp * pp);
   if (!config.plan.offload && need > hdp_ranks)
     throw config::ConfigError(
         strf("data.seq_len %lld needs %lld HDP ranks of plan.capacity %lld, but the layout has "
-             "%lld (%d trainers, parallel.tp %lld): raise plan.capacity, lower data.seq_len, or "
-             "launch more ranks",
+             "%lld (%d trainers, parallel.tp %lld, parallel.pp %lld): raise plan.capacity, lower "
+             "data.seq_len, or launch more ranks",
              (long long)config.data.seq_len, (long long)need, (long long)config.plan.capacity,
-             (long long)hdp_ranks, l.trainers, (long long)tp));
+             (long long)hdp_ranks, l.trainers, (long long)tp, (long long)pp));
   for (size_t i = 0; i < config.faults.inject.size(); ++i)
     if (config.faults.inject[i].rank >= world)
       throw config::ConfigError(strf("faults.inject[%zu].rank is %lld, but the job has %d ranks", i,

@@ -5,11 +5,17 @@
 //   Axis::trainers  every trainer (rank = trainer index): step dumps,
 //                   checkpoints, the metrics every trainer adds to
 //   Axis::tensor    this trainer's TP group (rank = TP rank)
-//   Axis::data      the trainers of this TP rank across HDP ranks
+//   Axis::data      the trainers of this (stage, TP rank) across HDP ranks
 //                   (rank = HDP rank): gradient reduction, ZeRO-1 shards,
 //                   CP rings
+//   Axis::pipeline  the stages of this trainer's pipeline at its TP rank
+//                   (rank = stage): activations and their gradients, the
+//                   tied embedding's gradient
+//   Axis::model     every trainer of this HDP rank, tp x pp (rank = its
+//                   member index): the gradient norm's parts
 //
-// With tp = 1, data spans every trainer and tensor is this trainer alone.
+// With tp = pp = 1, data spans every trainer and the others are this
+// trainer alone.
 #pragma once
 
 #include <mpi.h>
@@ -20,7 +26,7 @@
 
 namespace meshloom {
 
-enum class Axis { trainers = 0, tensor, data };
+enum class Axis { trainers = 0, tensor, data, pipeline, model };
 
 class StepComms {
  public:
@@ -37,8 +43,8 @@ class StepComms {
 
  private:
   TrainerMesh mesh_;
-  std::array<MPI_Comm, 3> comms_{};
-  std::array<int, 3> ranks_{}, sizes_{};
+  std::array<MPI_Comm, 5> comms_{};
+  std::array<int, 5> ranks_{}, sizes_{};
 };
 
 }  // namespace meshloom

@@ -115,6 +115,21 @@ std::vector<int> balance_stages(const LayerCosts& costs, int pp, const MicroBatc
   return partition_layers(layer, costs.embedding.seconds(typical), costs.head.seconds(typical), pp);
 }
 
+std::vector<int> stage_layers_for_run(const config::Config& c) {
+  const int pp = int(c.parallel.pp);
+  if (!c.parallel.stage_layers.empty()) {
+    std::vector<int> given(c.parallel.stage_layers.begin(), c.parallel.stage_layers.end());
+    check_stage_layers(given, int(c.model.n_layers), pp);
+    return given;
+  }
+  if (pp == 1) return {int(c.model.n_layers)};
+  const ModelShape shape = shape_from_config(c.model);
+  const CostModel cost =
+      CostModel::from_shape(shape, hardware_from_config(c.plan, int(c.parallel.tp)));
+  return balance_stages(layer_costs(shape, cost), pp,
+                        MicroBatchLoad::of_lengths(std::vector<int64_t>{c.plan.capacity}));
+}
+
 void check_stage_layers(std::span<const int> stage_layers, int layers, int pp) {
   if (int(stage_layers.size()) != pp)
     throw Error(

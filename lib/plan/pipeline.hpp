@@ -25,6 +25,7 @@
 #include <span>
 #include <vector>
 
+#include "config/config.hpp"
 #include "plan/cost_model.hpp"
 #include "plan/model_shape.hpp"
 
@@ -68,6 +69,10 @@ std::vector<int> balance_stages(const LayerCosts& costs, int pp, const MicroBatc
 // The general form: per-layer costs, extras on the first and last stage.
 std::vector<int> partition_layers(std::span<const double> layer, double first_extra,
                                   double last_extra, int pp);
+// The run's layers per stage: parallel.stage_layers, else balance_stages()
+// for micro-batches of one plan.capacity-token sequence under the config's
+// cost model ({n_layers} at pp = 1). Every trainer computes the same.
+std::vector<int> stage_layers_for_run(const config::Config& c);
 // Checks a user's `parallel.stage_layers`: pp entries, each >= 1, summing to
 // the model's layers; throws Error naming the key and what is wrong.
 void check_stage_layers(std::span<const int> stage_layers, int layers, int pp);

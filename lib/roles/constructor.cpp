@@ -81,6 +81,7 @@ proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& t,
     mb.group = mbw.group;
     mb.member = mbw.member;
     mb.offload = mbw.offload;
+    mb.slot = mbw.slot;
     b.micro.push_back(std::move(mb));
   }
   return b;
@@ -105,9 +106,9 @@ int64_t Constructor::construct(const proto::StepWork& work) {
   for (const auto& t : work.trainers) {
     proto::Batch b = pack(work, t, tokens);
     for (const auto& mb : b.micro) packed += int64_t(mb.tokens.size());
-    // Packed once, sent to every trainer of the HDP rank's TP group.
+    // Packed once, sent to every trainer of the HDP rank (TP group, stages).
     const std::string bytes = proto::encode(b);
-    for (int j = 0; j < w_.mesh.tp; ++j)
+    for (int j = 0; j < w_.mesh.group_size(); ++j)
       in_flight_.emplace_back(bytes, first_trainer + w_.mesh.trainer_at(t.trainer, j),
                               proto::kBatch, MPI_COMM_WORLD);
   }

@@ -79,9 +79,11 @@ Lead::Lead(const World& w) : w_(w) {
   }
   plane_ = std::make_unique<dataplane::DataPlane>(
       w.config, docs, [this](int s, int64_t d) { return length(s, d); });
-  // An HDP rank is a TP group: tp trainers' FLOPs and links.
-  plan_cost_ = plan::CostModel::from_shape(plan::shape_from_config(w.config.model),
-                                           plan::hardware_from_config(w.config.plan, w.mesh.tp));
+  // An HDP rank is a TP group, or a pipeline of them: tp x pp trainers'
+  // FLOPs and links (pipeline bubbles aside).
+  plan_cost_ =
+      plan::CostModel::from_shape(plan::shape_from_config(w.config.model),
+                                  plan::hardware_from_config(w.config.plan, w.mesh.group_size()));
   if (!w.config.plan.calibration.empty()) {
     plan::Calibration fit = plan::calibrate(plan::read_calibration_csv(w.config.plan.calibration));
     plan_cost_ = plan::calibrated(plan_cost_, fit);
@@ -237,6 +239,7 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
     const size_t count = last_plan_.micro_batches_of(t).size();
     for (size_t i = 0; i < count; ++i) {
       proto::MicroBatchWork mbw;
+      mbw.slot = int32_t(i);  // TODO(pp): pipeline_slots
       for (const plan::PieceLayout& pl : last_plan_.layout(t, i)) {
         for (const plan::Span& span : {pl.chunks.front, pl.chunks.back})
           if (span.size() > 0) mbw.segments.push_back({pl.seq, span.begin, span.size()});
@@ -351,13 +354,13 @@ void Lead::dispatch_step(bool last) {
   const int K = w_.layout.constructors;
   if (!local_.empty()) {
     // Colocated: every trainer gets its own work and loads it itself (the
-    // trainers of a TP group the same work).
+    // trainers of an HDP rank the same work).
     for (const auto& t : work.trainers) {
       proto::StepWork mine = work;
       mine.samples = proto::samples_for(work.samples, t);
       mine.trainers = {t};
       const std::string bytes = proto::encode(mine);
-      for (int j = 0; j < w_.mesh.tp; ++j)
+      for (int j = 0; j < w_.mesh.group_size(); ++j)
         in_flight_.emplace_back(
             bytes, w_.layout.first_rank(Role::trainer) + w_.mesh.trainer_at(t.trainer, j),
             proto::kStepWork, MPI_COMM_WORLD);

@@ -80,6 +80,9 @@ struct MicroBatchWork {
   std::vector<int32_t> group;
   int32_t member = 0;
   float offload = 0;  // the plan's offload ratio (largest of its sequences)
+  // Its place in the pipeline's 1F1B order (parallel.pp > 1): a ring has
+  // the same slot in every member pipeline (plan/pipeline_slots.hpp).
+  int32_t slot = 0;
 };
 
 // The work of one HDP rank: with parallel.tp > 1 every trainer of its TP
@@ -112,6 +115,7 @@ struct MicroBatch {
   std::vector<int32_t> group;      // CP ring (trainer indices); empty or one: none
   int32_t member = 0;
   float offload = 0;  // share of the layers' activations kept in host memory (CUDA)
+  int32_t slot = 0;   // as MicroBatchWork::slot
 };
 
 struct Batch {

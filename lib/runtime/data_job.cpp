@@ -46,9 +46,9 @@ std::vector<proto::Batch> group_echoes(int64_t step, const TrainerMesh& mesh,
     if (*by_trainer[size_t(t)] != first)
       ML_FAIL(
           strf("step %lld: trainer %d received another batch than the first trainer of its "
-               "TP group (HDP rank %d)",
+               "HDP rank (HDP rank %d)",
                (long long)step, t, mesh.hdp_rank_of(t)));
-    if (mesh.tp_rank_of(t) == 0) echoes.push_back(proto::decode_batch(first));
+    if (mesh.member_of(t) == 0) echoes.push_back(proto::decode_batch(first));
   }
   return echoes;
 }

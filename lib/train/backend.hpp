@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/check.hpp"
 #include "config/config.hpp"
 #include "model/batch.hpp"
 #include "model/params.hpp"
@@ -94,6 +95,14 @@ struct OptimizerSetup {
   MPI_Comm tensor = MPI_COMM_NULL;
   std::vector<std::pair<int64_t, int64_t>> replicated;
   std::function<void(double*)> tp_sum;
+  // Pipeline parallelism (pp > 1): the buffer is this stage's tensors, and
+  // tp_sum sums over the HDP rank's tp x pp trainers. With tied embeddings
+  // stages 0 and pp - 1 both hold the embedding: `tie_embedding` (set on
+  // those two) sums its gradient over them before the reduction, and the
+  // last stage leaves it out of the norm (`norm_skip`).
+  int pp = 1;
+  std::function<void(std::span<float>)> tie_embedding;
+  std::vector<std::pair<int64_t, int64_t>> norm_skip;
   // This rank's part of the global norm²: Σ g² over its buffer, with the
   // replicated ranges' Σ g² (`replicated_sq`) counted 1/tp.
   double norm_share(double all_sq, double replicated_sq) const {
@@ -125,6 +134,28 @@ class TrainerBackend {
   virtual model::LossSum forward_backward(const model::Batch& batch, double scale,
                                           const RingGroup* ring = nullptr, float offload = 0,
                                           bool last = false) = 0;
+  // Pipeline parallelism (parallel.pp > 1; the CPU backend only so far): a
+  // stage's part of a micro-batch, as a 1F1B schedule runs it.
+  // forward_stage() runs the stage's layers on `input` (the stage before's
+  // output; ignored on stage 0), keeps the activations under `slot` until
+  // backward_stage(slot), and returns the output for the next stage. The
+  // last stage runs last_stage(): forward, loss and backward at once, with
+  // d(input) for the stage before in *input_grad. backward_stage() takes
+  // d(output) and returns d(input) (empty on stage 0). The defaults fail
+  // (defined here: the CUDA module sees only this header).
+  virtual std::vector<float> forward_stage(const model::Batch&, std::span<const float>,
+                                           const RingGroup*, int) {
+    throw Error(kStagesOnCpu);
+  }
+  virtual model::LossSum last_stage(const model::Batch&, double, std::span<const float>,
+                                    const RingGroup*, std::vector<float>*) {
+    throw Error(kStagesOnCpu);
+  }
+  virtual std::vector<float> backward_stage(std::span<const float>, int) {
+    throw Error(kStagesOnCpu);
+  }
+  static constexpr const char* kStagesOnCpu =
+      "pipeline stages run on the CPU backend only (run.backend: cpu)";
   // Sums the step's gradients over all trainers (collective) and returns the
   // sum of squares of the result: the global norm², before clipping.
   virtual double reduce_grads() = 0;

@@ -17,6 +17,15 @@ void copy_unless_same(std::span<const float> src, std::span<float> dst) {
   if (src.data() != dst.data()) std::copy(src.begin(), src.end(), dst.begin());
 }
 
+// Ring attention over `ring`'s CP group, or null for none.
+std::unique_ptr<model::AttentionBackend<float>> make_ring(const RingGroup* ring, int threads) {
+  if (!ring) return nullptr;
+  model::AttnOptions attn;
+  attn.threads = threads;
+  return std::make_unique<train::RingAttention>(ring->comm, ring->members, ring->me,
+                                                ring->max_tokens, attn, ring->timeout_s);
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(model::Transformer<float>* model, train::AdamW* adam, int64_t max_tokens)
@@ -35,20 +44,65 @@ void CpuBackend::start_optimizer(const OptimizerSetup& opt, std::span<const floa
 
 model::LossSum CpuBackend::forward_backward(const model::Batch& batch, double scale,
                                             const RingGroup* ring, float, bool) {
-  if (!ring) return model_->forward_backward(batch, scale);
   // The model keeps the attention backend from forward to backward.
-  model::AttnOptions attn;
-  attn.threads = model_->threads();
-  train::RingAttention attention(ring->comm, ring->members, ring->me, ring->max_tokens, attn,
-                                 ring->timeout_s);
-  return model_->forward_backward(batch, scale, &attention);
+  const auto attention = make_ring(ring, model_->threads());
+  return model_->forward_backward(batch, scale, attention.get());
+}
+
+std::vector<float> CpuBackend::forward_stage(const model::Batch& batch,
+                                             std::span<const float> input, const RingGroup* ring,
+                                             int slot) {
+  ML_CHECK(!parked_.count(slot), strf("pipeline slot %d runs forward twice", slot));
+  Parked& p = parked_[slot];
+  p.ring = make_ring(ring, model_->threads());
+  model_->forward_stage(batch, input, p.ring.get());
+  std::vector<float> out(model_->output().begin(), model_->output().end());
+  if (!spare_.empty()) {
+    p.acts = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  model_->swap_activations(p.acts);  // parked; the model gets spare buffers
+  return out;
+}
+
+model::LossSum CpuBackend::last_stage(const model::Batch& batch, double scale,
+                                      std::span<const float> input, const RingGroup* ring,
+                                      std::vector<float>* input_grad) {
+  const auto attention = make_ring(ring, model_->threads());
+  const model::LossSum ls = model_->forward_backward(batch, scale, attention.get(), input);
+  if (!model_->layout().first_stage())
+    input_grad->assign(model_->input_grad().begin(), model_->input_grad().end());
+  return ls;
+}
+
+std::vector<float> CpuBackend::backward_stage(std::span<const float> d_output, int slot) {
+  auto it = parked_.find(slot);
+  ML_CHECK(it != parked_.end(), strf("pipeline slot %d runs backward before forward", slot));
+  model_->swap_activations(it->second.acts);
+  model_->backward_stage(d_output);
+  std::vector<float> dx;
+  if (!model_->layout().first_stage())
+    dx.assign(model_->input_grad().begin(), model_->input_grad().end());
+  spare_.push_back(std::move(it->second.acts));
+  parked_.erase(it);
+  return dx;
 }
 
 // Σ g² over [begin, end) of the flat buffer (`g` starts at `begin`), the
 // replicated ranges counted 1/tp (see OptimizerSetup).
 double CpuBackend::square_sum(const float* g, int64_t begin, int64_t end) const {
+  auto squares = [&](int64_t from, int64_t to) {
+    double sum = 0;
+    for (int64_t i = from; i < to; ++i) sum += double(g[i - begin]) * double(g[i - begin]);
+    return sum;
+  };
   double sq = 0;
-  for (int64_t i = begin; i < end; ++i) sq += double(g[i - begin]) * double(g[i - begin]);
+  int64_t at = begin;
+  for (const auto& [first, last] : opt_.norm_skip) {  // another stage counts these
+    sq += squares(at, std::min(first, end));
+    at = std::max(at, last);
+  }
+  sq += squares(at, end);
   if (opt_.tp == 1) return sq;
   double replicated = 0;
   for (const auto& [first, last] : opt_.replicated)
@@ -58,8 +112,9 @@ double CpuBackend::square_sum(const float* g, int64_t begin, int64_t end) const 
 }
 
 double CpuBackend::reduce_grads() {
+  if (opt_.tie_embedding) opt_.tie_embedding(model_->grads());
   double sq = reduce_over_data();
-  if (opt_.tp > 1) opt_.tp_sum(&sq);
+  if (opt_.tp > 1 || opt_.pp > 1) opt_.tp_sum(&sq);
   return sq;
 }
 

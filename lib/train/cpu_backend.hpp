@@ -6,6 +6,8 @@
 // all-gather of the weights.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "train/backend.hpp"
@@ -30,6 +32,11 @@ class CpuBackend final : public TrainerBackend {
   model::LossSum forward_backward(const model::Batch& batch, double scale,
                                   const RingGroup* ring = nullptr, float offload = 0,
                                   bool last = false) override;
+  std::vector<float> forward_stage(const model::Batch& batch, std::span<const float> input,
+                                   const RingGroup* ring, int slot) override;
+  model::LossSum last_stage(const model::Batch& batch, double scale, std::span<const float> input,
+                            const RingGroup* ring, std::vector<float>* input_grad) override;
+  std::vector<float> backward_stage(std::span<const float> d_output, int slot) override;
   double reduce_grads() override;
   void update(double lr, double grad_scale) override;
   // With ZeRO-1 the shards are gathered: collective over the trainers.
@@ -45,8 +52,18 @@ class CpuBackend final : public TrainerBackend {
   double reduce_over_data();
   double square_sum(const float* g, int64_t begin, int64_t end) const;
 
+  using Activations = model::Transformer<float>::Activations;
+  // A micro-batch between its forward and backward on this stage: its
+  // activations and its ring (which the model uses again in backward).
+  struct Parked {
+    Activations acts;
+    std::unique_ptr<model::AttentionBackend<float>> ring;
+  };
+
   model::Transformer<float>* model_;
   train::AdamW* adam_;
+  std::map<int, Parked> parked_;    // by slot
+  std::vector<Activations> spare_;  // sets whose buffers the next forwards reuse
   OptimizerSetup opt_;
   int size_ = 1;
   std::vector<float> reduced_;  // the last step's reduced gradient (this shard with ZeRO-1)

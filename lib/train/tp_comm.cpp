@@ -89,44 +89,74 @@ void MpiTpComm::all_reduce_max(std::span<double> values) {
       MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_DOUBLE, MPI_MAX, comm_));
 }
 
-std::vector<float> gather_whole(const model::Shape& shape, MPI_Comm tensor,
-                                std::span<const float> mine) {
-  int tp = 1, rank = 0;
-  MPI_CHECK(MPI_Comm_size(tensor, &tp));
-  MPI_CHECK(MPI_Comm_rank(tensor, &rank));
-  if (tp == 1) return std::vector<float>(mine.begin(), mine.end());
-  std::vector<int> counts(static_cast<size_t>(tp)), displs(static_cast<size_t>(tp));
-  std::vector<model::ParamLayout> parts;
-  for (int r = 0; r < tp; ++r) {
-    parts.emplace_back(shape, model::TpShard{tp, r});
-    counts[size_t(r)] = int(parts.back().numel());
+namespace {
+
+// Puts each tensor of `part` (laid out as `layout`) into `whole` by name:
+// TP shards with put_shard.
+void put_by_name(const model::ParamLayout& layout, const float* part,
+                 const model::ParamLayout& whole_layout, float* whole) {
+  for (const model::TensorInfo& t : layout.tensors())
+    model::put_shard(t, part + t.offset, whole + whole_layout.find(t.name).offset);
+}
+
+// Gathers every rank's buffer on rank 0 of `comm`, rank r's laid out as
+// layouts[r], and puts them by name into `whole_layout`'s buffer (empty on
+// the other ranks).
+std::vector<float> gather_by_name(const std::vector<model::ParamLayout>& layouts, MPI_Comm comm,
+                                  std::span<const float> mine,
+                                  const model::ParamLayout& whole_layout, const char* what) {
+  int size = 1, rank = 0;
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    counts[size_t(r)] = int(layouts[size_t(r)].numel());
     displs[size_t(r)] = r ? displs[size_t(r) - 1] + counts[size_t(r) - 1] : 0;
   }
-  ML_CHECK(int64_t(mine.size()) == parts[size_t(rank)].numel(), "shard buffer size");
+  ML_CHECK(int64_t(mine.size()) == layouts[size_t(rank)].numel(), "shard buffer size");
   std::vector<float> all(rank == 0 ? size_t(displs.back() + counts.back()) : 0);
-  WatchScope watch("the gather of the TP shards for a checkpoint or dump");
+  WatchScope watch(what);
   MPI_CHECK(MPI_Gatherv(mine.data(), int(mine.size()), MPI_FLOAT, all.data(), counts.data(),
-                        displs.data(), MPI_FLOAT, 0, tensor));
+                        displs.data(), MPI_FLOAT, 0, comm));
   if (rank != 0) return {};
-  const model::ParamLayout whole(shape);
-  std::vector<float> out(size_t(whole.numel()));
-  for (int r = 0; r < tp; ++r)
-    for (size_t i = 0; i < whole.tensors().size(); ++i) {
-      const model::TensorInfo& t = parts[size_t(r)].tensors()[i];
-      model::put_shard(t, all.data() + displs[size_t(r)] + t.offset,
-                       out.data() + whole.tensors()[i].offset);
-    }
+  std::vector<float> out(size_t(whole_layout.numel()));
+  for (int r = 0; r < size; ++r)
+    put_by_name(layouts[size_t(r)], all.data() + displs[size_t(r)], whole_layout, out.data());
   return out;
+}
+
+}  // namespace
+
+std::vector<float> gather_whole(const model::Shape& shape,
+                                const std::vector<model::StageLayers>& stages, MPI_Comm tensor,
+                                MPI_Comm pipeline, std::span<const float> mine) {
+  int tp = 1, tp_rank = 0, stage = 0;
+  MPI_CHECK(MPI_Comm_size(tensor, &tp));
+  MPI_CHECK(MPI_Comm_rank(tensor, &tp_rank));
+  MPI_CHECK(MPI_Comm_rank(pipeline, &stage));
+  if (tp == 1 && stages.size() == 1) return std::vector<float>(mine.begin(), mine.end());
+  // The stage's tensors, whole, on its TP rank 0.
+  std::vector<model::ParamLayout> shards;
+  for (int r = 0; r < tp; ++r)
+    shards.emplace_back(shape, model::TpShard{tp, r}, stages[size_t(stage)]);
+  const model::ParamLayout stage_layout(shape, {}, stages[size_t(stage)]);
+  std::vector<float> stage_whole =
+      tp == 1 ? std::vector<float>(mine.begin(), mine.end())
+              : gather_by_name(shards, tensor, mine, stage_layout,
+                               "the gather of the TP shards for a checkpoint or dump");
+  if (tp_rank != 0 || stages.size() == 1) return stage_whole;
+  std::vector<model::ParamLayout> per_stage;
+  for (const model::StageLayers& s : stages) per_stage.emplace_back(shape, model::TpShard{}, s);
+  return gather_by_name(per_stage, pipeline, stage_whole, model::ParamLayout(shape),
+                        "the gather of the pipeline stages for a checkpoint or dump");
 }
 
 std::vector<float> shard_of_whole(const model::ParamLayout& mine, std::span<const float> whole) {
   const model::ParamLayout full(mine.shape());
   ML_CHECK(int64_t(whole.size()) == full.numel(), "whole-model buffer size");
   std::vector<float> out(size_t(mine.numel()));
-  for (size_t i = 0; i < full.tensors().size(); ++i) {
-    const model::TensorInfo& t = mine.tensors()[i];
-    model::take_shard(t, whole.data() + full.tensors()[i].offset, out.data() + t.offset);
-  }
+  for (const model::TensorInfo& t : mine.tensors())
+    model::take_shard(t, whole.data() + full.find(t.name).offset, out.data() + t.offset);
   return out;
 }
 

@@ -44,13 +44,18 @@ class MpiTpComm final : public model::TpComm<float> {
   std::vector<float> received_;  // [size, my rows, width]: the ranks' parts of my rows
 };
 
-// The whole model's flat buffer (ParamLayout(shape) order) on TP rank 0,
-// from every TP rank's `mine` (its ParamLayout(shape, {tp, rank}) order).
-// Collective over `tensor`; the other ranks get an empty vector. At tp = 1
-// a copy of `mine`.
-std::vector<float> gather_whole(const model::Shape& shape, MPI_Comm tensor,
-                                std::span<const float> mine);
-// This TP rank's shard buffer (`mine`'s layout) out of the whole model's.
+// The whole model's flat buffer (ParamLayout(shape) order) on TP rank 0 of
+// pipeline stage 0, from every rank's `mine` (its ParamLayout(shape, {tp,
+// rank}, stages[stage]) order; `stages`: every stage's layers, one entry
+// without a pipeline). Collective over `tensor`, then over `pipeline` among
+// TP ranks 0; the other ranks get an empty vector. At tp = pp = 1 a copy of
+// `mine`. A tensor two stages hold (the tied embedding) is taken from the
+// last of them: the stages keep it the same.
+std::vector<float> gather_whole(const model::Shape& shape,
+                                const std::vector<model::StageLayers>& stages, MPI_Comm tensor,
+                                MPI_Comm pipeline, std::span<const float> mine);
+// This rank's buffer (`mine`'s layout: a TP shard of a stage's tensors) out
+// of the whole model's.
 std::vector<float> shard_of_whole(const model::ParamLayout& mine, std::span<const float> whole);
 
 }  // namespace meshloom

@@ -17,6 +17,7 @@
 #include "comm/mpi_check.hpp"
 #include "parallel/watchdog.hpp"
 #include "plan/device_memory.hpp"
+#include "plan/pipeline.hpp"
 #include "train/cpu_backend.hpp"
 
 namespace meshloom {
@@ -75,15 +76,24 @@ Trainer::Trainer(const World& w, const StepComms& comms)
       size_(comms.size(Axis::data)),
       tp_(comms.size(Axis::tensor)),
       tp_rank_(comms.rank(Axis::tensor)),
+      pp_(comms.size(Axis::pipeline)),
+      stage_(comms.rank(Axis::pipeline)),
       whole_layout_(model::Shape::from_config(w.config.model)) {
+  int64_t first = 0;
+  for (int layers : plan::stage_layers_for_run(w.config)) {
+    stages_.push_back({first, first + layers});
+    first += layers;
+  }
+  ML_CHECK(int(stages_.size()) == pp_, "one layer range per pipeline stage");
   model::ModelOptions opt;
   opt.threads = threads_per_trainer(w);
   opt.loss_chunk = w.config.model.loss_chunk;
   opt.sequence_parallel = w.config.parallel.sequence_parallel;  // a no-op at tp = 1
   if (tp_ > 1) tp_comm_ = std::make_unique<MpiTpComm>(comms.comm(Axis::tensor));
-  // A TP rank holds its shard of every tensor (model/params.hpp).
-  model_ = std::make_unique<model::Transformer<float>>(
-      whole_layout_.shape(), opt, model::TpShard{tp_, tp_rank_}, tp_comm_.get());
+  // A TP rank holds its shard of every tensor of its stage (model/params.hpp).
+  model_ = std::make_unique<model::Transformer<float>>(whole_layout_.shape(), opt,
+                                                       model::TpShard{tp_, tp_rank_},
+                                                       tp_comm_.get(), stages_[size_t(stage_)]);
   // Every trainer draws the same parameters: the generator is keyed by the
   // seed and the element, not by the rank.
   model_->init_params(uint64_t(w.config.run.seed));
@@ -136,7 +146,18 @@ void Trainer::start_optimizer() {
   opt.tensor = comms_.comm(Axis::tensor);
   for (const auto& t : model_->layout().tensors())
     if (t.split_dim < 0) opt.replicated.emplace_back(t.offset, t.offset + t.numel);
-  opt.tp_sum = [this](double* value) { tp_comm_->all_reduce_sum(std::span<double>(value, 1)); };
+  opt.pp = pp_;
+  // The norm's parts: every trainer of the HDP rank (its TP group at pp = 1).
+  opt.tp_sum = [this](double* value) {
+    WatchScope watch("the gradient norm's sum over the trainers of an HDP rank");
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, value, 1, MPI_DOUBLE, MPI_SUM, comms_.comm(Axis::model)));
+  };
+  const model::ParamLayout& mine = model_->layout();
+  if (pp_ > 1 && mine.shape().tied && (stage_ == 0 || stage_ == pp_ - 1)) {
+    opt.tie_embedding = [this](std::span<float> g) { tie_embedding(g); };
+    if (stage_ == pp_ - 1)
+      opt.norm_skip.emplace_back(mine.embed(), mine.embed() + mine.find("embed").numel);
+  }
   // The CPU path's reductions, so that GPU trainers sharing a GPU sum in
   // the same order as CPU trainers.
   opt.host_allreduce = [this](std::span<float> g) {
@@ -184,7 +205,25 @@ std::span<const float> Trainer::params() {
 }
 
 std::vector<float> Trainer::whole(std::span<const float> mine) const {
-  return gather_whole(whole_layout_.shape(), comms_.comm(Axis::tensor), mine);
+  return gather_whole(whole_layout_.shape(), stages_, comms_.comm(Axis::tensor),
+                      comms_.comm(Axis::pipeline), mine);
+}
+
+void Trainer::tie_embedding(std::span<float> grads) {
+  const model::TensorInfo& e = model_->layout().find("embed");
+  const std::span<float> mine = grads.subspan(size_t(e.offset), size_t(e.numel));
+  std::vector<float> other(mine.size());
+  const int partner = stage_ == 0 ? pp_ - 1 : 0;
+  {
+    WatchScope watch(strf("the tied embedding's gradient from pipeline stage %d", partner));
+    MPI_CHECK(MPI_Sendrecv(mine.data(), int(mine.size()), MPI_FLOAT, partner, 0, other.data(),
+                           int(other.size()), MPI_FLOAT, partner, 0, comms_.comm(Axis::pipeline),
+                           MPI_STATUS_IGNORE));
+  }
+  // Stage 0's plus the last stage's, in that order on both: the same bits.
+  const float* first = stage_ == 0 ? mine.data() : other.data();
+  const float* last = stage_ == 0 ? other.data() : mine.data();
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = first[i] + last[i];
 }
 
 std::vector<float> Trainer::full_grads() {
@@ -214,7 +253,7 @@ void Trainer::load(const ckpt::Checkpoint& c) {
     std::copy(c.m.begin() + t.offset, c.m.begin() + t.offset + t.numel, m.begin() + info.offset);
     std::copy(c.v.begin() + t.offset, c.v.begin() + t.offset + t.numel, v.begin() + info.offset);
   }
-  if (tp_ > 1) {
+  if (tp_ > 1 || pp_ > 1) {
     params = shard_of_whole(model_->layout(), params);
     m = shard_of_whole(model_->layout(), m);
     v = shard_of_whole(model_->layout(), v);
@@ -246,9 +285,9 @@ ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
     gather(m);
     gather(v);
   }
-  // The TP group of HDP rank 0 (data rank 0) puts its shards together on
-  // trainer 0: the file holds the whole model, whatever tp wrote it.
-  if (rank_ == 0 && tp_ > 1) {
+  // The trainers of HDP rank 0 (data rank 0) put their shards together on
+  // trainer 0: the file holds the whole model, whatever tp and pp wrote it.
+  if (rank_ == 0 && (tp_ > 1 || pp_ > 1)) {
     m = whole(m);
     v = whole(v);
   }
@@ -308,6 +347,35 @@ RingGroup Trainer::ring_of(const proto::Batch& batch, const proto::MicroBatch& m
   return ring;
 }
 
+void Trainer::account(const proto::MicroBatch& mb, const model::Batch& b, const model::LossSum* ls,
+                      double attn_l2, double seconds, proto::Ack& ack) const {
+  double pairs = 0;
+  for (int32_t p : mb.positions) pairs += double(p) + 1.0;
+  // An HDP rank's trainers run the same tokens: each does about 1/(tp x pp)
+  // of the FLOPs, and one reports the tokens and the loss.
+  ack.flops += flops(model_->shape(), b.size(), pairs) / (tp_ * pp_);
+  if (reports()) {
+    ack.tokens += b.size();
+    ack.loss_sum += ls->sum;
+    ack.predictions += ls->count;
+  }
+  ack.micro.insert(ack.micro.end(), {double(b.size()), attn_l2,
+                                     double(std::max<size_t>(1, mb.group.size())), seconds});
+}
+
+void Trainer::run_micro_batches(const proto::Batch& batch, double scale, proto::Ack& ack) {
+  for (size_t i = 0; i < batch.micro.size(); ++i) {
+    const proto::MicroBatch& mb = batch.micro[i];
+    const auto mb_start = Clock::now();
+    const model::Batch b = to_model_batch(mb);
+    double attn_l2 = 0;
+    const RingGroup ring = ring_of(batch, mb, &attn_l2);
+    const model::LossSum ls = backend_->forward_backward(
+        b, scale, ring.members.empty() ? nullptr : &ring, mb.offload, i + 1 == batch.micro.size());
+    account(mb, b, &ls, attn_l2, seconds_since(mb_start), ack);
+  }
+}
+
 proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
   const auto t0 = Clock::now();
   if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
@@ -321,28 +389,10 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
                (memory_note_.empty() ? "" : "; " + memory_note_);
   announced_ = true;
   const double scale = batch.global_predictions > 0 ? 1.0 / double(batch.global_predictions) : 0;
-  for (size_t i = 0; i < batch.micro.size(); ++i) {
-    const proto::MicroBatch& mb = batch.micro[i];
-    const auto mb_start = Clock::now();
-    const model::Batch b = to_model_batch(mb);
-    double attn_l2 = 0;
-    const RingGroup ring = ring_of(batch, mb, &attn_l2);
-    double pairs = 0;
-    for (int32_t p : mb.positions) pairs += double(p) + 1.0;
-    // A TP group's trainers run the same tokens: each does 1/tp of the
-    // FLOPs, and only its first reports the tokens and the loss.
-    ack.flops += flops(model_->shape(), b.size(), pairs) / tp_;
-    if (tp_rank_ == 0) ack.tokens += b.size();
-    const model::LossSum ls = backend_->forward_backward(
-        b, scale, ring.members.empty() ? nullptr : &ring, mb.offload, i + 1 == batch.micro.size());
-    if (tp_rank_ == 0) {
-      ack.loss_sum += ls.sum;
-      ack.predictions += ls.count;
-    }
-    ack.micro.insert(ack.micro.end(),
-                     {double(b.size()), attn_l2, double(std::max<size_t>(1, mb.group.size())),
-                      seconds_since(mb_start)});
-  }
+  if (pp_ > 1)
+    run_pipeline(batch, scale, ack);
+  else
+    run_micro_batches(batch, scale, ack);
   ack.compute_seconds = seconds_since(t0);
   // Gradients over all trainers; the norm is taken before clipping.
   ack.grad_norm = std::sqrt(backend_->reduce_grads());

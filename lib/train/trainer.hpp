@@ -76,7 +76,9 @@ class Trainer {
   int rank_ = 0, size_ = 1;  // on the data axis
   // The host copy: the CPU backend's own model, the GPU's fp32 master copy.
   int tp_ = 1, tp_rank_ = 0;
-  std::unique_ptr<MpiTpComm> tp_comm_;  // the model's TP collectives (tp > 1)
+  int pp_ = 1, stage_ = 0;                  // pipeline stages (parallel.pp)
+  std::vector<model::StageLayers> stages_;  // every stage's layers
+  std::unique_ptr<MpiTpComm> tp_comm_;      // the model's TP collectives (tp > 1)
   model::ParamLayout whole_layout_;
   std::unique_ptr<model::Transformer<float>> model_;
   std::unique_ptr<train::AdamW> adam_;  // this trainer's slice of the moments
@@ -89,6 +91,19 @@ class Trainer {
   bool moments_stale_ = false;  // ... and moments
 
   void start_optimizer();
+  // The tied embedding's gradient summed over stages 0 and pp - 1.
+  void tie_embedding(std::span<float> grads);
+  // This trainer reports its HDP rank's tokens and loss: TP rank 0 of the
+  // last stage.
+  bool reports() const { return tp_rank_ == 0 && stage_ == pp_ - 1; }
+  // Micro-batch `mb`'s measures into `ack`: its share of the FLOPs, its
+  // tokens and loss where this trainer reports them, its timing row.
+  void account(const proto::MicroBatch& mb, const model::Batch& b, const model::LossSum* ls,
+               double attn_l2, double seconds, proto::Ack& ack) const;
+  // The micro-batches one after another (pp = 1), or this stage's 1F1B
+  // schedule of them (trainer_pipeline.cpp).
+  void run_micro_batches(const proto::Batch& batch, double scale, proto::Ack& ack);
+  void run_pipeline(const proto::Batch& batch, double scale, proto::Ack& ack);
   RingGroup ring_of(const proto::Batch& batch, const proto::MicroBatch& mb, double* attn_l2) const;
   void sync_host_params();  // the host's weights from the device, where stale
   void sync_host_state();   // weights and moments (checkpoints)

@@ -1,0 +1,126 @@
+// One pipeline stage's part of a step (parallel.pp > 1): the 1F1B schedule
+// of plan/pipeline_schedule.hpp over the pipeline's slots.
+//
+// Every trainer of an HDP rank receives the same micro-batches, each with
+// its slot (roles/protocol.hpp): the pipeline runs 1F1B over slots 0..S-1,
+// S = the last slot + 1, and skips empty slots on every stage alike. A CP
+// ring holds the same slot in each member pipeline, so that stage s of
+// every member reaches the ring's forward (and its backward) in the same
+// order relative to the other rings: ring attention runs stage by stage
+// without deadlock (plan/pipeline_slots.hpp).
+//
+// Activations go to the next stage and their gradients back with
+// non-blocking sends on the pipeline axis (one tag each way; 1F1B keeps
+// both streams in order, so they match without per-message tags), which
+// overlap the stage's next compute. A receive waits at most run.timeout and
+// then fails naming the stage, pipeline and rank it waited for (exit 3).
+#include <map>
+
+#include "base/clock.hpp"
+#include "base/strings.hpp"
+#include "comm/p2p.hpp"
+#include "parallel/watchdog.hpp"
+#include "plan/pipeline_schedule.hpp"
+#include "train/trainer.hpp"
+
+namespace meshloom {
+
+namespace {
+
+constexpr int kActivationTag = 1;
+constexpr int kGradientTag = 2;
+
+std::string to_bytes(std::span<const float> v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+std::vector<float> to_floats(const std::string& bytes) {
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(v.data()));
+  return v;
+}
+
+// slot -> index into batch.micro (-1: empty), for slots 0..S-1.
+std::vector<int> micro_batch_of_slot(const proto::Batch& batch) {
+  int32_t slots = 0;
+  for (const auto& mb : batch.micro) slots = std::max(slots, mb.slot + 1);
+  std::vector<int> at(size_t(slots), -1);
+  for (size_t i = 0; i < batch.micro.size(); ++i) {
+    const int32_t slot = batch.micro[i].slot;
+    ML_CHECK(slot >= 0 && at[size_t(slot)] < 0,
+             strf("step %lld: pipeline slot %d is given twice", (long long)batch.step, slot));
+    at[size_t(slot)] = int(i);
+  }
+  return at;
+}
+
+}  // namespace
+
+void Trainer::run_pipeline(const proto::Batch& batch, double scale, proto::Ack& ack) {
+  const MPI_Comm comm = comms_.comm(Axis::pipeline);
+  const bool first = stage_ == 0, last = stage_ == pp_ - 1;
+  const std::vector<int> at = micro_batch_of_slot(batch);
+  // Who a wait is for, worked out only when it times out.
+  auto waiting_for = [&](int stage, const char* what, int slot) {
+    return [=, this] {
+      const int peer = w_.layout.first_rank(Role::trainer) +
+                       comms_.mesh().trainer_at(rank_, stage * tp_ + tp_rank_);
+      return strf("%s of pipeline slot %d from stage %d of pipeline %d (rank %d)", what, slot,
+                  stage, rank_, peer);
+    };
+  };
+  const size_t count = batch.micro.size();
+  std::vector<PendingSend> sends;
+  std::vector<RingGroup> rings(count);
+  std::vector<double> attn_l2(count, 0.0), seconds(count, 0.0);
+  std::vector<model::Batch> batches(count);
+  std::vector<model::LossSum> losses(count);
+  std::map<int, std::vector<float>> input_grads;  // last stage: d(input) from F until B
+  const plan::PipeSchedule schedule = plan::one_f_one_b(pp_, int(at.size()));
+  for (const plan::PipeOp& op : schedule[size_t(stage_)]) {
+    const int i = at[size_t(op.micro_batch)];
+    if (i < 0) continue;  // an empty slot, skipped by every stage
+    const proto::MicroBatch& mb = batch.micro[size_t(i)];
+    if (!op.backward) {
+      std::vector<float> input;
+      if (!first)
+        input = to_floats(recv_bytes(stage_ - 1, kActivationTag, comm, w_.config.run.timeout,
+                                     waiting_for(stage_ - 1, "the activations", mb.slot)));
+      const auto start = Clock::now();
+      batches[size_t(i)] = to_model_batch(mb);
+      rings[size_t(i)] = ring_of(batch, mb, &attn_l2[size_t(i)]);
+      const RingGroup* ring = rings[size_t(i)].members.empty() ? nullptr : &rings[size_t(i)];
+      if (last) {
+        losses[size_t(i)] =
+            backend_->last_stage(batches[size_t(i)], scale, input, ring, &input_grads[i]);
+      } else {
+        sends.emplace_back(to_bytes(backend_->forward_stage(batches[size_t(i)], input, ring, i)),
+                           stage_ + 1, kActivationTag, comm);
+      }
+      seconds[size_t(i)] += seconds_since(start);
+      continue;
+    }
+    std::vector<float> dx;
+    if (last) {
+      dx = std::move(input_grads[i]);
+      input_grads.erase(i);
+    } else {
+      const std::vector<float> d_out =
+          to_floats(recv_bytes(stage_ + 1, kGradientTag, comm, w_.config.run.timeout,
+                               waiting_for(stage_ + 1, "the gradients", mb.slot)));
+      const auto start = Clock::now();
+      dx = backend_->backward_stage(d_out, i);
+      seconds[size_t(i)] += seconds_since(start);
+    }
+    if (!first) sends.emplace_back(to_bytes(dx), stage_ - 1, kGradientTag, comm);
+  }
+  {
+    // Every message is received within the step: the stages run the same slots.
+    WatchScope watch(strf("the last pipeline messages of stage %d of pipeline %d", stage_, rank_));
+    sends.clear();
+  }
+  for (size_t i = 0; i < count; ++i)
+    account(batch.micro[i], batches[i], &losses[i], attn_l2[i], seconds[i], ack);
+}
+
+}  // namespace meshloom
