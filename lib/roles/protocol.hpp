@@ -154,6 +154,7 @@ struct Ack {
   // what the planner's cost model predicts, measured (plan --calibrate fits it).
   std::vector<double> micro;
 };
+constexpr size_t kMicroColumns = 4;  // numbers per micro-batch in Ack::micro
 
 struct Report {
   int32_t rank = 0;

@@ -1,6 +1,7 @@
 #include "runtime/metrics.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -15,7 +16,11 @@ StepFigures step_figures(const std::vector<proto::Ack>& acks) {
   StepFigures f;
   int64_t predictions = 0;
   std::vector<double> compute;
+  f.micro_min = acks.empty() ? 0 : INT64_MAX;
   for (const auto& a : acks) {
+    const int64_t micro = int64_t(a.micro.size() / proto::kMicroColumns);
+    f.micro_min = std::min(f.micro_min, micro);
+    f.micro_max = std::max(f.micro_max, micro);
     f.loss += a.loss_sum;
     predictions += a.predictions;
     f.tokens += a.tokens;
@@ -115,6 +120,9 @@ void TrainMetrics::log_step(int64_t s, const StepFigures& f) {
         (long long)s, f.loss, train::learning_rate(w_.config.optim, s, steps), f.grad_norm,
         double(f.tokens) / std::max(f.wall, 1e-9), 100 * f.mfu(), f.imbalance(),
         human_seconds(f.max_wait).c_str());
+  if (w_.mesh.pp > 1 && (s % w_.config.log.every == 0 || s + 1 == steps))
+    LOG_INFO("step %5lld  micro-batches per pipeline: %lld to %lld", (long long)s,
+             (long long)f.micro_min, (long long)f.micro_max);
 }
 
 // Redrawn, the bar follows every step's log line; as lines, one now and then.
@@ -145,7 +153,7 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f, const std::vector
   for (const auto& a : acks) {
     // [[tokens, attention L^2/k, k, seconds], ...] per micro-batch
     Json micro = Json::array();
-    for (size_t i = 0; i + 3 < a.micro.size(); i += 4)
+    for (size_t i = 0; i + 3 < a.micro.size(); i += proto::kMicroColumns)
       micro.push_back(
           {int64_t(a.micro[i]), a.micro[i + 1], int64_t(a.micro[i + 2]), a.micro[i + 3]});
     trainers.push_back({{"trainer", a.trainer},

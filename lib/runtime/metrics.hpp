@@ -32,6 +32,9 @@ struct StepFigures {
   double wall = 0;       // the step on the slowest trainer, data wait included
   double grad_norm = 0;  // global, before clipping
   int64_t tokens = 0;
+  // Micro-batches of the HDP rank that ran the fewest and the most: with
+  // PP-Balance or HDP, pipelines may run different numbers.
+  int64_t micro_min = 0, micro_max = 0;
   double imbalance() const { return mean_compute > 0 ? max_compute / mean_compute : 1.0; }
   // Useful FLOPs over what the peak allows in the slowest trainer's compute time.
   double mfu() const { return peak > 0 ? flops / (std::max(max_compute, 1e-9) * peak) : 0; }

@@ -42,6 +42,13 @@ invariance_cpu_cases=(
   "tp4_sp_ring2 8 1e-5 --set parallel.tp=4 --set parallel.sequence_parallel=true --set plan.capacity=512"
   "tp2_sp_steps3 4 1e-5:1e-5 --set run.steps=3 --set parallel.tp=2 --set parallel.sequence_parallel=true --set plan.capacity=512 --set optim.zero1=true"
   "tp2_sp_untied 4 1e-5 --set parallel.tp=2 --set parallel.sequence_parallel=true --set plan.capacity=512 --set model.tied_embeddings=false"
+  "pp2          2 1e-5 --set parallel.pp=2 --set plan.capacity=4096"
+  "pp2_ring3    6 1e-5 --set parallel.pp=2 --set plan.capacity=400"
+  "pp3_uneven   3 1e-5 --set model.n_layers=5 --set parallel.pp=3 --set parallel.stage_layers=[1,3,1] --set plan.capacity=4096"
+  "pp3_tp2      6 1e-5 --set model.n_layers=5 --set parallel.pp=3 --set parallel.stage_layers=[2,1,2] --set parallel.tp=2 --set plan.capacity=4096"
+  "pp2_tp2_ring2 8 1e-5 --set parallel.pp=2 --set parallel.tp=2 --set plan.capacity=512"
+  "pp2_tp2_sp_ring2 8 1e-5 --set parallel.pp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true --set plan.capacity=512"
+  "pp2_untied_steps3 4 1e-5:1e-5 --set run.steps=3 --set parallel.pp=2 --set plan.capacity=512 --set optim.zero1=true --set model.tied_embeddings=false"
 )
 # On the GPU (run.backend=cuda is added; the trainers share the GPU, rings on
 # it): fp32 to 1e-4 (other summation orders), bf16 to 5e-2; offload2 with

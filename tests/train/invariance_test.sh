@@ -4,7 +4,9 @@
 # HDP and static plans, CP degrees 1 to 4 (sequences cut over ranks and run
 # with ring attention), with ZeRO-1, and with tensor parallelism (parallel.tp 2
 # and 4: TP groups as HDP ranks, rings across groups; the dumps are unsharded),
-# with and without sequence parallelism.
+# with and without sequence parallelism, and with pipeline parallelism
+# (parallel.pp 2 and 3, layers split evenly and not, with tp 2, rings of
+# stages across pipelines, tied and untied embeddings).
 # Reference: one trainer, nothing split.
 #   invariance_test.sh MESHLOOM MPIEXEC
 # With a third argument `cuda`, the cases train on the GPU (run.backend: cuda;

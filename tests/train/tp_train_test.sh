@@ -34,23 +34,7 @@ train() {  # run-dir ranks args...
 }
 # Steps FROM.. of two runs: same data hashes, losses within TOL relative.
 same_losses() {  # run-a run-b from tol
-  /usr/bin/python3 - "$dir/$1/metrics.jsonl" "$dir/$2/metrics.jsonl" "$3" "$4" <<'PY'
-import json, sys
-def steps(path):
-    out = {}
-    for line in open(path):
-        r = json.loads(line)
-        if "step" in r: out[r["step"]] = (r["data_hash"], r["loss"])  # a resumed step: the later row
-    return out
-a, b, first, tol = steps(sys.argv[1]), steps(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-worst = 0.0
-for s in sorted(k for k in a if k >= first):
-    assert s in b, f"step {s} missing"
-    assert a[s][0] == b[s][0], f"step {s}: other data ({a[s][0]} vs {b[s][0]})"
-    worst = max(worst, abs(a[s][1] - b[s][1]) / abs(a[s][1]))
-assert worst <= tol, f"losses differ by {worst:.3g} relative (> {tol})"
-print(f"steps {first}-{max(a)}: same data, losses within {worst:.2g} relative")
-PY
+  /usr/bin/python3 "$(dirname "$0")/same_losses.py" "$dir/$1/metrics.jsonl" "$dir/$2/metrics.jsonl" "$3" "$4"
 }
 
 train tp1 8
