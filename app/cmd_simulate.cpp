@@ -2,6 +2,9 @@
 // with no data, no MPI and no GPU. Batches are drawn from a named length
 // distribution (byted, github, ...) or a lengths file, every planner plans the
 // same batch, and the cost model predicts each step (lib/plan/simulate.hpp).
+// With --pp, HDP ranks are pipelines and the static 3D mesh, DP-Balance and
+// PP-Balance are compared instead (lib/plan/simulate_pipeline.hpp).
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,9 +15,41 @@
 #include "plan/lengths.hpp"
 #include "plan/model_shape.hpp"
 #include "plan/simulate.hpp"
+#include "plan/simulate_pipeline.hpp"
 #include "runtime/length_input.hpp"
 
 namespace meshloom::app {
+
+namespace {
+
+// Appends `rows` to `path` ("" : nothing), the header first into a new file.
+void append_csv(const std::string& path, const std::string& header, const std::string& rows) {
+  if (path.empty()) return;
+  const bool fresh = !std::filesystem::exists(path);
+  std::ofstream out(path, std::ios::app);
+  if (fresh) out << header;
+  out << rows;
+  if (!out) throw Error("cannot write '" + path + "'");
+}
+
+// --pp: the three pipeline setups on the same batches (plan/simulate_pipeline.hpp).
+int simulate_pipelines(const plan::SimulateSpec& s, const std::string& pp_text,
+                       const std::string& lengths, const std::string& csv) {
+  int pp = 0;
+  if (pp_text != "auto") {
+    const auto [end, ec] = std::from_chars(pp_text.data(), pp_text.data() + pp_text.size(), pp);
+    if (ec != std::errc() || end != pp_text.data() + pp_text.size() || pp < 1)
+      throw Error("--pp '" + pp_text + "': give a number of stages >= 1, or auto");
+  }
+  const plan::PipeSimResult r = plan::simulate_pipelines(s, length_sampler(lengths), pp);
+  std::fputs(plan::pipeline_report(r).c_str(), stdout);
+  append_csv(csv, plan::pipeline_csv_header(), plan::pipeline_csv_rows(r));
+  for (const plan::PipeSimRow& row : r.rows)
+    if (row.error.empty()) return kExitOk;
+  return kExitBadInput;
+}
+
+}  // namespace
 
 void add_simulate(CLI::App& app, Runner* run) {
   struct Args {
@@ -26,6 +61,7 @@ void add_simulate(CLI::App& app, Runner* run) {
     double host_memory = 256, gpu_memory = 80;
     std::string planners = "static,naive,bytescale,hdp";
     std::string csv;
+    std::string pp;
     bool no_validate = false;
   };
   static Args a;
@@ -76,7 +112,10 @@ void add_simulate(CLI::App& app, Runner* run) {
                 "(plan.static_fallback)");
   cmd->add_option("--planners", a.planners, "Planners to compare (comma-separated)")
       ->capture_default_str();
-  cmd->add_option("--csv", a.csv, "Append one CSV line per planner to this file");
+  cmd->add_option("--pp", a.pp,
+                  "Pipeline stages per HDP rank (N, or auto: the smallest that fits): compare "
+                  "the static 3D mesh, HDP with DP-Balance and HDP with PP-Balance instead");
+  cmd->add_option("--csv", a.csv, "Append one CSV line per planner (or --pp setup) to this file");
   cmd->add_flag("--no-validate", a.no_validate, "Skip validate() of every plan");
   cmd->callback([run] {
     *run = [] {
@@ -95,19 +134,14 @@ void add_simulate(CLI::App& app, Runner* run) {
       s.micro_batch_overhead = a.mb_ms * 1e-3;
       s.validate = !a.no_validate;
       s.planners = split(a.planners, ',');
+      if (!a.pp.empty()) return simulate_pipelines(s, a.pp, a.lengths, a.csv);
       const plan::SimResult r = plan::simulate(s, length_sampler(a.lengths));
       std::fputs(plan::simulate_report(r).c_str(), stdout);
       const plan::SimRow* hdp = r.row("hdp");
       const plan::SimRow* bs = r.row("bytescale");
       if (hdp && bs && hdp->error.empty() && bs->error.empty() && hdp->step_s > 0)
         std::printf("\nhdp over ByteScale's Alg. 2 balance: %.3fx\n", bs->step_s / hdp->step_s);
-      if (!a.csv.empty()) {
-        const bool fresh = !std::filesystem::exists(a.csv);
-        std::ofstream out(a.csv, std::ios::app);
-        if (fresh) out << plan::simulate_csv_header();
-        out << plan::simulate_csv_rows(r);
-        if (!out) throw Error("cannot write '" + a.csv + "'");
-      }
+      append_csv(a.csv, plan::simulate_csv_header(), plan::simulate_csv_rows(r));
       int bad = 0;
       for (const plan::SimRow& row : r.rows) bad += !row.error.empty();
       return bad == int(r.rows.size()) ? kExitBadInput : kExitOk;

@@ -38,7 +38,7 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
   ML_CHECK(s.experts == 1, "the CUDA backend's model is dense: no estimate for experts");
   ML_CHECK(in.trainers >= 1 && in.tokens >= 0 && (in.elem_bytes == 2 || in.elem_bytes == 4),
            "device_memory: bad input");
-  ML_CHECK(in.tp >= 1, "device_memory: tp must be at least 1");
+  ML_CHECK(in.tp >= 1 && in.in_flight >= 1, "device_memory: tp and in_flight must be >= 1");
   // TP rank 0's share: heads, KV heads, FFN columns and vocabulary rows
   // split tp ways (rounded up), the model dimension d whole.
   const ModelShape::TpShare my = s.tp_share(in.tp);
@@ -63,7 +63,7 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
   // the SwiGLU input a|b (T); 1/rms twice and the log-sum-exp per head (fp32).
   m.resident_layers = resident_layers(s.layers, in.offload);
   const int64_t per_layer = (4 * d + qkvd + qd + 2 * f) * t + (2 + H) * kF32;
-  m.activations = n * per_layer * m.resident_layers;
+  m.activations = n * per_layer * m.resident_layers * in.in_flight;
   // GpuTransformer::ensure_buffers: x_final, xf, dx, dh, dxn (T x d), u, du
   // (T x f), dab (T x 2f), do (T x q_dim), dqkv (fp32) and, in bf16, its
   // T copy; 1/rms of the final norm, the loss and count. Then the batch's

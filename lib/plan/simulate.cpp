@@ -4,7 +4,6 @@
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
-#include "plan/device_memory.hpp"
 #include "plan/planner.hpp"
 
 namespace meshloom::plan {
@@ -30,15 +29,20 @@ Hardware trainer_hardware(const SimulateSpec& s) {
   return hw;
 }
 
-int64_t capacity_auto(const SimulateSpec& s, const ModelShape& shape) {
+DeviceMemoryInput memory_input(const SimulateSpec& s, const ModelShape& shape, int32_t hdp_ranks) {
   DeviceMemoryInput in;
   in.shape = shape;
   in.elem_bytes = 2;
   in.tp = s.tp;
-  in.trainers = std::max(1, s.gpus / s.tp);
+  in.trainers = std::max(1, hdp_ranks);
   in.zero1 = true;
   in.rings = true;
   in.nccl = true;
+  return in;
+}
+
+int64_t capacity_auto(const SimulateSpec& s, const ModelShape& shape) {
+  DeviceMemoryInput in = memory_input(s, shape, s.gpus / s.tp);
   const int64_t c = capacity_for_memory(in, kUsableGpuMemory * s.gpu_memory) / 1024 * 1024;
   if (c < 1024) {
     in.tokens = 1024;
@@ -178,6 +182,12 @@ std::string simulate_report(const SimResult& r) {
   return out;
 }
 
+std::string csv_field(std::string text) {
+  for (char& c : text)
+    if (c == ',' || c == '\n') c = ';';
+  return text;
+}
+
 std::string simulate_csv_header() {
   return "model,gpus,tp,trainers,capacity,context,batch,lengths,sequences,planner,step_s,"
          "speedup_vs_static,imbalance,step_over_ideal,idle,comm_bytes,planning_ms_median,"
@@ -190,12 +200,8 @@ std::string simulate_csv_rows(const SimResult& r) {
   const SimRow* base = r.row("static");
   std::string out;
   for (const SimRow& row : r.rows) {
-    const double speedup = base && base->error.empty() && row.error.empty() && row.step_s > 0
-                               ? base->step_s / row.step_s
-                               : 0.0;
-    std::string err = row.error;
-    for (char& c : err)
-      if (c == ',' || c == '\n') c = ';';
+    const double speedup = speedup_over(base, row);
+    const std::string err = csv_field(row.error);
     out += strf(
         "%s,%d,%d,%d,%lld,%lld,%lld,%s,%.0f,%s,%.6g,%.4f,%.5f,%.5f,%.5f,%.6g,%.3f,%.3f,%d,%d,"
         "%lld,%d,%d,%.6g,%.6g,%d,%s\n",

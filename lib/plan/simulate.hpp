@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "plan/cost_model.hpp"
+#include "plan/device_memory.hpp"
 #include "plan/lengths.hpp"
 #include "plan/model_shape.hpp"
 #include "plan/plan.hpp"
@@ -85,6 +86,11 @@ Hardware trainer_hardware(const SimulateSpec& spec);
 // what the estimate leaves out (NCCL, cuBLAS, fragmentation).
 constexpr double kUsableGpuMemory = 0.9;
 
+// What the device estimate is asked for a trainer of the simulated run:
+// bf16, ZeRO-1 over the `hdp_ranks`, rings over NCCL.
+DeviceMemoryInput memory_input(const SimulateSpec& spec, const ModelShape& shape,
+                               int32_t hdp_ranks);
+
 // C for `capacity 0`: the most tokens a micro-batch of one trainer (a TP
 // group of spec.tp GPUs) may hold so that TP rank 0 of it fits
 // kUsableGpuMemory of spec.gpu_memory, per the CUDA backend's estimate
@@ -98,6 +104,16 @@ int64_t capacity_auto(const SimulateSpec& spec, const ModelShape& shape);
 SimResult simulate(const SimulateSpec& spec, const LengthSampler& lengths);
 // The summary: header lines and a markdown table, one row per planner.
 std::string simulate_report(const SimResult& result);
+// A row's speedup over `base` (the static grid's row), 0 where either could
+// not plan; for simulate's and simulate --pp's rows alike.
+template <class Row>
+double speedup_over(const Row* base, const Row& row) {
+  return base && base->error.empty() && row.error.empty() && row.step_s > 0
+             ? base->step_s / row.step_s
+             : 0.0;
+}
+// `text` as one CSV field: commas and newlines become ';'.
+std::string csv_field(std::string text);
 // CSV: the header line, and one line per planner (for benchmarks).
 std::string simulate_csv_header();
 std::string simulate_csv_rows(const SimResult& result);
