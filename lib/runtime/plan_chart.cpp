@@ -41,18 +41,48 @@ std::string plot_script() {
       "MESHLOOM_PLOT_SCRIPT)");
 }
 
+// Runs plot_plan.py MODE with `inputs` into `png`.
+void plot(const std::string& mode, const std::vector<std::string>& inputs, const std::string& png) {
+  const char* py = std::getenv("MESHLOOM_PYTHON");
+  std::vector<std::string> args = {py ? py : "/usr/bin/python3", plot_script(), mode};
+  args.insert(args.end(), inputs.begin(), inputs.end());
+  args.insert(args.end(), {"-o", png});
+  std::string cmd;
+  for (const std::string& a : args) {
+    if (!cmd.empty()) cmd.push_back(' ');
+    cmd.append(quote(a));
+  }
+  if (std::system(cmd.c_str()) != 0) throw Error("plotting failed: " + cmd);
+  std::printf("chart: %s\n", png.c_str());
+}
+
 }  // namespace
 
 void draw(const plan::Plan& hdp, const plan::Plan& stat, const std::string& png) {
   const std::string stem = fs::path(png).replace_extension("").string();
   plan::write_json(hdp, stem + "." + hdp.planner + ".json");
   plan::write_json(stat, stem + ".static.json");
-  const char* py = std::getenv("MESHLOOM_PYTHON");
-  const std::string cmd = quote(py ? py : "/usr/bin/python3") + " " + quote(plot_script()) +
-                          " plan " + quote(stem + "." + hdp.planner + ".json") + " " +
-                          quote(stem + ".static.json") + " -o " + quote(png);
-  if (std::system(cmd.c_str()) != 0) throw Error("plotting failed: " + cmd);
-  std::printf("chart: %s\n", png.c_str());
+  plot("plan", {stem + "." + hdp.planner + ".json", stem + ".static.json"}, png);
+}
+
+void draw_pipelines(const std::vector<const plan::PipelineBatch*>& batches,
+                    const std::string& png) {
+  const std::string csv = fs::path(png).replace_extension(".schedule.csv").string();
+  FILE* f = std::fopen(csv.c_str(), "w");
+  if (!f) throw Error("cannot write " + csv);
+  std::fprintf(f, "scheduler,pipeline,stage,op,micro_batch,start,end\n");
+  for (const plan::PipelineBatch* b : batches)
+    for (int32_t p = 0; p < b->pipelines(); ++p) {
+      const plan::PipeTiming& t = b->timing[size_t(p)];
+      const plan::PipeSchedule ops = plan::one_f_one_b(int(t.ops.size()), b->micro_batches_of(p));
+      for (size_t s = 0; s < t.ops.size(); ++s)
+        for (size_t k = 0; k < t.ops[s].size(); ++k)
+          std::fprintf(f, "%s,%d,%zu,%s,%d,%.9g,%.9g\n", b->scheduler.c_str(), p, s,
+                       ops[s][k].backward ? "B" : "F", ops[s][k].micro_batch, t.ops[s][k].start,
+                       t.ops[s][k].end);
+    }
+  std::fclose(f);
+  plot("pipelines", {csv}, png);
 }
 
 }  // namespace meshloom

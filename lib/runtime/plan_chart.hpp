@@ -6,10 +6,16 @@
 #include <string>
 
 #include "plan/plan.hpp"
+#include "plan/pp_balance.hpp"
 
 namespace meshloom {
 
 // Writes both plans as JSON beside `png` and draws them into it.
 void draw(const plan::Plan& hdp, const plan::Plan& stat, const std::string& png);
+// One step's 1F1B schedule, pipeline x stage x time, of each of `batches`
+// side by side (PP-Balance and round-robin): writes their ops to a CSV
+// beside `png` (scheduler, pipeline, stage, op, micro_batch, start, end)
+// and draws it.
+void draw_pipelines(const std::vector<const plan::PipelineBatch*>& batches, const std::string& png);
 
 }  // namespace meshloom

@@ -63,6 +63,7 @@ int plan_pipelines(const PlanRequest& a, const std::vector<int64_t>& lengths,
   std::printf("step (slowest pipeline): pp-balance %s, round-robin %s (%.2fx)\n",
               human_seconds(balanced.makespan()).c_str(), human_seconds(naive.makespan()).c_str(),
               naive.makespan() / std::max(balanced.makespan(), 1e-12));
+  if (!a.png.empty()) draw_pipelines({&balanced, &naive}, a.png);
   return kExitOk;
 }
 

@@ -8,6 +8,13 @@
       pieces of split sequences in orange to red by group size; white is idle.
       With more than 256 trainers, 256 evenly spaced rows are drawn.
 
+  plot_plan.py pipelines SCHEDULE.csv -o out.png
+      One step's 1F1B schedule per pipeline, for each scheduler in the CSV
+      (`meshloom plan --pp N --png` writes it: scheduler, pipeline, stage,
+      op, micro_batch, start, end) side by side: a row per (pipeline, stage),
+      forwards light and backwards dark, each micro-batch its own hue; white
+      is the bubble.
+
   plot_plan.py bench RESULTS.csv -o out.png
       scripts/bench/bench_plan.sh's CSV: planning latency and imbalance against the
       number of trainers.
@@ -120,9 +127,42 @@ def plot_bench(args):
     fig.savefig(args.output, dpi=110)
 
 
+def plot_pipelines(args):
+    ops = list(csv.DictReader(open(args.first)))
+    schedulers = list(dict.fromkeys(r["scheduler"] for r in ops))
+    pipelines = max(int(r["pipeline"]) for r in ops) + 1
+    stages = max(int(r["stage"]) for r in ops) + 1
+    xmax = max(float(r["end"]) for r in ops)
+    cmap = plt.get_cmap("tab20")
+    fig, axes = plt.subplots(1, len(schedulers), figsize=(7 * len(schedulers), 1 + 0.28 * pipelines * stages),
+                             sharex=True, squeeze=False)
+    for ax, name in zip(axes[0], schedulers):
+        mine = [r for r in ops if r["scheduler"] == name]
+        step = max(float(r["end"]) for r in mine)
+        for r in mine:
+            p, s, mb = int(r["pipeline"]), int(r["stage"]), int(r["micro_batch"])
+            row = p * stages + s
+            start, end = float(r["start"]), float(r["end"])
+            base = cmap((2 * mb) % 20)
+            colour = base if r["op"] == "B" else tuple(0.55 + 0.45 * c for c in base[:3])
+            ax.barh(row, end - start, left=start, height=0.85, color=colour, edgecolor="none")
+        for p in range(1, pipelines):
+            ax.axhline(p * stages - 0.5, color="black", linewidth=0.6)
+        ax.set_yticks([p * stages + (stages - 1) / 2 for p in range(pipelines)])
+        ax.set_yticklabels([f"pipeline {p}" for p in range(pipelines)])
+        ax.invert_yaxis()
+        ax.set_xlim(0, xmax * 1.02)
+        ax.set_xlabel("seconds (predicted)")
+        ax.set_title(f"{name}: step {step:.3g} s ({stages} stages, rows top to bottom)")
+    fig.legend(handles=[Patch(color=(0.7, 0.8, 0.95), label="forward"), Patch(color=cmap(0), label="backward")],
+               loc="lower center", ncol=2)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.savefig(args.output, dpi=110)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["plan", "bench"])
+    ap.add_argument("mode", choices=["plan", "pipelines", "bench"])
     ap.add_argument("first")
     ap.add_argument("second", nargs="?")
     ap.add_argument("-o", "--output", required=True)
@@ -131,6 +171,8 @@ def main():
         if not args.second:
             sys.exit("plot_plan.py plan needs two JSON dumps")
         plot_plans(args)
+    elif args.mode == "pipelines":
+        plot_pipelines(args)
     else:
         plot_bench(args)
 

@@ -47,6 +47,21 @@ grep -q '^4 pipelines of 2 stages' <<<"$out" || fail "plan --pp 2: no pipeline h
 (($(grep -cE '^ +[0-3] \| +[0-9]+ ' <<<"$out") == 4)) || fail "plan --pp 2: not 4 pipeline rows: $out"
 grep -qE '^step \(slowest pipeline\): pp-balance .*, round-robin .*x\)$' <<<"$out" ||
   fail "plan --pp 2: no step line in: $out"
+# --png: the schedule's ops as CSV (every pipeline and stage, each micro-batch
+# once forward and once backward) and its chart.
+"$meshloom" plan --lengths "$dir/docs.idx" --trainers 4 --capacity 16K --context 16K --pp 2 \
+  --png "$dir/s.png" >/dev/null 2>&1 || fail "plan --pp 2 --png failed"
+[[ -s $dir/s.png ]] || fail "plan --pp 2 --png: no chart"
+/usr/bin/python3 - "$dir/s.schedule.csv" <<'PY' || fail "plan --pp 2 --png: bad schedule CSV"
+import csv, sys, collections
+ops = list(csv.DictReader(open(sys.argv[1])))
+count = collections.Counter((r["scheduler"], r["pipeline"], r["stage"], r["micro_batch"], r["op"]) for r in ops)
+assert set(count.values()) == {1}, "an op twice"
+for (sched, p, s, mb, op) in count:
+    assert (sched, p, s, mb, "B" if op == "F" else "F") in count, "F without B"
+    assert float(next(r["start"] for r in ops if (r["scheduler"], r["pipeline"], r["stage"], r["micro_batch"], r["op"]) == (sched, p, s, mb, op))) >= 0
+assert {r["stage"] for r in ops} == {"0", "1"} and {r["pipeline"] for r in ops} <= {"0", "1", "2", "3"}
+PY
 expect_error "at most --capacity (4096) tokens" plan --lengths "$dir/l.tsv" --trainers 8 --capacity 4K --pp 2
 
 expect_error "bad.tsv:2: expected a token count, got 'abc'" plan --lengths "$dir/bad.tsv" --trainers 2
