@@ -224,4 +224,22 @@ double pipeline_lower_bound(const PipeCosts& costs) {
   return bound;
 }
 
+std::vector<double> pipeline_times(const Plan& plan, const PipelineModel& model) {
+  std::vector<double> out;
+  for (int32_t t = 0; t < plan.trainers; ++t) {
+    std::vector<MicroBatchLoad> loads;
+    for (size_t i = 0; i < plan.micro_batches_of(t).size(); ++i) {
+      MicroBatchLoad m;
+      for (const PieceLayout& pl : plan.layout(t, i)) {
+        const double L = double(pl.length);
+        m.tokens += double(pl.chunks.tokens());
+        m.attn_l2 += L * L / double(pl.k);
+      }
+      loads.push_back(m);
+    }
+    out.push_back(loads.empty() ? 0.0 : simulate_one_f_one_b(model, loads).makespan);
+  }
+  return out;
+}
+
 }  // namespace meshloom::plan

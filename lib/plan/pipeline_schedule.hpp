@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "plan/pipeline.hpp"
+#include "plan/plan.hpp"
 
 namespace meshloom::plan {
 
@@ -75,6 +76,12 @@ PipeTiming simulate_pipeline(const PipeSchedule& schedule, const PipeCosts& cost
 // 1F1B of these micro-batches, in this order, on `model`.
 PipeTiming simulate_one_f_one_b(const PipelineModel& model,
                                 std::span<const MicroBatchLoad> micro_batches);
+
+// Each HDP rank of `plan` run as a pipeline (parallel.pp > 1): the predicted
+// 1F1B makespan of its micro-batches in plan order on `model`, a ring piece
+// counted as its member's tokens and L^2 / k of attention. Rings are not
+// made to wait for their other members (the runtime's slots do that).
+std::vector<double> pipeline_times(const Plan& plan, const PipelineModel& model);
 
 // The least makespan any schedule could reach: the longest micro-batch's
 // chain through every stage and back (with its messages), and the busiest

@@ -9,6 +9,7 @@
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
+#include "plan/pipeline_schedule.hpp"
 #include "roles/report.hpp"
 
 namespace meshloom {
@@ -89,6 +90,17 @@ Lead::Lead(const World& w) : w_(w) {
     plan_cost_ = plan::calibrated(plan_cost_, fit);
     LOG_INFO("cost model calibrated from %s: %s", w.config.plan.calibration.c_str(),
              fit.describe().c_str());
+  }
+  if (w.mesh.pp > 1) {
+    // A stage is a TP group: the cost of tp trainers, cut by its layers.
+    plan::CostModel stage_cost =
+        plan::CostModel::from_shape(plan::shape_from_config(w.config.model),
+                                    plan::hardware_from_config(w.config.plan, w.mesh.tp));
+    if (!w.config.plan.calibration.empty())
+      stage_cost = plan::calibrated(
+          stage_cost, plan::calibrate(plan::read_calibration_csv(w.config.plan.calibration)));
+    pipe_model_ = std::make_unique<plan::PipelineModel>(plan::pipeline_model(
+        plan::shape_from_config(w.config.model), stage_cost, plan::stage_layers_for_run(w.config)));
   }
 }
 
@@ -339,9 +351,14 @@ void Lead::dispatch_step(bool last) {
     h = ckpt::fnv1a(key, sizeof(key), h);
   }
   hashes_.push_back(h);
+  // Per trainer, its HDP rank's predicted time: the plan's, or its 1F1B makespan.
+  std::vector<double> per_rank;
+  if (pipe_model_) per_rank = plan::pipeline_times(last_plan_, *pipe_model_);
   std::vector<double> predicted;
-  for (int t = 0; t < w_.layout.trainers; ++t)
-    predicted.push_back(last_plan_.trainer_time(w_.mesh.hdp_rank_of(t)));
+  for (int t = 0; t < w_.layout.trainers; ++t) {
+    const int rank = w_.mesh.hdp_rank_of(t);
+    predicted.push_back(pipe_model_ ? per_rank[size_t(rank)] : last_plan_.trainer_time(rank));
+  }
   predicted_.push_back(std::move(predicted));
   const int64_t every = w_.config.checkpoint.every;
   // Also after the run's last step: a finished run requeued then has nothing to redo.

@@ -15,6 +15,7 @@
 #include "dataplane/data_plane.hpp"
 #include "dataplane/partition.hpp"
 #include "parallel/world.hpp"
+#include "plan/pipeline.hpp"
 #include "plan/planner.hpp"
 #include "roles/constructor.hpp"
 #include "roles/doc_source.hpp"
@@ -102,6 +103,9 @@ class Lead {
   int reassignments_ = 0;
   double busy_seconds_ = 0;  // choosing, planning, placing and constructing steps
   plan::CostModel plan_cost_;
+  // parallel.pp > 1: one pipeline's stages (per-stage costs), for the
+  // predicted 1F1B time of each HDP rank.
+  std::unique_ptr<plan::PipelineModel> pipe_model_;
   plan::Plan last_plan_;
 };
 
