@@ -9,6 +9,7 @@
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
+#include "plan/pp_plan.hpp"
 #include "roles/report.hpp"
 
 namespace meshloom {
@@ -227,7 +228,9 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
   const int T = w_.mesh.hdp_ranks();  // the planner's "trainers" are HDP ranks
   plan::PlannerOptions options =
       plan::options_from_config(w_.config.plan, T, w_.config.data.seq_len);
-  last_plan_ = plan::make_plan(w_.config.plan.planner, lengths, options, plan_cost_);
+  last_plan_ = plan::make_step_plan(w_.config.plan, lengths, options, plan_cost_,
+                                    plan::shape_from_config(w_.config.model),
+                                    /*pp=*/1);  // TODO(pp): parallel.pp
   ML_DCHECK(last_plan_.validate().empty(), last_plan_.validate());
   work.capacity = last_plan_.capacity;
   work.trainers.resize(size_t(T));

@@ -30,6 +30,7 @@ invariance_cpu_cases=(
   "static4    4 1e-5 --set plan.planner=static --set plan.capacity=256"
   "static2    2 1e-5 --set plan.planner=static --set plan.capacity=512"
   "bytescale3 3 1e-5 --set plan.planner=bytescale --set plan.capacity=400"
+  "ppbal3     3 1e-5 --set plan.balance=pp --set plan.capacity=400"
   "zero3      3 1e-5 --set plan.capacity=400 --set optim.zero1=true"
   "tp2        2 1e-5 --set parallel.tp=2 --set plan.capacity=4096"
   "tp2_ring2  4 1e-5 --set parallel.tp=2 --set plan.capacity=512"
