@@ -24,6 +24,7 @@ enum class GpuComm { automatic, nccl, mpi };
 enum class SourceFormat { indexed, jsonl, text, tar };
 enum class DataMode { disaggregated, colocated };
 enum class Planner { hdp, bytescale, naive, static_grid };
+enum class Balance { dp, pp };
 enum class FaultKind { crash, hang, slow };
 
 template <>
@@ -49,6 +50,10 @@ struct EnumNames<DataMode> {
 template <>
 struct EnumNames<Planner> {
   static constexpr std::array<const char*, 4> names{"hdp", "bytescale", "naive", "static"};
+};
+template <>
+struct EnumNames<Balance> {
+  static constexpr std::array<const char*, 2> names{"dp", "pp"};
 };
 template <>
 struct EnumNames<FaultKind> {
@@ -298,6 +303,7 @@ struct DataConfig {
 struct PlanConfig {
   ML_CONFIG_SECTION;
   Planner planner = Planner::hdp;
+  Balance balance = Balance::dp;
   int64_t capacity = 4096;
   double slack = 0.02;
   bool offload = false;
@@ -310,6 +316,11 @@ struct PlanConfig {
     v.field("planner", planner,
             "hdp (dynamic mesh), bytescale (ByteScale's Alg. 2), naive (Alg. 1) or static "
             "(fixed DP x CP grid)");
+    v.field("balance", balance,
+            "dp: plan.planner balances the HDP ranks' micro-batches; pp: ByteScale's "
+            "PP-Balance, each HDP rank a pipeline: sequences longer than plan.capacity run in "
+            "the rings hdp plans for them, the rest go to pipelines by length, similar lengths "
+            "together and more micro-batches where they are cheaper (plan.planner unused)");
     v.field("capacity", capacity, "Tokens one trainer can hold in a micro-batch (C)",
             in_range(1, int64_t(1) << 31));
     v.field("slack", slack, "Balance scheduler slack: relative gap it tolerates",

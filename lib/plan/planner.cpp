@@ -55,8 +55,7 @@ Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
                    cost);
 }
 
-Plan make_plan(config::Planner planner, const std::vector<int64_t>& lengths,
-               const PlannerOptions& o, const CostModel& cost) {
+void check_plan_inputs(const std::vector<int64_t>& lengths, const PlannerOptions& o) {
   if (o.trainers < 1) throw Error(strf("trainers = %d, need at least 1", o.trainers));
   if (o.capacity < 1) throw Error(strf("capacity = %lld, need at least 1", (long long)o.capacity));
   if (!(o.slack >= 0 && o.slack < 1)) throw Error(strf("slack = %g, need 0 <= slack < 1", o.slack));
@@ -64,6 +63,11 @@ Plan make_plan(config::Planner planner, const std::vector<int64_t>& lengths,
     if (lengths[i] < 1)
       throw Error(
           strf("sequence %zu has length %lld; lengths must be positive", i, (long long)lengths[i]));
+}
+
+Plan make_plan(config::Planner planner, const std::vector<int64_t>& lengths,
+               const PlannerOptions& o, const CostModel& cost) {
+  check_plan_inputs(lengths, o);
   const auto t0 = std::chrono::steady_clock::now();
   Plan p;
   switch (planner) {

@@ -51,6 +51,9 @@ std::vector<std::string> planner_names();  // hdp, bytescale, naive, static
 // static grid's planning included).
 Plan make_plan(config::Planner planner, const std::vector<int64_t>& lengths,
                const PlannerOptions& options, const CostModel& cost);
+// What make_plan checks first: throws Error unless trainers >= 1,
+// capacity >= 1, 0 <= slack < 1 and every length >= 1.
+void check_plan_inputs(const std::vector<int64_t>& lengths, const PlannerOptions& options);
 // The same, the planner named (a command-line option, a test): an unknown
 // name is an Error listing the names.
 Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,

@@ -1,6 +1,7 @@
 #include "plan/pp_balance.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "base/check.hpp"
@@ -22,6 +23,11 @@ void check_inputs(const std::vector<int64_t>& lengths, const PipelineBalanceOpti
   if (o.pipelines < 1) throw Error(strf("%d pipelines: need at least one", o.pipelines));
   if (o.capacity < 1) throw Error(strf("capacity %lld: need at least 1", (long long)o.capacity));
   if (o.slack < 0) throw Error(strf("slack %g: must not be negative", o.slack));
+  if (!o.start.empty() && int32_t(o.start.size()) != o.pipelines)
+    throw Error(strf("%zu starting loads for %d pipelines", o.start.size(), o.pipelines));
+  for (double t : o.start)
+    if (!(t >= 0 && std::isfinite(t)))
+      throw Error(strf("starting load %g: need a finite t >= 0", t));
   for (size_t i = 0; i < lengths.size(); ++i)
     if (lengths[i] < 1 || lengths[i] > o.capacity)
       throw Error(
@@ -125,33 +131,43 @@ int32_t furthest_end(const Segments& seg, int32_t begin, double target) {
   return ok;
 }
 
-// Pipelines filled in order within `target`: D + 1 offsets, or empty when
-// the micro-batches do not all fit.
-std::vector<int32_t> fill(const Segments& seg, int32_t pipelines, double target) {
+// Pipeline p's starting load (0 without any).
+double start_of(const std::vector<double>& start, int32_t p) {
+  return start.empty() ? 0.0 : start[size_t(p)];
+}
+
+// Pipelines filled in order, each within `target` less its starting load
+// (one whose load leaves no room for the next micro-batch takes none): D + 1
+// offsets, or empty when the micro-batches do not all fit.
+std::vector<int32_t> fill(const Segments& seg, const std::vector<double>& start, int32_t pipelines,
+                          double target) {
   std::vector<int32_t> offsets = {0};
   int32_t cursor = 0;
   for (int32_t p = 0; p < pipelines; ++p) {
-    if (cursor < seg.size()) {
-      const int32_t end = furthest_end(seg, cursor, target);
-      if (end == cursor) return {};
-      cursor = end;
-    }
+    if (cursor < seg.size()) cursor = furthest_end(seg, cursor, target - start_of(start, p));
     offsets.push_back(cursor);
   }
   if (cursor < seg.size()) return {};
   return offsets;
 }
 
-// No split of the list over D pipelines beats this: the costliest single
-// micro-batch, and every stage's total work shared out evenly.
-double least_target(const Segments& seg, int32_t pipelines) {
-  double bound = 0;
-  for (int32_t j = 0; j < seg.size(); ++j) bound = std::max(bound, seg.time(j, j + 1));
+// No split of the list over D pipelines beats this: the most loaded
+// pipeline's start; the costliest single micro-batch after the least start;
+// every stage's total work plus all starts shared out evenly.
+double least_target(const Segments& seg, const std::vector<double>& start, int32_t pipelines) {
+  double most = 0, least = start.empty() ? 0.0 : start[0], sum = 0;
+  for (double t : start) {
+    most = std::max(most, t);
+    least = std::min(least, t);
+    sum += t;
+  }
+  double bound = most;
+  for (int32_t j = 0; j < seg.size(); ++j) bound = std::max(bound, least + seg.time(j, j + 1));
   const PipeCosts c = pipe_costs(seg.model, seg.loads);
   for (int s = 0; s < c.pp(); ++s) {
     double busy = 0;
     for (int32_t j = 0; j < seg.size(); ++j) busy += c.forward[s][j] + c.backward[s][j];
-    bound = std::max(bound, busy / pipelines);
+    bound = std::max(bound, (busy + sum) / pipelines);
   }
   return bound;
 }
@@ -183,16 +199,17 @@ PipelineBatch pp_balance(const std::vector<int64_t>& lengths, const PipelineBala
   const Segments seg{model, loads};
   if (mbs.empty()) return finish("pp-balance", {}, std::vector<int32_t>(D + 1, 0), lengths, model);
 
-  // Bisect the target between a bound no split beats and one pipeline
-  // running everything (always placeable).
-  double lo = least_target(seg, D), hi = seg.time(0, seg.size());
-  std::vector<int32_t> best = fill(seg, D, lo);
+  // Bisect the target between a bound no split beats and pipeline 0
+  // running everything after the largest start (always placeable).
+  const double most = o.start.empty() ? 0.0 : *std::max_element(o.start.begin(), o.start.end());
+  double lo = least_target(seg, o.start, D), hi = most + seg.time(0, seg.size());
+  std::vector<int32_t> best = fill(seg, o.start, D, lo);
   if (best.empty()) {
-    best = fill(seg, D, hi);
+    best = fill(seg, o.start, D, hi);
     const double tolerance = std::max(o.slack, 1e-6);
     for (int iter = 0; iter < 64 && hi > lo * (1 + tolerance); ++iter) {
       const double mid = 0.5 * (lo + hi);
-      std::vector<int32_t> offsets = fill(seg, D, mid);
+      std::vector<int32_t> offsets = fill(seg, o.start, D, mid);
       if (offsets.empty()) {
         lo = mid;
       } else {

@@ -22,10 +22,14 @@
 // ones. A pipeline may be left empty when the batch is too small to share.
 //
 // Sequences must fit in C (a longer one is split by HDP into ring pieces
-// that couple pipelines stage by stage; that is the runtime's part, not
-// planned here). pp_round_robin is the naive baseline: sequences in batch
-// order packed next fit into micro-batches of C tokens, dealt out one each
-// in turn, so every pipeline runs the same number (+-1), as a static mesh.
+// that couple pipelines stage by stage; pp_plan.hpp plans those first and
+// passes what they cost each pipeline as its starting load, `start`: the
+// pipeline then fills only target - start[p], and a pipeline whose start
+// already reaches the target takes nothing).
+//
+// pp_round_robin is the naive baseline: sequences in batch order packed next
+// fit into micro-batches of C tokens, dealt out one each in turn, so every
+// pipeline runs the same number (+-1), as a static mesh (it ignores start).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +45,9 @@ struct PipelineBalanceOptions {
   int32_t pipelines = 1;    // D
   int64_t capacity = 4096;  // C: tokens of one micro-batch
   double slack = 0.02;      // delta, relative
+  // pp_balance only, per pipeline: seconds it is busy before its first
+  // micro-batch here (empty: none). PipelineBatch's timings exclude it.
+  std::vector<double> start;
 };
 
 // One step's micro-batches on D pipelines, and their predicted timing.

@@ -247,7 +247,7 @@ PipelineStep pp_balance_pipelines(const std::vector<int64_t>& lengths, const Pla
   PipelineStep best;
   PipelineBatch best_batch;
   for (int32_t d : short_pipeline_counts(ring_time)) {
-    const PipelineBalanceOptions po{d, o.capacity, o.slack};
+    const PipelineBalanceOptions po{d, o.capacity, o.slack, {}};
     PipelineBatch b = pp_balance(shorts, po, model);
     const std::string err = check_pipeline_batch(b, shorts, po);
     ML_CHECK(err.empty(), "pp-balance: " + err);

@@ -10,6 +10,8 @@
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
 #include "plan/pipeline_schedule.hpp"
+#include "plan/pipeline_slots.hpp"
+#include "plan/pp_plan.hpp"
 #include "roles/report.hpp"
 
 namespace meshloom {
@@ -81,27 +83,21 @@ Lead::Lead(const World& w) : w_(w) {
   plane_ = std::make_unique<dataplane::DataPlane>(
       w.config, docs, [this](int s, int64_t d) { return length(s, d); });
   // An HDP rank is a TP group, or a pipeline of them: tp x pp trainers'
-  // FLOPs and links (pipeline bubbles aside).
-  plan_cost_ =
-      plan::CostModel::from_shape(plan::shape_from_config(w.config.model),
-                                  plan::hardware_from_config(w.config.plan, w.mesh.group_size()));
+  // FLOPs and links (pipeline bubbles aside). A stage is a TP group: the
+  // cost of tp trainers, cut by its layers.
+  const plan::ModelShape shape = plan::shape_from_config(w.config.model);
+  plan_cost_ = plan::CostModel::from_shape(
+      shape, plan::hardware_from_config(w.config.plan, w.mesh.group_size()));
+  plan::CostModel stage_cost =
+      plan::CostModel::from_shape(shape, plan::hardware_from_config(w.config.plan, w.mesh.tp));
   if (!w.config.plan.calibration.empty()) {
     plan::Calibration fit = plan::calibrate(plan::read_calibration_csv(w.config.plan.calibration));
     plan_cost_ = plan::calibrated(plan_cost_, fit);
+    stage_cost = plan::calibrated(stage_cost, fit);
     LOG_INFO("cost model calibrated from %s: %s", w.config.plan.calibration.c_str(),
              fit.describe().c_str());
   }
-  if (w.mesh.pp > 1) {
-    // A stage is a TP group: the cost of tp trainers, cut by its layers.
-    plan::CostModel stage_cost =
-        plan::CostModel::from_shape(plan::shape_from_config(w.config.model),
-                                    plan::hardware_from_config(w.config.plan, w.mesh.tp));
-    if (!w.config.plan.calibration.empty())
-      stage_cost = plan::calibrated(
-          stage_cost, plan::calibrate(plan::read_calibration_csv(w.config.plan.calibration)));
-    pipe_model_ = std::make_unique<plan::PipelineModel>(plan::pipeline_model(
-        plan::shape_from_config(w.config.model), stage_cost, plan::stage_layers_for_run(w.config)));
-  }
+  pipe_model_ = plan::pipeline_model(shape, stage_cost, plan::stage_layers_for_run(w.config));
 }
 
 Lead::~Lead() = default;
@@ -241,9 +237,12 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
   const int T = w_.mesh.hdp_ranks();  // the planner's "trainers" are HDP ranks
   plan::PlannerOptions options =
       plan::options_from_config(w_.config.plan, T, w_.config.data.seq_len);
-  last_plan_ = plan::make_plan(w_.config.plan.planner, lengths, options, plan_cost_);
+  last_plan_ = plan::make_step_plan(w_.config.plan, lengths, options, plan_cost_, pipe_model_);
   ML_DCHECK(last_plan_.validate().empty(), last_plan_.validate());
   work.capacity = last_plan_.capacity;
+  // Pipelines run 1F1B over slots, a ring at the same slot in each member.
+  plan::PipelineSlots slots;
+  if (w_.mesh.pp > 1) slots = plan::pipeline_slots(last_plan_);
   work.trainers.resize(size_t(T));
   for (int t = 0; t < T; ++t) {
     proto::TrainerWork& tw = work.trainers[size_t(t)];
@@ -251,7 +250,7 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
     const size_t count = last_plan_.micro_batches_of(t).size();
     for (size_t i = 0; i < count; ++i) {
       proto::MicroBatchWork mbw;
-      mbw.slot = int32_t(i);  // TODO(pp): pipeline_slots
+      if (w_.mesh.pp > 1) mbw.slot = slots.slot[size_t(last_plan_.trainer_begin[size_t(t)]) + i];
       for (const plan::PieceLayout& pl : last_plan_.layout(t, i)) {
         for (const plan::Span& span : {pl.chunks.front, pl.chunks.back})
           if (span.size() > 0) mbw.segments.push_back({pl.seq, span.begin, span.size()});
@@ -352,12 +351,13 @@ void Lead::dispatch_step(bool last) {
   }
   hashes_.push_back(h);
   // Per trainer, its HDP rank's predicted time: the plan's, or its 1F1B makespan.
+  const bool pipelines = w_.mesh.pp > 1;
   std::vector<double> per_rank;
-  if (pipe_model_) per_rank = plan::pipeline_times(last_plan_, *pipe_model_);
+  if (pipelines) per_rank = plan::pipeline_times(last_plan_, pipe_model_);
   std::vector<double> predicted;
   for (int t = 0; t < w_.layout.trainers; ++t) {
     const int rank = w_.mesh.hdp_rank_of(t);
-    predicted.push_back(pipe_model_ ? per_rank[size_t(rank)] : last_plan_.trainer_time(rank));
+    predicted.push_back(pipelines ? per_rank[size_t(rank)] : last_plan_.trainer_time(rank));
   }
   predicted_.push_back(std::move(predicted));
   const int64_t every = w_.config.checkpoint.every;

@@ -103,9 +103,9 @@ class Lead {
   int reassignments_ = 0;
   double busy_seconds_ = 0;  // choosing, planning, placing and constructing steps
   plan::CostModel plan_cost_;
-  // parallel.pp > 1: one pipeline's stages (per-stage costs), for the
-  // predicted 1F1B time of each HDP rank.
-  std::unique_ptr<plan::PipelineModel> pipe_model_;
+  // One HDP rank's pipeline stages (one at pp = 1) with their costs:
+  // PP-Balance's model, and with pp > 1 each HDP rank's predicted time.
+  plan::PipelineModel pipe_model_;
   plan::Plan last_plan_;
 };
 

@@ -3,11 +3,11 @@
 //
 // Every trainer of an HDP rank receives the same micro-batches, each with
 // its slot (roles/protocol.hpp): the pipeline runs 1F1B over slots 0..S-1,
-// S = the last slot + 1, and skips empty slots on every stage alike. A CP
-// ring holds the same slot in each member pipeline, so that stage s of
-// every member reaches the ring's forward (and its backward) in the same
-// order relative to the other rings: ring attention runs stage by stage
-// without deadlock (plan/pipeline_slots.hpp).
+// S = the last slot + 1, and skips empty slots on every stage alike
+// (one_f_one_b_slots). A CP ring holds the same slot in each member
+// pipeline, so that stage s of every member reaches the ring's forward (and
+// its backward) in the same order relative to the other rings: ring
+// attention runs stage by stage without deadlock (plan/pipeline_slots.hpp).
 //
 // Activations go to the next stage and their gradients back with
 // non-blocking sends on the pipeline axis (one tag each way; 1F1B keeps
@@ -20,7 +20,7 @@
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
 #include "parallel/watchdog.hpp"
-#include "plan/pipeline_schedule.hpp"
+#include "plan/pipeline_slots.hpp"
 #include "train/trainer.hpp"
 
 namespace meshloom {
@@ -40,18 +40,16 @@ std::vector<float> to_floats(const std::string& bytes) {
   return v;
 }
 
-// slot -> index into batch.micro (-1: empty), for slots 0..S-1.
-std::vector<int> micro_batch_of_slot(const proto::Batch& batch) {
-  int32_t slots = 0;
-  for (const auto& mb : batch.micro) slots = std::max(slots, mb.slot + 1);
-  std::vector<int> at(size_t(slots), -1);
-  for (size_t i = 0; i < batch.micro.size(); ++i) {
-    const int32_t slot = batch.micro[i].slot;
-    ML_CHECK(slot >= 0 && at[size_t(slot)] < 0,
-             strf("step %lld: pipeline slot %d is given twice", (long long)batch.step, slot));
-    at[size_t(slot)] = int(i);
+// The micro-batches' slots, checked to increase (the lead's pipeline_slots).
+std::vector<int32_t> slots_of(const proto::Batch& batch) {
+  std::vector<int32_t> slots;
+  for (const auto& mb : batch.micro) {
+    ML_CHECK(mb.slot >= 0 && (slots.empty() || mb.slot > slots.back()),
+             strf("step %lld: pipeline slots must increase; %d follows %d", (long long)batch.step,
+                  mb.slot, slots.empty() ? -1 : slots.back()));
+    slots.push_back(mb.slot);
   }
-  return at;
+  return slots;
 }
 
 }  // namespace
@@ -59,7 +57,7 @@ std::vector<int> micro_batch_of_slot(const proto::Batch& batch) {
 void Trainer::run_pipeline(const proto::Batch& batch, double scale, proto::Ack& ack) {
   const MPI_Comm comm = comms_.comm(Axis::pipeline);
   const bool first = stage_ == 0, last = stage_ == pp_ - 1;
-  const std::vector<int> at = micro_batch_of_slot(batch);
+  const std::vector<int32_t> slots = slots_of(batch);
   // Who a wait is for, worked out only when it times out.
   auto waiting_for = [&](int stage, const char* what, int slot) {
     return [=, this] {
@@ -76,10 +74,9 @@ void Trainer::run_pipeline(const proto::Batch& batch, double scale, proto::Ack& 
   std::vector<model::Batch> batches(count);
   std::vector<model::LossSum> losses(count);
   std::map<int, std::vector<float>> input_grads;  // last stage: d(input) from F until B
-  const plan::PipeSchedule schedule = plan::one_f_one_b(pp_, int(at.size()));
+  const plan::PipeSchedule schedule = plan::one_f_one_b_slots(pp_, slots);
   for (const plan::PipeOp& op : schedule[size_t(stage_)]) {
-    const int i = at[size_t(op.micro_batch)];
-    if (i < 0) continue;  // an empty slot, skipped by every stage
+    const int i = op.micro_batch;  // empty slots have no ops
     const proto::MicroBatch& mb = batch.micro[size_t(i)];
     if (!op.backward) {
       std::vector<float> input;

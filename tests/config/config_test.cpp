@@ -50,6 +50,10 @@ TEST(Config, EffectiveYamlRoundTrips) {
 TEST(Config, OverridesCreateSectionsAndNameThemselvesInErrors) {
   config::Config c = config::parse_config(kMinimal, "x.yaml", {"plan.planner=static"});
   EXPECT_EQ(c.plan.planner, config::Planner::static_grid);
+  EXPECT_EQ(c.plan.balance, config::Balance::dp);
+  EXPECT_EQ(config::parse_config(kMinimal, "x.yaml", {"plan.balance=pp"}).plan.balance,
+            config::Balance::pp);
+  EXPECT_NE(error_of(kMinimal, {"plan.balance=tp"}).find("dp, pp"), std::string::npos);
   std::string e = error_of(kMinimal, {"plan.capacty=5"});
   EXPECT_NE(e.find("--set plan.capacty=5"), std::string::npos) << e;
   EXPECT_NE(e.find("did you mean 'plan.capacity'"), std::string::npos) << e;

@@ -90,7 +90,7 @@ TEST(SimulatePipeline, PpBalanceOfShortSequencesIsPpBalanceItself) {
                                              : 4096 + int64_t(rng.below(4097)));
     const PipelineStep st = pp_balance_pipelines(lengths, s.options, s.cost, s.model);
     EXPECT_EQ(st.short_pipelines, 16);
-    const PipelineBalanceOptions po{16, s.options.capacity, s.options.slack};
+    const PipelineBalanceOptions po{16, s.options.capacity, s.options.slack, {}};
     EXPECT_NEAR(st.makespan(), pp_balance(lengths, po, s.model).makespan(), 1e-9);
     EXPECT_LE(st.makespan(), pp_round_robin(lengths, po, s.model).makespan() * (1 + 1e-12));
     EXPECT_GT(st.most(), st.fewest()) << "cheaper pipelines run more micro-batches";

@@ -22,7 +22,9 @@ invariance_ref=(1 --set plan.capacity=4096)
 # arguments set run.steps) and compare_dumps.py checks its loss and gradients
 # against the reference's, run for as many steps, to a relative error
 # TOLERANCE; the parameters (before the step's update) must be equal, or,
-# with TOLERANCE written GRADS:PARAMS, agree to PARAMS.
+# with TOLERANCE written GRADS:PARAMS, agree to PARAMS. A case named ppbal*
+# with parallel.pp must also run different numbers of micro-batches on its
+# pipelines (the step log's min and max differ).
 invariance_cpu_cases=(
   "hdp2       2 1e-5 --set plan.planner=hdp --set plan.capacity=512"
   "hdp3       3 1e-5 --set plan.planner=hdp --set plan.capacity=400"
@@ -30,6 +32,7 @@ invariance_cpu_cases=(
   "static4    4 1e-5 --set plan.planner=static --set plan.capacity=256"
   "static2    2 1e-5 --set plan.planner=static --set plan.capacity=512"
   "bytescale3 3 1e-5 --set plan.planner=bytescale --set plan.capacity=400"
+  "ppbal3     3 1e-5 --set plan.balance=pp --set plan.capacity=400"
   "zero3      3 1e-5 --set plan.capacity=400 --set optim.zero1=true"
   "tp2        2 1e-5 --set parallel.tp=2 --set plan.capacity=4096"
   "tp2_ring2  4 1e-5 --set parallel.tp=2 --set plan.capacity=512"
@@ -45,7 +48,8 @@ invariance_cpu_cases=(
   "pp2          2 1e-5 --set parallel.pp=2 --set plan.capacity=4096"
   "pp2_ring3    6 1e-5 --set parallel.pp=2 --set plan.capacity=400"
   "pp3_uneven   3 1e-5 --set model.n_layers=5 --set parallel.pp=3 --set parallel.stage_layers=[1,3,1] --set plan.capacity=4096"
-  "pp3_tp2      6 1e-5 --set model.n_layers=5 --set parallel.pp=3 --set parallel.stage_layers=[2,1,2] --set parallel.tp=2 --set plan.capacity=4096"
+  "pp3_tp2_ring2 12 1e-5 --set model.n_layers=5 --set parallel.pp=3 --set parallel.stage_layers=[2,1,2] --set parallel.tp=2 --set plan.capacity=512"
+  "ppbal_pp2    6 1e-5 --set parallel.pp=2 --set plan.balance=pp --set plan.capacity=512 --set data.seq_len=300"
   "pp2_tp2_ring2 8 1e-5 --set parallel.pp=2 --set parallel.tp=2 --set plan.capacity=512"
   "pp2_tp2_sp_ring2 8 1e-5 --set parallel.pp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true --set plan.capacity=512"
   "pp2_untied_steps3 4 1e-5:1e-5 --set run.steps=3 --set parallel.pp=2 --set plan.capacity=512 --set optim.zero1=true --set model.tied_embeddings=false"
@@ -126,8 +130,8 @@ invariance_on_gpu() { grep -q "computes on GPU" "$dir/$1.txt"; }
 # invariance_compare PYTHON COMPARE_DUMPS NAME TOL ARGS...: the case's dump
 # against the reference's (ARGS: the case's train arguments). A case of
 # several steps, or one that changes the model (model.* settings, e.g. an
-# untied head), is compared with a reference of as many steps and the same
-# model, made here on first use ($dir/ref_sN[_KEY=VALUE...].h5); TOL is GRADS or
+# untied head) or the data (data.* settings), is compared with a reference of
+# as many steps and the same model and data, made here on first use ($dir/ref_sN[_KEY=VALUE...].h5); TOL is GRADS or
 # GRADS:PARAMS.
 invariance_compare() {
   local python=$1 compare=$2 name=$3 tol=$4
@@ -135,7 +139,7 @@ invariance_compare() {
   local steps ref=ref a
   local -a same=()
   steps=$(invariance_steps "$@")
-  for a in "$@"; do [[ $a == model.* ]] && same+=(--set "$a") && ref+=_${a#model.}; done
+  for a in "$@"; do [[ $a == model.* || $a == data.* ]] && same+=(--set "$a") && ref+=_${a#*.}; done
   if ((steps > 1)); then
     ref+=_s$steps
     same+=(--set run.steps="$steps")

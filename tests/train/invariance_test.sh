@@ -6,7 +6,8 @@
 # and 4: TP groups as HDP ranks, rings across groups; the dumps are unsharded),
 # with and without sequence parallelism, and with pipeline parallelism
 # (parallel.pp 2 and 3, layers split evenly and not, with tp 2, rings of
-# stages across pipelines, tied and untied embeddings).
+# stages across pipelines, tied and untied embeddings, PP-Balance with
+# pipelines running different numbers of micro-batches).
 # Reference: one trainer, nothing split.
 #   invariance_test.sh MESHLOOM MPIEXEC
 # With a third argument `cuda`, the cases train on the GPU (run.backend: cuda;
@@ -41,6 +42,13 @@ if [[ $backend == cpu ]]; then
     invariance_case "$case"
     run "$case_name" "$case_trainers" "${case_args[@]}"
     compare "$case_name" "$case_tol" "trainers=$case_trainers ${case_args[*]}" "${case_args[@]}"
+    if [[ $case_name == ppbal* && ${case_args[*]} == *parallel.pp=* ]]; then
+      read -r lo hi < <(grep -oE "micro-batches per pipeline: [0-9]+ to [0-9]+" "$dir/$case_name.txt" |
+        awk '{print $4, $6}')
+      [[ -n ${lo:-} && $lo != "$hi" ]] ||
+        { cat "$dir/$case_name.txt"; fail "$case_name: the pipelines ran equal micro-batch counts"; }
+      echo "ok: $case_name: pipelines ran $lo to $hi micro-batches"
+    fi
   done
 else
   for case in "${invariance_gpu_cases[@]}"; do

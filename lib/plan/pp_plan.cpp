@@ -1,0 +1,128 @@
+#include "plan/pp_plan.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/check.hpp"
+#include "plan/hdp_planner.hpp"
+#include "plan/pp_balance.hpp"
+
+namespace meshloom::plan {
+
+PipelineModel balanced_pipeline(const ModelShape& shape, const CostModel& cost, int pp,
+                                int64_t capacity) {
+  const std::vector<int> stages = balance_stages(
+      layer_costs(shape, cost), pp, MicroBatchLoad::of_lengths(std::vector<int64_t>{capacity}));
+  return pipeline_model(shape, cost, stages);
+}
+
+namespace {
+
+bool holds_long(const Plan& plan, const MicroBatch& mb) {
+  for (const Piece& p : plan.pieces_of(mb))
+    if (plan.lengths[size_t(p.seq)] > plan.capacity) return true;
+  return false;
+}
+
+// Phase 1: hdp plans the whole batch; its micro-batches that hold a
+// sequence longer than C are copied into `b`, first in each trainer's list
+// (keys 0, 1, ...). Returns each trainer's count of them, marks their
+// sequences in `placed`, and sets `start` to each pipeline's 1F1B makespan
+// of them.
+std::vector<int32_t> add_rings(PlanBuilder& b, const std::vector<int64_t>& lengths,
+                               const PlannerOptions& options, const CostModel& cost,
+                               const PipelineModel& model, std::vector<uint8_t>& placed,
+                               std::vector<double>& start) {
+  std::vector<int32_t> count(size_t(options.trainers), 0);
+  if (std::none_of(lengths.begin(), lengths.end(), [&](int64_t L) { return L > options.capacity; }))
+    return count;
+  PlannerOptions o = options;
+  o.static_fallback = false;  // the grid's padded chunks would split short sequences too
+  const Plan hdp = plan_hdp(lengths, o, cost);
+  ML_CHECK(hdp.rule == ChunkRule::kBalanced && hdp.trainers == options.trainers,
+           "hdp's plan has another layout");
+  for (int32_t t = 0; t < hdp.trainers; ++t) {
+    std::vector<MicroBatchLoad> loads;
+    for (const MicroBatch& mb : hdp.micro_batches_of(t)) {
+      if (!holds_long(hdp, mb)) continue;
+      const std::span<const Piece> pieces = hdp.pieces_of(mb);
+      MicroBatchLoad load;
+      for (const Piece& p : pieces) {
+        if (p.member == 0) {  // once per sequence
+          b.set_group(p.seq, hdp.group(p.seq));
+          b.set_offload(p.seq, hdp.offload_ratio(p.seq));
+          placed[size_t(p.seq)] = 1;
+        }
+        const double L = double(lengths[size_t(p.seq)]);
+        load.tokens += double(hdp.slots(p));
+        load.attn_l2 += L * L / hdp.group_size(p.seq);
+      }
+      b.add_micro_batch(t, double(count[size_t(t)]++), pieces);
+      loads.push_back(load);
+    }
+    start[size_t(t)] = simulate_one_f_one_b(model, loads).makespan;
+  }
+  return count;
+}
+
+// Phase 2: the sequences not yet placed, all of at most C tokens, by
+// PP-Balance after each pipeline's rings.
+void add_whole(PlanBuilder& b, const std::vector<int64_t>& lengths, const PlannerOptions& options,
+               const PipelineModel& model, const std::vector<uint8_t>& placed,
+               const std::vector<int32_t>& rings, std::vector<double> start) {
+  std::vector<int32_t> ids;
+  std::vector<int64_t> whole;
+  for (int32_t i = 0; i < int32_t(lengths.size()); ++i)
+    if (!placed[size_t(i)]) {
+      ids.push_back(i);
+      whole.push_back(lengths[size_t(i)]);
+    }
+  PipelineBalanceOptions o;
+  o.pipelines = options.trainers;
+  o.capacity = options.capacity;
+  o.slack = options.slack;
+  o.start = std::move(start);
+  const PipelineBatch batch = pp_balance(whole, o, model);
+  for (int32_t p = 0; p < batch.pipelines(); ++p)
+    for (int32_t j = batch.pipeline_begin[size_t(p)]; j < batch.pipeline_begin[size_t(p) + 1];
+         ++j) {
+      std::vector<Piece> pieces;
+      for (int32_t i : batch.micro_batches[size_t(j)]) {
+        b.set_group(ids[size_t(i)], p);
+        pieces.push_back({ids[size_t(i)], 0});
+      }
+      b.add_micro_batch(p, double(rings[size_t(p)] + j), pieces);
+    }
+}
+
+}  // namespace
+
+Plan pp_balance_plan(const std::vector<int64_t>& lengths, const PlannerOptions& options,
+                     const CostModel& cost, const PipelineModel& model) {
+  check_plan_inputs(lengths, options);
+  const auto t0 = std::chrono::steady_clock::now();
+  PlanBuilder b("pp-balance", options.trainers, options.capacity, ChunkRule::kBalanced, lengths,
+                cost);
+  std::vector<uint8_t> placed(lengths.size(), 0);
+  std::vector<double> start(size_t(options.trainers), 0.0);
+  const std::vector<int32_t> rings = add_rings(b, lengths, options, cost, model, placed, start);
+  add_whole(b, lengths, options, model, placed, rings, std::move(start));
+  Plan plan = b.finish(cost);
+  plan.planning_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return plan;
+}
+
+Plan make_step_plan(const config::PlanConfig& plan, const std::vector<int64_t>& lengths,
+                    const PlannerOptions& options, const CostModel& cost,
+                    const PipelineModel& pipeline) {
+  switch (plan.balance) {
+    case config::Balance::dp:
+      break;
+    case config::Balance::pp:
+      return pp_balance_plan(lengths, options, cost, pipeline);
+  }
+  return make_plan(plan.planner, lengths, options, cost);
+}
+
+}  // namespace meshloom::plan

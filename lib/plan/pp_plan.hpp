@@ -1,0 +1,53 @@
+// PP-Balance as a Plan: `plan.balance: pp` (issue 20).
+//
+// Every trainer of the Plan (an HDP rank) is a pipeline of pp stages that
+// runs its micro-batch list 1F1B; pp_balance (pp_balance.hpp) shares whole
+// sequences out over those pipelines. It takes sequences of at most C, so
+// pp_balance_plan works in two phases:
+//  1. Rings. The hdp planner (plan_hdp, without its static fallback) plans
+//     the whole batch over all HDP ranks; its micro-batches that hold a
+//     sequence longer than C (rings, and with offloading the odd long
+//     sequence run whole) are kept as they are, with their CP groups,
+//     offload ratios and order, first in every trainer's list. hdp sees the
+//     whole batch so that it widens rings only as far as the step's total
+//     work asks (planned alone, rings would be spread over every rank).
+//  2. Whole sequences. The rest (all within C) go to pp_balance instead of
+//     where hdp put them, each pipeline starting with a load: the predicted
+//     1F1B makespan of its kept micro-batches alone (a ring member holds its
+//     slots of tokens and L^2/k of attention; ring traffic and waits for
+//     ring partners are not counted, and the two phases are added, not
+//     overlapped). A pipeline busy with rings takes fewer whole
+//     micro-batches, or none.
+// The Plan's micro-batches are pp_balance's (k = 1, up to C tokens, in its
+// order) after the rings; predicted times are the cost model's serial ones
+// (Plan::retime), not the pipelines' 1F1B. The runtime runs the lists with
+// pipeline_slots.hpp, so rings at different list indices cannot deadlock.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "config/config.hpp"
+#include "plan/model_shape.hpp"
+#include "plan/pipeline.hpp"
+#include "plan/planner.hpp"
+
+namespace meshloom::plan {
+
+// The stages of one HDP rank as a pipeline of `pp`: layers split by
+// balance_stages for micro-batches of C tokens (as `meshloom plan --pp`).
+PipelineModel balanced_pipeline(const ModelShape& shape, const CostModel& cost, int pp,
+                                int64_t capacity);
+
+// Plans one step with PP-Balance on options.trainers pipelines of `model`
+// (planner name "pp-balance"). Throws Error as make_plan does.
+Plan pp_balance_plan(const std::vector<int64_t>& lengths, const PlannerOptions& options,
+                     const CostModel& cost, const PipelineModel& model);
+
+// The step's plan as plan.balance says: dp, make_plan(plan.planner); pp,
+// pp_balance_plan on pipelines of `pipeline`'s stages.
+Plan make_step_plan(const config::PlanConfig& plan, const std::vector<int64_t>& lengths,
+                    const PlannerOptions& options, const CostModel& cost,
+                    const PipelineModel& pipeline);
+
+}  // namespace meshloom::plan

@@ -1,0 +1,176 @@
+// PP-Balance as a Plan (pp_plan.hpp, plan.balance: pp): valid plans with
+// every token placed once, long sequences as rings, pipelines with cheaper
+// micro-batches running more of them, rings counted as a starting load, and
+// the plan.balance switch.
+#include "plan/pp_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "base/strings.hpp"
+#include "plan/pp_balance.hpp"
+#include "plan_test_util.hpp"
+
+using namespace meshloom;
+using namespace meshloom::plan;
+
+namespace {
+
+const ModelShape& llama7b() {
+  static const ModelShape shape = model_shape("llama-7b");
+  return shape;
+}
+
+PlannerOptions options(int32_t trainers, int64_t capacity) {
+  PlannerOptions o;
+  o.trainers = trainers;
+  o.capacity = capacity;
+  return o;
+}
+
+// Tokens each sequence has over all its pieces.
+std::vector<int64_t> placed_tokens(const Plan& plan) {
+  std::vector<int64_t> tokens(plan.sequences(), 0);
+  for (const Piece& p : plan.pieces) tokens[p.seq] += plan.chunks(p).tokens();
+  return tokens;
+}
+
+int32_t count_of(const Plan& plan, int32_t t) { return int32_t(plan.micro_batches_of(t).size()); }
+
+int64_t longest_on(const Plan& plan, int32_t t) {
+  int64_t longest = 0;
+  for (const MicroBatch& mb : plan.micro_batches_of(t))
+    for (const Piece& p : plan.pieces_of(mb)) longest = std::max(longest, plan.lengths[p.seq]);
+  return longest;
+}
+
+}  // namespace
+
+TEST(PpPlan, RandomBatchesValidEveryTokenOnceLongOnesRings) {
+  const CostModel cost = plantest::llama7b_cost();
+  Rng rng(7);
+  int rings = 0;
+  for (int iter = 0; iter < 500; ++iter) {
+    const plantest::Batch batch = plantest::random_batch(rng, 16, 1.5, 200);
+    PlannerOptions o = options(batch.trainers, batch.capacity);
+    o.offload = iter % 4 == 3;
+    const int pp = 1 + int(rng.below(4));
+    SCOPED_TRACE(strf("iter %d: T %d, C %lld, pp %d, %zu sequences, offload %d", iter, o.trainers,
+                      (long long)o.capacity, pp, batch.lengths.size(), int(o.offload)));
+    const Plan plan =
+        pp_balance_plan(batch.lengths, o, cost, balanced_pipeline(llama7b(), cost, pp, o.capacity));
+    ASSERT_EQ(plan.validate(), "");
+    EXPECT_EQ(plan.planner, "pp-balance");
+    EXPECT_EQ(placed_tokens(plan), batch.lengths);
+    for (int32_t s = 0; s < plan.sequences(); ++s) {
+      const bool long_one = plan.lengths[s] > o.capacity;
+      if (!o.offload) {
+        EXPECT_EQ(plan.group_size(s) > 1, long_one) << "sequence " << s;
+      }
+      if (!long_one) {
+        EXPECT_EQ(plan.group_size(s), 1) << "sequence " << s;
+      }
+      rings += plan.group_size(s) > 1;
+    }
+    // Rings come first in every list, then whole micro-batches.
+    for (int32_t t = 0; t < plan.trainers; ++t) {
+      bool whole_seen = false;
+      for (const MicroBatch& mb : plan.micro_batches_of(t)) {
+        const Piece& first = plan.pieces[mb.piece_begin];
+        const bool whole = plan.lengths[first.seq] <= o.capacity;
+        EXPECT_FALSE(whole_seen && !whole) << "trainer " << t << ": a ring after whole ones";
+        whole_seen = whole_seen || whole;
+      }
+    }
+  }
+  EXPECT_GT(rings, 100);
+}
+
+TEST(PpPlan, CheaperMicroBatchesRunMoreOfThem) {
+  // Four pipelines of four stages, C = 32K: eight 32K sequences and 512 of
+  // 1K, the same tokens each (ByteScale's Fig. 12 situation).
+  const CostModel cost = plantest::llama7b_cost();
+  const int64_t C = 32 * 1024;
+  std::vector<int64_t> lengths(8, C);
+  lengths.resize(8 + 256, 1024);
+  const PlannerOptions o = options(4, C);
+  const Plan plan = pp_balance_plan(lengths, o, cost, balanced_pipeline(llama7b(), cost, 4, C));
+  ASSERT_EQ(plan.validate(), "");
+  // Pipeline 0 holds the long ones, few micro-batches; the last the short
+  // ones, many.
+  std::string counts;
+  for (int32_t t = 0; t < 4; ++t)
+    counts += strf(" %d/%lld", count_of(plan, t), (long long)longest_on(plan, t));
+  std::printf("micro-batches/longest per pipeline:%s\n", counts.c_str());
+  EXPECT_EQ(longest_on(plan, 0), C) << counts;
+  EXPECT_LT(longest_on(plan, 3), C) << counts;
+  EXPECT_LT(count_of(plan, 0), count_of(plan, 3)) << counts;
+}
+
+TEST(PpPlan, RingsAreAStartingLoad) {
+  // One 8C sequence, a ring over some of 16 pipelines, among short ones:
+  // its members take fewer whole micro-batches than the others.
+  const CostModel cost = plantest::llama7b_cost();
+  const int64_t C = 4096;
+  std::vector<int64_t> lengths = {8 * C};
+  lengths.resize(1 + 400, 1024);
+  const PlannerOptions o = options(16, C);
+  const Plan plan = pp_balance_plan(lengths, o, cost, balanced_pipeline(llama7b(), cost, 2, C));
+  ASSERT_EQ(plan.validate(), "");
+  ASSERT_GT(plan.group_size(0), 1);
+  std::vector<int> in_ring(16, 0);
+  for (int32_t m : plan.group(0)) in_ring[m] = 1;
+  double members = 0, others = 0;
+  int n_members = 0;
+  for (int32_t t = 0; t < 16; ++t) {
+    const double whole = count_of(plan, t) - in_ring[t];
+    (in_ring[t] ? members : others) += whole;
+    n_members += in_ring[t];
+  }
+  ASSERT_LT(n_members, 16);
+  EXPECT_LT(members / n_members, others / (16 - n_members));
+}
+
+TEST(PpPlan, StartingLoadsInPpBalance) {
+  const CostModel cost = plantest::llama7b_cost();
+  const PipelineModel model = balanced_pipeline(llama7b(), cost, 2, 4096);
+  PipelineBalanceOptions o;
+  o.pipelines = 2;
+  o.capacity = 4096;
+  const std::vector<int64_t> lengths(8, 4096);
+  const PipelineBatch even = pp_balance(lengths, o, model);
+  EXPECT_EQ(even.micro_batches_of(0), 4);
+  // Pipeline 0 busy for longer than the whole batch takes: it gets nothing.
+  o.start = {10 * even.makespan(), 0};
+  const PipelineBatch skewed = pp_balance(lengths, o, model);
+  EXPECT_EQ(check_pipeline_batch(skewed, lengths, o), "");
+  EXPECT_EQ(skewed.micro_batches_of(0), 0);
+  EXPECT_EQ(skewed.micro_batches_of(1), 8);
+  // Some load on pipeline 1: it takes fewer than half.
+  o.start = {0, 0.5 * even.makespan()};
+  EXPECT_LT(pp_balance(lengths, o, model).micro_batches_of(1), 4);
+  o.start = {1.0};
+  EXPECT_THROW(pp_balance(lengths, o, model), Error);
+  o.start = {-1.0, 0};
+  EXPECT_THROW(pp_balance(lengths, o, model), Error);
+}
+
+TEST(PpPlan, BalanceSwitchPicksTheScheduler) {
+  const CostModel cost = plantest::llama7b_cost();
+  const std::vector<int64_t> lengths = {9000, 300, 4000, 100, 2500};
+  const PlannerOptions o = options(4, 4096);
+  config::PlanConfig c;
+  EXPECT_EQ(c.balance, config::Balance::dp);
+  EXPECT_EQ(make_step_plan(c, lengths, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity)).planner, "hdp");
+  c.planner = config::Planner::bytescale;
+  EXPECT_EQ(make_step_plan(c, lengths, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity)).planner, "bytescale");
+  c.balance = config::Balance::pp;
+  const Plan p = make_step_plan(c, lengths, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity));
+  EXPECT_EQ(p.planner, "pp-balance");
+  EXPECT_EQ(p.validate(), "");
+  EXPECT_THROW(make_step_plan(c, {0}, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity)), Error);
+  EXPECT_THROW(balanced_pipeline(llama7b(), cost, 1000, o.capacity), Error);  // pp > layers
+}
