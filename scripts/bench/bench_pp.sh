@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# bench_pp.sh: PP-Balance against DP-Balance, measured on this machine.
+# 10 ranks: 1 constructor, 1 loader, 8 trainers as 4 pipelines of 2 stages
+# (parallel.pp 2), 1 thread each, sharing the cores. Real long-tailed data:
+# the quickstart corpora with a long policy (half of each step from
+# documents over 1024 tokens, samples up to 4096), C = 2048, so samples over
+# C run as CP rings of stages across pipelines in both settings.
+#   calib:  DP-Balance (plan.planner: bytescale), to calibrate the cost model:
+#           each micro-batch's seconds summed over its pipeline's stages
+#   dp:     DP-Balance with that calibration
+#   pp:     PP-Balance (plan.balance: pp) with that calibration
+# dp and pp train the same batches (their data hashes are compared). Step
+# time: the median over steps 1.. of the slowest trainer's step. Prediction:
+# each pipeline's simulated 1F1B makespan (metrics.jsonl's `predicted`)
+# against its measured one (the largest compute time of its trainers).
+# Prints the table, writes bench/results/pp.csv and pp.png.
+#   scripts/bench/bench_pp.sh   (STEPS=8 TOKENS=8192 by default)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+MESHLOOM=${MESHLOOM:-build/app/meshloom}
+[[ -x $MESHLOOM ]] || scripts/setup.sh >/dev/null
+[[ -f data/prepared/pydocs.idx ]] || scripts/data/prepare_data.sh >/dev/null
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+STEPS=${STEPS:-8} TOKENS=${TOKENS:-32768} C=${C:-1024} SEQ=${SEQ:-1024} LONG=${LONG:-512}
+out=bench/results
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cat >"$work/c.yaml" <<YAML
+run: {steps: $STEPS, timeout: 600, threads: 1}
+cluster: {roles: {constructors: 1, loaders: 1}}
+model: {vocab_size: 50257, d_model: 128, n_layers: 4, n_heads: 4, n_kv_heads: 2, ffn_dim: 352}
+parallel: {pp: 2}
+plan: {planner: bytescale, capacity: $C}
+data:
+  seq_len: $SEQ
+  tokens_per_step: $TOKENS
+  long_policy: {threshold: $LONG, share: 0.5}
+  sources:
+    - {name: pydocs, path: data/prepared/pydocs, format: indexed, weight: 3}
+    - {name: bible, path: data/prepared/bible, format: indexed, weight: 1}
+    - {name: fortunes, path: data/prepared/fortunes, format: indexed, weight: 1}
+checkpoint: {every: 0}
+YAML
+run() {  # name [train arguments...]
+  echo "[bench_pp] $1" >&2
+  local name=$1
+  shift
+  mpirun --oversubscribe --bind-to none -np 10 "$MESHLOOM" train -c "$work/c.yaml" \
+    --set run.dir="$work/$name" "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; exit 1; }
+}
+run calib
+/usr/bin/python3 - "$work/calib/metrics.jsonl" "$work/calib.csv" <<'PY'
+# Each micro-batch once: its tokens, L^2 work and the seconds of all its
+# stages (trainer t is stage t % 2 of pipeline t // 2 at tp 1, pp 2).
+import json, sys
+rows = []
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if "step" not in r or r["step"] < 1:
+        continue
+    by = {t["trainer"]: t["micro"] for t in r["trainers"]}
+    for t in by:
+        if t % 2:
+            continue
+        for m0, m1 in zip(by[t], by[t + 1]):
+            rows.append((m0[0], m0[1], m0[3] + m1[3]))
+with open(sys.argv[2], "w") as f:
+    f.write("tokens,sum_l2,seconds\n")
+    for tokens, l2, s in rows:
+        f.write(f"{tokens},{l2:.6g},{s:.6g}\n")
+PY
+run dp --set plan.calibration="$work/calib.csv"
+run pp --set plan.calibration="$work/calib.csv" --set plan.balance=pp
+/usr/bin/python3 - "$work" "$out" "$STEPS" "$TOKENS" <<'PY'
+import json, statistics, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+work, out, steps, tokens = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+def steps_of(name):
+    return [r for r in (json.loads(l) for l in open(f"{work}/{name}/metrics.jsonl"))
+            if "step" in r and r["step"] >= 1]
+runs = {n: steps_of(n) for n in ("dp", "pp")}
+for a, b in zip(runs["dp"], runs["pp"]):
+    assert a["data_hash"] == b["data_hash"], f"step {a['step']}: other data"
+labels = {"dp": "DP-Balance (bytescale)", "pp": "PP-Balance (plan.balance: pp)"}
+rows, errors = {}, {}
+for name, rs in runs.items():
+    pipes = []  # (predicted, measured) per pipeline and step
+    micro = []
+    for r in rs:
+        by_pipe = {}
+        for t in r["trainers"]:
+            p = by_pipe.setdefault(t["trainer"] // 2, [t["predicted"], 0.0, len(t["micro"])])
+            p[1] = max(p[1], t["compute"])
+        pipes += [(v[0], v[1]) for v in by_pipe.values()]
+        micro += [v[2] for v in by_pipe.values()]
+    err = [abs(p - m) / m for p, m in pipes if m > 0]
+    errors[name] = err
+    rows[name] = dict(step=statistics.median(r["seconds"] for r in rs),
+                      within=sum(e <= 0.2 for e in err) / len(err), mean_err=statistics.mean(err),
+                      micro_min=min(micro), micro_max=max(micro), loss=rs[-1]["loss"])
+base = rows["dp"]["step"]
+print(f"| scheduler | step (median, steps 1-{steps - 1}) | vs DP-Balance | micro-batches per pipeline | "
+      "predicted pipeline time within 20% | mean prediction error |")
+print("| --- | --- | --- | --- | --- | --- |")
+with open(f"{out}/pp.csv", "w") as f:
+    f.write("scheduler,step_seconds,speedup_vs_dp,micro_min,micro_max,within_20pct,mean_error,last_loss\n")
+    for n in ("dp", "pp"):
+        r = rows[n]
+        print(f"| {labels[n]} | {r['step']:.2f} s | {base / r['step']:.2f}x | {r['micro_min']}-{r['micro_max']} | "
+              f"{100 * r['within']:.0f}% | {100 * r['mean_err']:.0f}% |")
+        f.write(f"{n},{r['step']:.4f},{base / r['step']:.4f},{r['micro_min']},{r['micro_max']},"
+                f"{r['within']:.4f},{r['mean_err']:.4f},{r['loss']:.6f}\n")
+print(f"same batches in both (data hashes equal over {len(runs['dp'])} steps)")
+fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+for n, c in (("dp", "tab:blue"), ("pp", "tab:orange")):
+    a.plot([r["step"] for r in runs[n]], [r["seconds"] for r in runs[n]], "o-", c=c, label=labels[n])
+a.set_xlabel("step"); a.set_ylabel("seconds"); a.set_title(f"step time, {tokens} tokens/step"); a.legend()
+b.hist([100 * e for e in errors["dp"]], bins=20, alpha=0.6, label=labels["dp"])
+b.hist([100 * e for e in errors["pp"]], bins=20, alpha=0.6, label=labels["pp"])
+b.axvline(20, ls="--", c="gray")
+b.set_xlabel("|predicted - measured| / measured, per pipeline and step (%)"); b.legend()
+fig.suptitle("4 pipelines x 2 stages, 8 trainers on this machine's cores")
+fig.tight_layout(); fig.savefig(f"{out}/pp.png", dpi=120)
+print(f"wrote {out}/pp.csv and {out}/pp.png")
+PY
