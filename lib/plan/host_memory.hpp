@@ -10,7 +10,12 @@
 // the norm gains whole), the activations of its H/tp heads and F/tp FFN
 // columns, and the replicated residual stream and norms whole (ceil(n / tp)
 // rows of them with sequence parallelism, plus an [n, d] gather buffer and
-// the norm gains' partial gradients). Left out: the
+// the norm gains' partial gradients). A pipeline stage (parallel.pp) holds
+// its layers' weights (the embedding on the first stage and, tied, the
+// last; the final norm, head and loss buffers on the last) and keeps the
+// activations of the micro-batches 1F1B leaves between forward and backward:
+// pp - s of them on stage s < pp - 1, besides the set it computes in.
+// Left out: the
 // ring attention's K/V blocks (a split sequence's), OpenBLAS's and MPI's own
 // buffers, and the checkpoint's host copies.
 #pragma once
@@ -35,6 +40,11 @@ struct HostMemoryInput {
   // parallel.sequence_parallel (tp > 1): the residual stream, the norms'
   // inputs and outputs and their gradients are kept for ceil(n / tp) rows.
   bool sequence_parallel = false;
+  // Pipeline parallelism: this stage's layers (0: all, no pipeline), whether
+  // it is the first and the last, and the activation sets it keeps parked.
+  int64_t stage_layers = 0;
+  bool first_stage = true, last_stage = true;
+  int64_t parked = 0;
 };
 
 struct HostMemory {
@@ -55,8 +65,8 @@ struct HostMemory {
 
 HostMemory host_memory(const HostMemoryInput& in);
 
-// Config `c` on `trainers` trainers (trainers / parallel.tp HDP ranks), for
-// its largest micro-batch.
+// Config `c` on `trainers` trainers (trainers / (tp x pp) HDP ranks), for
+// its largest micro-batch; with parallel.pp > 1 the stage that needs most.
 HostMemory host_memory_for_run(const config::Config& c, int trainers);
 
 // The floor a trainer cannot go below whatever its micro-batches: weights,

@@ -40,13 +40,16 @@ ModelShape::TpShare ModelShape::tp_share(int tp) const {
   return {part(heads), part(kv_heads), part(ffn), part(vocab)};
 }
 
-int64_t ModelShape::numel(int tp) const {
+int64_t ModelShape::numel(int tp) const { return stage_numel(tp, layers, true, true); }
+
+int64_t ModelShape::stage_numel(int tp, int64_t stage_layers, bool first, bool last) const {
   const TpShare my = tp_share(tp);
   const int64_t d = hidden, q_dim = my.heads * head_dim();
   const int64_t kv_dim = my.kv_heads * head_dim(), f = my.ffn, rows = my.vocab_rows;
   // attn_norm, wq, wk, wv, wo, mlp_norm, w1, w3, w2.
   const int64_t per_layer = 2 * d + (q_dim + 2 * kv_dim) * d + d * q_dim + 3 * d * f;
-  return rows * d + int64_t(layers) * per_layer + d + (tied ? 0 : rows * d);
+  const bool embed = first || (last && tied);
+  return (embed ? rows * d : 0) + stage_layers * per_layer + (last ? d + (tied ? 0 : rows * d) : 0);
 }
 
 namespace {

@@ -51,6 +51,10 @@ struct ModelShape {
   // ways (rounded up where tp does not divide them), ceil(V / tp) vocabulary
   // rows, the norm gains whole.
   int64_t numel(int tp = 1) const;
+  // The same for one pipeline stage of `stage_layers` layers: the embedding
+  // on the first stage (and on the last when tied: its head), the final
+  // norm and an untied head on the last.
+  int64_t stage_numel(int tp, int64_t stage_layers, bool first, bool last) const;
   // TP rank 0's share of what tensor parallelism splits (the largest, with
   // the split rounded up where tp does not divide).
   struct TpShare {

@@ -130,6 +130,22 @@ std::vector<int> stage_layers_for_run(const config::Config& c) {
                         MicroBatchLoad::of_lengths(std::vector<int64_t>{c.plan.capacity}));
 }
 
+RunCosts run_costs(const config::Config& c) {
+  const ModelShape shape = shape_from_config(c.model);
+  const int tp = int(c.parallel.tp), pp = int(c.parallel.pp);
+  RunCosts out;
+  out.hdp_rank = CostModel::from_shape(shape, hardware_from_config(c.plan, tp * pp));
+  CostModel stage = CostModel::from_shape(shape, hardware_from_config(c.plan, tp));
+  if (!c.plan.calibration.empty()) {
+    const Calibration fit = calibrate(read_calibration_csv(c.plan.calibration));
+    out.hdp_rank = calibrated(out.hdp_rank, fit);
+    stage = calibrated(stage, fit);
+    out.calibration = fit.describe();
+  }
+  out.pipeline = pipeline_model(shape, stage, stage_layers_for_run(c));
+  return out;
+}
+
 void check_stage_layers(std::span<const int> stage_layers, int layers, int pp) {
   if (int(stage_layers.size()) != pp)
     throw Error(

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "config/config.hpp"
@@ -97,5 +98,17 @@ PipelineModel pipeline_model(const ModelShape& shape, const CostModel& cost,
                              std::span<const int> stage_layers);
 // Each stage's forward + backward seconds for micro-batches like `m`.
 std::vector<double> stage_seconds(const PipelineModel& model, const MicroBatchLoad& m);
+
+// The cost models of a run (config `c`): `hdp_rank`, an HDP rank's (tp x pp
+// trainers' FLOPs and links, as the planners take it), and `pipeline`, one
+// HDP rank's stages (a stage is a TP group: tp trainers' cost cut by its
+// layers; one stage at pp = 1). Both calibrated with plan.calibration when
+// it is set; `calibration` then describes the fit, else it is empty.
+struct RunCosts {
+  CostModel hdp_rank;
+  PipelineModel pipeline;
+  std::string calibration;
+};
+RunCosts run_costs(const config::Config& c);
 
 }  // namespace meshloom::plan

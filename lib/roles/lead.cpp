@@ -82,22 +82,13 @@ Lead::Lead(const World& w) : w_(w) {
   }
   plane_ = std::make_unique<dataplane::DataPlane>(
       w.config, docs, [this](int s, int64_t d) { return length(s, d); });
-  // An HDP rank is a TP group, or a pipeline of them: tp x pp trainers'
-  // FLOPs and links (pipeline bubbles aside). A stage is a TP group: the
-  // cost of tp trainers, cut by its layers.
-  const plan::ModelShape shape = plan::shape_from_config(w.config.model);
-  plan_cost_ = plan::CostModel::from_shape(
-      shape, plan::hardware_from_config(w.config.plan, w.mesh.group_size()));
-  plan::CostModel stage_cost =
-      plan::CostModel::from_shape(shape, plan::hardware_from_config(w.config.plan, w.mesh.tp));
-  if (!w.config.plan.calibration.empty()) {
-    plan::Calibration fit = plan::calibrate(plan::read_calibration_csv(w.config.plan.calibration));
-    plan_cost_ = plan::calibrated(plan_cost_, fit);
-    stage_cost = plan::calibrated(stage_cost, fit);
+  // An HDP rank is a TP group, or a pipeline of them (plan/pipeline.hpp).
+  const plan::RunCosts costs = plan::run_costs(w.config);
+  plan_cost_ = costs.hdp_rank;
+  pipe_model_ = costs.pipeline;
+  if (!costs.calibration.empty())
     LOG_INFO("cost model calibrated from %s: %s", w.config.plan.calibration.c_str(),
-             fit.describe().c_str());
-  }
-  pipe_model_ = plan::pipeline_model(shape, stage_cost, plan::stage_layers_for_run(w.config));
+             costs.calibration.c_str());
 }
 
 Lead::~Lead() = default;

@@ -9,6 +9,7 @@
 #include "plan/device_memory.hpp"
 #include "plan/host_memory.hpp"
 #include "plan/planner.hpp"
+#include "plan/pp_plan.hpp"
 #include "roles/doc_source.hpp"
 
 namespace meshloom {
@@ -24,26 +25,28 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
   }
   dataplane::DataPlane plane(c, docs,
                              [&](int s, int64_t d) { return sources[size_t(s)]->length(d); });
-  // An HDP rank is a TP group of parallel.tp trainers, as the lead plans it
-  // (roles/lead.cpp).
-  const int tp = int(c.parallel.tp);
-  if (trainers % tp != 0)
-    throw Error(strf("--trainers %d is not a multiple of parallel.tp (%d)", trainers, tp));
-  plan::CostModel cost = plan::CostModel::from_shape(plan::shape_from_config(c.model),
-                                                     plan::hardware_from_config(c.plan, tp));
-  if (!c.plan.calibration.empty())
-    cost = plan::calibrated(cost, plan::calibrate(plan::read_calibration_csv(c.plan.calibration)));
-  const plan::PlannerOptions o = plan::options_from_config(c.plan, trainers / tp, c.data.seq_len);
-  if (tp > 1)
-    std::printf("%d trainers in TP groups of %d: planning over %d HDP ranks\n", trainers, tp,
-                trainers / tp);
+  // An HDP rank is a TP group of parallel.tp trainers, or a pipeline of pp
+  // of them, as the lead plans it (roles/lead.cpp).
+  const int tp = int(c.parallel.tp), pp = int(c.parallel.pp), group = tp * pp;
+  if (trainers % group != 0)
+    throw Error(strf("--trainers %d is not a multiple of parallel.tp x parallel.pp (%d x %d)",
+                     trainers, tp, pp));
+  const plan::RunCosts costs = plan::run_costs(c);
+  const plan::CostModel& cost = costs.hdp_rank;
+  const plan::PlannerOptions o =
+      plan::options_from_config(c.plan, trainers / group, c.data.seq_len);
+  if (group > 1)
+    std::printf("%d trainers in groups of tp %d x pp %d: planning over %d HDP ranks\n", trainers,
+                tp, pp, trainers / group);
   if (c.run.backend == config::Backend::cpu) {
     const plan::HostMemory m = plan::host_memory_for_run(c, trainers);
     std::printf(
-        "host memory per trainer (run.backend: cpu, tp %d%s%s): about %s for micro-batches of "
+        "host memory per trainer (run.backend: cpu, tp %d%s%s%s): about %s for micro-batches of "
         "up to %lld tokens\n",
         tp, m.input.sequence_parallel && tp > 1 ? ", sequence parallel" : "",
-        c.optim.zero1 ? ", ZeRO-1" : "", m.describe(6).c_str(), (long long)m.input.tokens);
+        c.optim.zero1 ? ", ZeRO-1" : "",
+        pp > 1 ? strf(", pp %d: the largest stage", pp).c_str() : "", m.describe(6).c_str(),
+        (long long)m.input.tokens);
   }
   if (c.run.backend == config::Backend::cuda) {
     // run.gpu_comm: auto takes NCCL where every trainer has a GPU of its own.
@@ -64,7 +67,7 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
     dataplane::StepManifest m = plane.next();
     std::vector<int64_t> lengths;
     for (const auto& p : m.samples) lengths.push_back(p.length);
-    const plan::Plan p = plan::make_plan(c.plan.planner, lengths, o, cost);
+    const plan::Plan p = plan::make_step_plan(c.plan, lengths, o, cost, costs.pipeline);
     const std::string err = p.validate();
     if (!err.empty()) throw Error(strf("step %lld: %s", (long long)step, err.c_str()));
     const plan::Plan q = plan::make_plan(other, lengths, o, cost);

@@ -87,6 +87,56 @@ TEST(HostMemory, TermsAreWhatTheModelAllocates) {
   }
 }
 
+// A pipeline stage (first, middle, last; tied and untied; tp 1 and 2) holds
+// what the estimate of that stage says, with no activations parked.
+TEST(HostMemory, StagesHoldTheirLayersAndTheirEnds) {
+  for (bool tied : {true, false}) {
+    for (int tp : {1, 2}) {
+      for (const model::StageLayers st :
+           {model::StageLayers{0, 1}, model::StageLayers{1, 3}, model::StageLayers{3, 4}}) {
+        config::Config c = small_config(tied);
+        c.model.n_layers = 4;
+        const int64_t n = 300;
+        SoloGroup group;
+        model::ModelOptions opt;
+        opt.threads = 1;
+        opt.loss_chunk = c.model.loss_chunk;
+        const model::Shape shape = model::Shape::from_config(c.model);
+        model::Transformer<float> m(shape, opt, {tp, 0}, tp > 1 ? &group : nullptr, st);
+        m.init_params(1);
+        std::vector<int32_t> tokens(static_cast<size_t>(n), 7);
+        const model::Batch b = model::Batch::pack(tokens, std::vector<int32_t>{int32_t(n)});
+        const std::vector<float> rows(static_cast<size_t>(n * shape.d_model), 0.01f);
+        const bool first = st.first == 0, last = st.end == shape.n_layers;
+        if (last) {
+          m.forward_backward(b, 1e-3, nullptr, first ? std::span<const float>{} : rows);
+        } else {
+          m.forward_stage(b, rows);
+          m.backward_stage(rows);
+        }
+        HostMemoryInput in;
+        in.shape = shape_from_config(c.model);
+        in.tokens = n;
+        in.tp = tp;
+        in.loss_chunk = c.model.loss_chunk;
+        in.stage_layers = st.end - st.first;
+        in.first_stage = first;
+        in.last_stage = last;
+        const HostMemory est = host_memory(in);
+        const int64_t stats = last ? 3 * std::min<int64_t>(n, in.loss_chunk) * 8 : 0;
+        const std::string what = std::string(tied ? "tied" : "untied") + ", tp " +
+                                 std::to_string(tp) + ", layers " + std::to_string(st.first) + "-" +
+                                 std::to_string(st.end);
+        EXPECT_EQ(est.weights, int64_t(m.params().size() * sizeof(float))) << what;
+        EXPECT_EQ(m.buffer_bytes(), est.total() - est.moments + stats) << what;
+        // Parked micro-batches add their activations, RoPE angles and ids.
+        in.parked = 2;
+        EXPECT_GT(host_memory(in).activations, 3 * est.activations) << what;
+      }
+    }
+  }
+}
+
 TEST(HostMemory, FloorIsWeightsGradientsMomentsAndTheLossChunk) {
   config::Config c;
   c.model.vocab_size = 1000;
