@@ -15,30 +15,8 @@
 set -u
 meshloom=$1 mpiexec=$2
 source "$(dirname "$0")/../common/testlib.sh"
-prepare_docs docs '[a-c]*'
-cat >"$dir/c.yaml" <<YAML
-run: {timeout: 120, steps: 20}
-cluster: {roles: {constructors: 1, loaders: 2}}
-model: {vocab_size: 257, d_model: 128, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_dim: 352}
-optim: {lr: 6.0e-3, min_lr: 6.0e-4, warmup_steps: 5}
-plan: {capacity: 512}
-data:
-  seq_len: 1024
-  tokens_per_step: 2048
-  sources: [{name: docs, path: $dir/docs}]
-checkpoint: {every: 10, keep: 5}
-YAML
-train() {  # run-dir ranks args...
-  local run=$1 np=$2
-  shift 2
-  timeout 300 "$mpiexec" --oversubscribe --bind-to none -np "$np" "$meshloom" train \
-    -c "$dir/c.yaml" --set run.dir="$dir/$run" --set checkpoint.dir="$dir/$run/ckpt" "$@" \
-    >>"$dir/$run.log" 2>&1 || { cat "$dir/$run.log"; fail "$run: meshloom train failed"; }
-}
-# Steps FROM.. of two runs: same data hashes, losses within TOL relative.
-same_losses() {  # run-a run-b from tol
-  /usr/bin/python3 "$(dirname "$0")/same_losses.py" "$dir/$1/metrics.jsonl" "$dir/$2/metrics.jsonl" "$3" "$4"
-}
+# shellcheck source=tests/train/train_runs.sh
+source "$(dirname "$0")/train_runs.sh"
 
 train pp1 6
 train pp2 8 --set parallel.pp=2 --set cluster.roles.loaders=1
