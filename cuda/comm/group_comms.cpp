@@ -8,18 +8,6 @@
 
 namespace meshloom::kernels {
 
-namespace {
-std::string describe(const MemberSet& set) {
-  std::string text = "{";
-  for (size_t i = 0; i < set.size(); ++i) {
-    if (i > 0) text += ',';
-    text += std::to_string(set[i]);
-  }
-  text += '}';
-  return text;
-}
-}  // namespace
-
 GroupComms::GroupComms(ncclComm_t parent, size_t capacity) : parent_(parent), lru_(capacity) {
   ML_CHECK(parent_ != nullptr, "group communicators need the trainers' communicator");
   NCCL_CHECK(ncclCommUserRank(parent_, &trainer_));
@@ -40,12 +28,12 @@ void GroupComms::prepare(const std::vector<std::vector<int>>& step_groups) {
   const std::vector<MemberSet> step_sets = distinct_member_sets(step_groups);
   for (const MemberSet& s : step_sets)
     ML_CHECK(s.back() < parent_size,
-             "group " + describe(s) + " names a trainer beyond " + std::to_string(parent_size));
+             "group " + to_string(s) + " names a trainer beyond " + std::to_string(parent_size));
   const MemberSetLru::Plan plan = lru_.prepare(step_sets);
   // Evict first (bounded resources), in the plan's order: the same everywhere.
   for (const MemberSet& set : plan.evict) {
     auto it = comms_.find(set);
-    ML_CHECK(it != comms_.end(), "group cache out of step for " + describe(set));
+    ML_CHECK(it != comms_.end(), "group cache out of step for " + to_string(set));
     if (it->second) NCCL_CHECK(ncclCommDestroy(it->second));
     comms_.erase(it);
   }
@@ -68,9 +56,9 @@ bool GroupComms::contains(std::span<const int> members) const {
 ncclComm_t GroupComms::get(std::span<const int> members) const {
   const MemberSet set = member_set(members);
   auto it = comms_.find(set);
-  ML_CHECK(it != comms_.end(), "group " + describe(set) + " was not prepared for this step");
+  ML_CHECK(it != comms_.end(), "group " + to_string(set) + " was not prepared for this step");
   ML_CHECK(it->second != nullptr,
-           "trainer " + std::to_string(trainer_) + " is not a member of group " + describe(set));
+           "trainer " + std::to_string(trainer_) + " is not a member of group " + to_string(set));
   return it->second;
 }
 

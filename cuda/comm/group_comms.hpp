@@ -29,7 +29,7 @@
 #include <span>
 #include <vector>
 
-#include "cuda/comm/member_sets.hpp"
+#include "comm/member_sets.hpp"
 
 namespace meshloom::kernels {
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "base/check.hpp"
-#include "cuda/comm/member_sets.hpp"
+#include "comm/member_sets.hpp"
 #include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels {

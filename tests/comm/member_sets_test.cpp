@@ -1,12 +1,12 @@
 // The pure bookkeeping of the group communicator cache (no GPU): member-set
 // keys, split rounds and colours, ring neighbours and the LRU plan.
-#include "cuda/comm/member_sets.hpp"
+#include "comm/member_sets.hpp"
 
 #include <gtest/gtest.h>
 
 #include "base/check.hpp"
 
-namespace meshloom::kernels {
+namespace meshloom {
 namespace {
 
 struct ThrowOnFail : ::testing::Environment {
@@ -135,4 +135,4 @@ TEST(MemberSetLru, SameInputsGiveSamePlansOnEveryTrainer) {
 }
 
 }  // namespace
-}  // namespace meshloom::kernels
+}  // namespace meshloom

@@ -1,4 +1,4 @@
-#include "cuda/comm/member_sets.hpp"
+#include "comm/member_sets.hpp"
 
 #include <algorithm>
 #include <set>
@@ -6,7 +6,16 @@
 
 #include "base/check.hpp"
 
-namespace meshloom::kernels {
+namespace meshloom {
+
+std::string to_string(const MemberSet& set) {
+  std::string text = "{";
+  for (size_t i = 0; i < set.size(); ++i) {
+    if (i > 0) text += ',';
+    text += std::to_string(set[i]);
+  }
+  return text + '}';
+}
 
 MemberSet member_set(std::span<const int> members) {
   MemberSet set(members.begin(), members.end());
@@ -108,4 +117,4 @@ std::vector<MemberSet> MemberSetLru::sets() const {
   return std::vector<MemberSet>(order_.rbegin(), order_.rend());
 }
 
-}  // namespace meshloom::kernels
+}  // namespace meshloom

@@ -1,29 +1,32 @@
-// Member sets of trainer groups: the pure bookkeeping behind the NCCL group
-// communicators (cuda/comm/group_comms.hpp), free of CUDA and MPI so that
-// it is unit-tested without a device.
+// Member sets of trainer groups: the pure bookkeeping behind the group
+// communicators (MPI: comm/group_comms.hpp; NCCL: cuda/comm/group_comms.hpp),
+// free of CUDA and MPI so that it is unit-tested alone.
 //
 // A group is a list of trainer indices (ranks in the trainers' communicator)
 // in ring order; its member set is the same indices sorted, and is the key of
 // the communicator cache: rings [2,0,1] and [0,1,2] share one communicator.
 //
-// The one rule: ncclCommSplit is collective over the parent, so every trainer
-// must make the same split calls in the same order, members or not. Every
-// function here is a pure function of the step's plan, which every trainer
-// holds, so every trainer computes the same splits and the same evictions.
+// The one rule: a split (MPI_Comm_split, ncclCommSplit) is collective over the parent, so every
+// trainer must make the same split calls in the same order, members or not. Every function here is
+// a pure function of the step's plan, which every trainer holds, so every trainer computes the same
+// splits and the same evictions.
 #pragma once
 
 #include <cstddef>
 #include <list>
 #include <map>
 #include <span>
+#include <string>
 #include <vector>
 
-namespace meshloom::kernels {
+namespace meshloom {
 
 using MemberSet = std::vector<int>;  // sorted, distinct, non-negative trainer indices
 
 // The key of a group: its members sorted. Fails on a repeated or negative index.
 MemberSet member_set(std::span<const int> members);
+// "{0,2,5}", for messages.
+std::string to_string(const MemberSet& set);
 
 // The distinct member sets of a step's groups, in order of first appearance.
 std::vector<MemberSet> distinct_member_sets(const std::vector<std::vector<int>>& groups);
@@ -73,4 +76,4 @@ class MemberSetLru {
   std::map<MemberSet, std::list<MemberSet>::iterator> where_;
 };
 
-}  // namespace meshloom::kernels
+}  // namespace meshloom
