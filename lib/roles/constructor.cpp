@@ -65,6 +65,7 @@ proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& t,
   b.global_predictions = work.global_predictions;
   b.capacity = work.capacity;
   b.samples = proto::samples_for(work.samples, t);
+  b.groups = work.groups;
   b.checkpoint = work.checkpoint;
   if (t.trainer == 0) b.ckpt_data = work.ckpt_data;
   for (const auto& mbw : t.micro) {

@@ -17,8 +17,23 @@
 namespace meshloom {
 
 namespace {
-constexpr int64_t kLengthBatch = 256;  // lengths asked per request, in stream order
+
+// The step's CP groups (group size > 1), each member set once, in plan order.
+std::vector<std::vector<int32_t>> step_groups(const plan::Plan& plan) {
+  std::vector<std::vector<int32_t>> groups;
+  std::set<std::vector<int32_t>> seen;
+  for (int32_t seq = 0; seq < plan.sequences(); ++seq) {
+    if (plan.group_size(seq) < 2) continue;
+    const auto g = plan.group(seq);
+    std::vector<int32_t> key(g.begin(), g.end());
+    std::sort(key.begin(), key.end());
+    if (seen.insert(key).second) groups.emplace_back(g.begin(), g.end());
+  }
+  return groups;
 }
+
+constexpr int64_t kLengthBatch = 256;  // lengths asked per request, in stream order
+}  // namespace
 
 Lead::Lead(const World& w) : w_(w) {
   const auto& sources = w.config.data.sources;
@@ -234,6 +249,7 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
   // Pipelines run 1F1B over slots, a ring at the same slot in each member.
   plan::PipelineSlots slots;
   if (w_.mesh.pp > 1) slots = plan::pipeline_slots(last_plan_);
+  work.groups = step_groups(last_plan_);
   work.trainers.resize(size_t(T));
   for (int t = 0; t < T; ++t) {
     proto::TrainerWork& tw = work.trainers[size_t(t)];

@@ -177,6 +177,7 @@ void step_head(IO& io, M& m) {
   io(m.global_predictions);
   io(m.capacity);
   io.samples(m.samples);
+  io.list(m.groups, 8, [&](auto& g) { io(g); });  // a group: at least a count and a member
 }
 template <class IO, class M>
 void step_tail(IO& io, M& m) {
@@ -247,6 +248,9 @@ void layout(IO& io, M& m) {
   io(m.echo);
   io(m.note);
   io(m.micro);
+  io(m.group_hits);
+  io(m.group_misses);
+  io(m.group_split_seconds);
 }
 
 template <class M>

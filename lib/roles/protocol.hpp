@@ -101,6 +101,7 @@ struct StepWork {
   int64_t global_predictions = 0;  // sum over samples of (length - 1)
   int64_t capacity = 0;            // the plan's tokens per trainer (ring block sizes)
   std::vector<Sample> samples;
+  std::vector<std::vector<int32_t>> groups;  // as Batch::groups
   std::vector<TrainerWork> trainers;
   bool checkpoint = false;  // trainers checkpoint after this step
   std::string ckpt_data;    // the lead's data state for it (goes to trainer 0)
@@ -128,6 +129,10 @@ struct Batch {
   // (the rest are default, length 0), so that a step's batches cost
   // O(samples) on the wire and not O(trainers x samples).
   std::vector<Sample> samples;
+  // Every CP group of the step (HDP ranks, ring order), each member set
+  // once, in plan order: every trainer prepares the same group
+  // communicators from it (comm/group_comms.hpp), members or not.
+  std::vector<std::vector<int32_t>> groups;
   std::vector<MicroBatch> micro;
   bool checkpoint = false;
   std::string ckpt_data;  // trainer 0 only
@@ -153,6 +158,10 @@ struct Ack {
   // (its share of attention work), the ring size k, seconds (forward + backward):
   // what the planner's cost model predicts, measured (plan --calibrate fits it).
   std::vector<double> micro;
+  // The step's group communicators on this trainer (MpiGroupComms::prepare):
+  // member sets found in the cache, split, and the seconds splitting took.
+  int64_t group_hits = 0, group_misses = 0;
+  double group_split_seconds = 0;
 };
 constexpr size_t kMicroColumns = 4;  // numbers per micro-batch in Ack::micro
 

@@ -165,6 +165,14 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f, const std::vector
                         {"predicted", lead_.predicted_time(s, a.trainer)},
                         {"micro", micro}});
   }
+  // The step's group communicators: every trainer's cache holds the same
+  // sets, so one trainer's hits and misses; the slowest split.
+  Json groups = {{"hits", acks.empty() ? 0 : acks[0].group_hits},
+                 {"misses", acks.empty() ? 0 : acks[0].group_misses},
+                 {"split_seconds", 0.0}};
+  for (const auto& a : acks)
+    groups["split_seconds"] =
+        std::max(groups["split_seconds"].get<double>(), a.group_split_seconds);
   const Json line = {{"data_hash", strf("%016llx", (unsigned long long)lead_.manifest_hash(s))},
                      {"step", s},
                      {"loss", f.loss},
@@ -177,6 +185,7 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f, const std::vector
                      {"imbalance", f.imbalance()},
                      {"data_wait_max", f.max_wait},
                      {"stragglers", slow},
+                     {"group_comms", groups},
                      {"trainers", trainers}};
   std::fprintf(jsonl_, "%s\n", line.dump().c_str());
   std::fflush(jsonl_);

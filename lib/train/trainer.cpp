@@ -78,6 +78,7 @@ Trainer::Trainer(const World& w, const StepComms& comms)
       tp_rank_(comms.rank(Axis::tensor)),
       pp_(comms.size(Axis::pipeline)),
       stage_(comms.rank(Axis::pipeline)),
+      groups_(comms.comm(Axis::data)),
       whole_layout_(model::Shape::from_config(w.config.model)) {
   int64_t first = 0;
   for (int layers : plan::stage_layers_for_run(w.config)) {
@@ -323,6 +324,16 @@ int64_t Trainer::optimizer_bytes() const {
   return 2 * (shard_end_ - shard_begin_) * int64_t(sizeof(float));
 }
 
+void Trainer::prepare_groups(const proto::Batch& batch, proto::Ack& ack) {
+  std::vector<std::vector<int>> groups;
+  for (const auto& g : batch.groups) groups.emplace_back(g.begin(), g.end());
+  WatchScope watch("the split of the step's group communicators");
+  const GroupCommStats st = groups_.prepare(groups);
+  ack.group_hits = st.hits;
+  ack.group_misses = st.misses;
+  ack.group_split_seconds = st.split_seconds;
+}
+
 // The ring of a micro-batch split over a CP group, with the largest block a
 // member may send: at most ceil(L / k) tokens of each sequence, or C. Not C
 // alone: an offloaded piece holds more (the capacity counts its resident
@@ -341,10 +352,15 @@ RingGroup Trainer::ring_of(const proto::Batch& batch, const proto::MicroBatch& m
     shares += ceil_div(L, k);
   }
   RingGroup ring;
-  if (mb.group.size() > 1)
-    ring = RingGroup{comm_, std::vector<int>(mb.group.begin(), mb.group.end()), mb.member,
-                     std::max(batch.capacity, shares), w_.config.run.timeout};
-  return ring;
+  if (mb.group.size() <= 1) return ring;
+  // On the group's own communicator, whose ranks follow the sorted members.
+  const std::vector<int> group(mb.group.begin(), mb.group.end());
+  const MemberSet sorted = member_set(group);
+  std::vector<int> ranks;
+  for (int m : group)
+    ranks.push_back(int(std::lower_bound(sorted.begin(), sorted.end(), m) - sorted.begin()));
+  return RingGroup{groups_.get(group), ranks, mb.member, std::max(batch.capacity, shares),
+                   w_.config.run.timeout};
 }
 
 void Trainer::account(const proto::MicroBatch& mb, const model::Batch& b, const model::LossSum* ls,
@@ -383,6 +399,7 @@ proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
   ack.step = batch.step;
   ack.trainer = trainer_;
   backend_->zero_grads();
+  prepare_groups(batch, ack);
   if (!announced_ && trainer_ == 0)
     ack.note = "trainer 0 computes on " + backend_->describe() +
                " (run.backend: " + config::enum_name(w_.config.run.backend) + ")" +

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint.hpp"
+#include "comm/group_comms.hpp"
 #include "model/transformer.hpp"
 #include "parallel/step_comms.hpp"
 #include "parallel/world.hpp"
@@ -79,6 +80,7 @@ class Trainer {
   int pp_ = 1, stage_ = 0;                  // pipeline stages (parallel.pp)
   std::vector<model::StageLayers> stages_;  // every stage's layers
   std::unique_ptr<MpiTpComm> tp_comm_;      // the model's TP collectives (tp > 1)
+  MpiGroupComms groups_;                    // the step's CP groups, on the data axis
   model::ParamLayout whole_layout_;
   std::unique_ptr<model::Transformer<float>> model_;
   std::unique_ptr<train::AdamW> adam_;  // this trainer's slice of the moments
@@ -91,6 +93,9 @@ class Trainer {
   bool moments_stale_ = false;  // ... and moments
 
   void start_optimizer();
+  // The communicators of the step's CP groups (collective over the data
+  // axis), with what it took, into the acknowledgement.
+  void prepare_groups(const proto::Batch& batch, proto::Ack& ack);
   // The tied embedding's gradient summed over stages 0 and pp - 1.
   void tie_embedding(std::span<float> grads);
   // This trainer reports its HDP rank's tokens and loss: TP rank 0 of the
