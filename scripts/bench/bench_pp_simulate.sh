@@ -43,7 +43,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 rows = list(csv.DictReader(open(sys.argv[1])))
 out = sys.argv[2]
-# ByteScale section 8 (../shared/PAPERS.md): the only per-setting numbers it states.
+# ByteScale section 8 (its evaluation): the only per-setting numbers it states.
 paper = {("github", "pp-balance"): "3.42-4.28x (70B/MoE, HDP+TP+PP)",
          ("byted", "pp-balance"): "up to 4.26x (all models)"}
 r0 = rows[0]
