@@ -8,6 +8,7 @@
 #include "base/strings.hpp"
 #include "plan/device_memory.hpp"
 #include "plan/pp_balance.hpp"
+#include "plan/pp_plan.hpp"
 #include "plan/static_planner.hpp"
 
 namespace meshloom::plan {
@@ -73,19 +74,6 @@ std::vector<int32_t> identity(size_t n) {
 double seconds_of(const PipelineModel& model, const MicroBatchLoad& m) {
   const std::vector<double> st = stage_seconds(model, m);
   return std::accumulate(st.begin(), st.end(), 0.0);
-}
-
-// The pipelines that get short sequences, by how many: all, and those whose
-// ring time is at most 0, 1/4, 1/2 or 3/4 of the largest.
-std::vector<int32_t> short_pipeline_counts(const std::vector<double>& ring_time) {
-  std::vector<int32_t> counts = {int32_t(ring_time.size())};
-  const double most = *std::max_element(ring_time.begin(), ring_time.end());
-  for (double f : {0.0, 0.25, 0.5, 0.75}) {
-    const auto n = int32_t(std::count_if(ring_time.begin(), ring_time.end(),
-                                         [&](double t) { return t <= f * most * (1 + 1e-12); }));
-    if (n >= 1 && std::find(counts.begin(), counts.end(), n) == counts.end()) counts.push_back(n);
-  }
-  return counts;
 }
 
 }  // namespace
@@ -219,62 +207,19 @@ PipelineStep dp_balance_pipelines(const std::vector<int64_t>& lengths, const Pla
 
 PipelineStep pp_balance_pipelines(const std::vector<int64_t>& lengths, const PlannerOptions& o,
                                   const CostModel& cost, const PipelineModel& model) {
-  const int32_t T = o.trainers;
-  std::vector<int64_t> shorts, longs;
-  std::vector<int32_t> short_id, long_id;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    const bool split = lengths[i] > o.capacity;
-    (split ? longs : shorts).push_back(lengths[i]);
-    (split ? long_id : short_id).push_back(int32_t(i));
+  // The runtime's plan.balance: pp (pp_plan.hpp): hdp's rings first, then
+  // PP-Balance of the rest with the rings as each pipeline's starting load.
+  const Plan p = pp_balance_plan(lengths, o, cost, model);
+  PipelineStep st = run_pipelines("pp-balance", plan_loads(p, cost), model);
+  for (int32_t t = 0; t < p.trainers; ++t) {  // pipelines that got short sequences
+    bool short_ones = false;
+    for (const MicroBatch& mb : p.micro_batches_of(t))
+      short_ones = short_ones || p.group_size(p.pieces_of(mb)[0].seq) == 1;
+    st.short_pipelines += short_ones;
   }
-  std::vector<int64_t> placed(lengths.size(), 0);
-  // The starting load: rings of the long sequences, as HDP plans them.
-  Lists rings(static_cast<size_t>(T));
-  if (!longs.empty()) {
-    const Plan r = make_plan("bytescale", longs, o, cost);
-    rings = plan_loads(r, cost);
-    add_placed(r, long_id, placed);
-  }
-  std::vector<double> ring_time(size_t(T), 0.0);
-  for (int32_t p = 0; p < T; ++p)
-    if (!rings[size_t(p)].empty())
-      ring_time[size_t(p)] = simulate_one_f_one_b(model, rings[size_t(p)]).makespan;
-  std::vector<int32_t> least_rings = identity(size_t(T));
-  std::stable_sort(least_rings.begin(), least_rings.end(), [&](int32_t x, int32_t y) {
-    return ring_time[size_t(x)] < ring_time[size_t(y)];
-  });
-
-  PipelineStep best;
-  PipelineBatch best_batch;
-  for (int32_t d : short_pipeline_counts(ring_time)) {
-    const PipelineBalanceOptions po{d, o.capacity, o.slack, {}};
-    PipelineBatch b = pp_balance(shorts, po, model);
-    const std::string err = check_pipeline_batch(b, shorts, po);
-    ML_CHECK(err.empty(), "pp-balance: " + err);
-    // Its costliest pipelines go to the least ring-loaded ones, after their rings.
-    std::vector<int32_t> costliest = identity(size_t(d));
-    std::stable_sort(costliest.begin(), costliest.end(),
-                     [&](int32_t x, int32_t y) { return b.time(x) > b.time(y); });
-    Lists lists = rings;
-    for (int32_t j = 0; j < d; ++j) {
-      const int32_t q = costliest[size_t(j)];
-      for (int32_t m = b.pipeline_begin[size_t(q)]; m < b.pipeline_begin[size_t(q) + 1]; ++m) {
-        std::vector<int64_t> mb;
-        for (int32_t i : b.micro_batches[size_t(m)]) mb.push_back(shorts[size_t(i)]);
-        lists[size_t(least_rings[size_t(j)])].push_back(MicroBatchLoad::of_lengths(mb));
-      }
-    }
-    PipelineStep st = run_pipelines("pp-balance", lists, model);
-    if (best.timing.empty() || st.makespan() < best.makespan()) {
-      best = std::move(st);
-      best.short_pipelines = d;
-      best_batch = std::move(b);
-    }
-  }
-  for (const auto& mb : best_batch.micro_batches)
-    for (int32_t i : mb) placed[size_t(short_id[size_t(i)])] += shorts[size_t(i)];
-  best.placed = std::move(placed);
-  return best;
+  st.placed.assign(lengths.size(), 0);
+  add_placed(p, identity(lengths.size()), st.placed);
+  return st;
 }
 
 const PipeSimRow* PipeSimResult::row(const std::string& setup) const {

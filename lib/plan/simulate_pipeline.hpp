@@ -11,17 +11,11 @@
 //   dp-balance   HDP with ByteScale's Alg. 2 DP-Balance (planner
 //                "bytescale") deciding each HDP rank's micro-batches; each
 //                rank's list runs as a 1F1B pipeline.
-//   pp-balance   HDP with PP-Balance (pp_balance.hpp) for the sequences of at
-//                most C tokens. Longer ones are planned first, alone, by
-//                "bytescale" (rings over HDP ranks, as HDP splits them): that
-//                is each pipeline's starting load. PP-Balance cannot take a
-//                starting load, so the short sequences are PP-balanced over
-//                the D' pipelines with the least ring load, their lists
-//                (costliest first) paired with those pipelines (least ring
-//                load first), each pipeline running its rings and then its
-//                short micro-batches 1F1B; D' is the best of a few candidates
-//                (all pipelines, and those whose ring time is at most 0, 1/4,
-//                1/2 or 3/4 of the largest).
+//   pp-balance   the runtime's plan.balance: pp (pp_balance_plan in
+//                pp_plan.hpp): hdp's rings of the sequences longer than C
+//                first, then PP-Balance of the rest with each pipeline's
+//                ring time as its starting load; each pipeline runs its rings
+//                and then its short micro-batches 1F1B.
 // The step is the slowest pipeline.
 //
 // A micro-batch of a plan becomes a pipeline load (pipeline_load): its
@@ -86,7 +80,7 @@ struct PipelineStep {
   std::vector<int32_t> micro_batch;  // per pipeline: how many it runs
   std::vector<int64_t> placed;       // per sequence: its tokens placed (members summed)
   int32_t static_cp = 0;
-  int32_t short_pipelines = 0;  // pp-balance: D' (the pipelines that got short sequences)
+  int32_t short_pipelines = 0;  // pp-balance: the pipelines that got short sequences
   double makespan() const;
   double bubble() const;      // mean own bubble of the pipelines that run anything
   double idle(int pp) const;  // 1 - busy / (pipelines x pp x step)
