@@ -1,5 +1,7 @@
 // A trainer rank's training step: run its micro-batches forward and backward
-// (ring attention for CP micro-batches), reduce gradients over all trainers,
+// (ring attention for CP micro-batches on the step's group communicators;
+// with parallel.pp > 1 this stage's part of them, 1F1B:
+// trainer_pipeline.cpp), reduce gradients over all trainers,
 // clip, and update with AdamW (optionally ZeRO-1: optimizer state sharded,
 // reduce-scatter, update the shard, all-gather). The math runs in the
 // backend (train/backend.hpp: the CPU, or the GPU with run.backend: cuda);
@@ -48,11 +50,11 @@ class Trainer {
   double device_peak_flops() { return backend_->peak_flops(); }
   // The last step's reduced gradient, before clipping, whole on every trainer
   // (with ZeRO-1 the shards are gathered: collective over the trainers); with
-  // tp > 1 this TP rank's shard of it.
+  // tp > 1 or pp > 1 this rank's shard of it (its TP shard of its stage).
   std::vector<float> full_grads();
   // A buffer of this rank's layout as the whole model's (the unsharded layout
-  // of checkpoints and step dumps) on TP rank 0, empty on the others.
-  // Collective over the TP group; at tp = 1 a copy.
+  // of checkpoints and step dumps) on TP rank 0 of stage 0, empty on the
+  // others. Collective over the HDP rank's trainers; at tp = pp = 1 a copy.
   std::vector<float> whole(std::span<const float> mine) const;
   // The whole model's layout (at tp = 1 the model's own).
   const model::ParamLayout& whole_layout() const { return whole_layout_; }
