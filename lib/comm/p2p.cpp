@@ -113,4 +113,22 @@ std::string recv_bytes(int source, int tag, MPI_Comm comm, double timeout_s,
   return bytes;
 }
 
+void wait_requests(MPI_Request* requests, int count, double timeout_s,
+                   const std::function<std::string()>& what) {
+  const auto start = std::chrono::steady_clock::now();
+  int idle = 0;
+  while (true) {
+    int done = 0;
+    MPI_CHECK(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE));
+    if (done) return;
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > timeout_s)
+      ML_FAIL_WAITED(
+          strf("waited %.0f s for %s: a member is dead, hung or far behind "
+               "(run.timeout sets this limit)",
+               waited, what().c_str()));
+    backoff(&idle);
+  }
+}
+
 }  // namespace meshloom

@@ -1,4 +1,5 @@
-// Point-to-point messages of bytes with a deadline.
+// Point-to-point messages of bytes with a deadline (and the deadline wait
+// of any non-blocking call).
 //
 // Every wait polls (MPI_Iprobe / MPI_Test) with a short back-off instead of
 // blocking, for two reasons: a rank that never answers must produce a clear
@@ -43,6 +44,12 @@ std::string recv_bytes(int source, int tag, MPI_Comm comm, double timeout_s, con
 // too costly to build for every message).
 std::string recv_bytes(int source, int tag, MPI_Comm comm, double timeout_s,
                        const std::function<std::string()>& what, int* from = nullptr);
+
+// Waits for non-blocking calls (a collective's, a transfer's) by polling
+// with back-off; fails, exiting 3, naming `what` after timeout_s. `what` is
+// worked out only then.
+void wait_requests(MPI_Request* requests, int count, double timeout_s,
+                   const std::function<std::string()>& what);
 
 // Whether a message with `tag` (any tag: MPI_ANY_TAG) is waiting; fills
 // *source and *tag.

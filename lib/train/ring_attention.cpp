@@ -117,11 +117,16 @@ void RingAttention::backward(int layer, const model::AttnDims& dims,
                              int64_t lddo, float* dq, int64_t lddq,
                              const model::KvGrad<float>& kv_grad) {
   (void)layer;
-  const int k = int(group_.size());
-  const int64_t kv_dim = dims.n_kv_heads * dims.head_dim;
   std::vector<float> delta(size_t(q.n * dims.n_heads));
   model::attention_delta(dims, q.n, out, ldo, dout, lddo, delta.data(), opt_.threads);
-  model::QueryGrad<float> g{dout, lddo, lse, delta.data(), dq, lddq};
+  backward(dims, q, kv, model::QueryGrad<float>{dout, lddo, lse, delta.data(), dq, lddq}, kv_grad);
+}
+
+void RingAttention::backward(const model::AttnDims& dims, const model::QueryBlock<float>& q,
+                             const model::KvBlock<float>& kv, const model::QueryGrad<float>& g,
+                             const model::KvGrad<float>& kv_grad) {
+  const int k = int(group_.size());
+  const int64_t kv_dim = dims.n_kv_heads * dims.head_dim;
   Block cur, next;
   pack(kv, kv_dim, true, &cur);  // own block with zeroed dK/dV travels
   for (int step = 0; step < k; ++step) {

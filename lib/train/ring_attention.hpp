@@ -36,6 +36,11 @@ class RingAttention final : public model::AttentionBackend<float> {
                 const model::KvBlock<float>& kv, const float* out, int64_t ldo, const float* lse,
                 const float* dout, int64_t lddo, float* dq, int64_t lddq,
                 const model::KvGrad<float>& kv_grad) override;
+  // backward() once delta = rowsum(dO ⊙ O) is known (g.delta): for callers
+  // that have delta but not O (HybridAttention's head-sharded blocks).
+  void backward(const model::AttnDims& dims, const model::QueryBlock<float>& q,
+                const model::KvBlock<float>& kv, const model::QueryGrad<float>& g,
+                const model::KvGrad<float>& kv_grad);
 
   // Bytes this member sent so far (for reports).
   double bytes_sent() const { return bytes_sent_; }

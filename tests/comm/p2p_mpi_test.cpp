@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "base/check.hpp"
 #include "comm/p2p.hpp"
 
 namespace meshloom {
@@ -61,6 +64,25 @@ TEST(PendingSend, AbandonAfterCompletionFreesTheBuffer) {
     }
     s.abandon();
   }
+}
+
+// wait_requests on a collective that one rank joins late: the others fail
+// with a message naming what they waited for, then finish the call.
+TEST(WaitRequests, FailsNamingWhatItWaitedFor) {
+  const int rank = rank_of(MPI_COMM_WORLD);
+  MPI_Request req;
+  if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  if (rank != 0) {
+    try {
+      wait_requests(&req, 1, 0.2, [] { return std::string("the late barrier"); });
+      ADD_FAILURE() << "no timeout";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("for the late barrier"), std::string::npos) << e.what();
+      EXPECT_EQ(fatal_exit_code(), kExitTimeout);
+    }
+  }
+  MPI_Wait(&req, MPI_STATUS_IGNORE);
 }
 
 }  // namespace
