@@ -33,6 +33,10 @@ void add_plan(CLI::App& app, Runner* run) {
   cmd->add_flag("--static-fallback", a.static_fallback,
                 "hdp: use the static grid's plan where it is predicted faster "
                 "(plan.static_fallback)");
+  cmd->add_option("--cp-algorithm", a.cp_algorithm,
+                  "How split sequences run attention: ring, ulysses, hybrid or auto "
+                  "(plan.cp_algorithm)")
+      ->capture_default_str();
   cmd->add_option("--tp", a.tp, "Tensor-parallel GPUs per trainer")->capture_default_str();
   cmd->add_option("--pp", a.pp,
                   "Pipeline stages per trainer: plan the batch with PP-Balance and round-robin "

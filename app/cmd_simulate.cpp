@@ -62,6 +62,7 @@ void add_simulate(CLI::App& app, Runner* run) {
     std::string planners = "static,naive,bytescale,hdp";
     std::string csv;
     std::string pp;
+    std::string cp_algorithm = "ring";
     bool no_validate = false;
   };
   static Args a;
@@ -110,6 +111,10 @@ void add_simulate(CLI::App& app, Runner* run) {
   cmd->add_flag("--static-fallback", a.spec.static_fallback,
                 "hdp takes the static grid's plan on steps where it is predicted faster "
                 "(plan.static_fallback)");
+  cmd->add_option("--cp-algorithm", a.cp_algorithm,
+                  "How split sequences run attention: ring, ulysses, hybrid or auto (the "
+                  "cheapest per group; plan.cp_algorithm)")
+      ->capture_default_str();
   cmd->add_option("--planners", a.planners, "Planners to compare (comma-separated)")
       ->capture_default_str();
   cmd->add_option("--pp", a.pp,
@@ -134,6 +139,8 @@ void add_simulate(CLI::App& app, Runner* run) {
       s.micro_batch_overhead = a.mb_ms * 1e-3;
       s.validate = !a.no_validate;
       s.planners = split(a.planners, ',');
+      s.cp_algorithm =
+          config::choice_from_name<config::CpAlgorithm>(a.cp_algorithm, "--cp-algorithm");
       if (!a.pp.empty()) return simulate_pipelines(s, a.pp, a.lengths, a.csv);
       const plan::SimResult r = plan::simulate(s, length_sampler(a.lengths));
       std::fputs(plan::simulate_report(r).c_str(), stdout);

@@ -25,6 +25,7 @@ enum class SourceFormat { indexed, jsonl, text, tar };
 enum class DataMode { disaggregated, colocated };
 enum class Planner { hdp, bytescale, naive, static_grid };
 enum class Balance { dp, pp };
+enum class CpAlgorithm { ring, ulysses, hybrid, automatic };
 enum class FaultKind { crash, hang, slow };
 
 template <>
@@ -54,6 +55,10 @@ struct EnumNames<Planner> {
 template <>
 struct EnumNames<Balance> {
   static constexpr std::array<const char*, 2> names{"dp", "pp"};
+};
+template <>
+struct EnumNames<CpAlgorithm> {
+  static constexpr std::array<const char*, 4> names{"ring", "ulysses", "hybrid", "auto"};
 };
 template <>
 struct EnumNames<FaultKind> {
@@ -308,6 +313,7 @@ struct PlanConfig {
   double slack = 0.02;
   bool offload = false;
   bool static_fallback = false;
+  CpAlgorithm cp_algorithm = CpAlgorithm::ring;
   double flops = 2.0e10;
   double bandwidth = 5.0e9;
   std::string calibration;
@@ -330,6 +336,13 @@ struct PlanConfig {
             "hdp only: also plan the static DP x CP grid and use its plan for a step when the "
             "cost model predicts it faster (never slower than static, but a sequence that fits "
             "in C may then be split and communicate; off: ByteScale's data-aware sharding)");
+    v.field("cp_algorithm", cp_algorithm,
+            "How each split sequence's group runs attention: ring (ring attention, today's); "
+            "ulysses (all-to-all over heads, degree the largest divisor of the group that "
+            "divides a TP rank's heads, a ring across if that is less than the group); hybrid "
+            "(Ulysses inside subgroups on one node, a ring of at least 2 across them); auto "
+            "(the cheapest of these per group by the cost model, never predicted slower than "
+            "ring). The groups are the planner's either way");
     v.field("flops", flops, "Cost model: effective FLOP/s of one trainer", above(0.0));
     v.field("bandwidth", bandwidth, "Cost model: bytes/s one trainer sends to another", above(0.0));
     v.field("calibration", calibration,

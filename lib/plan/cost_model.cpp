@@ -20,6 +20,43 @@ Hardware hardware_from_config(const config::PlanConfig& plan, int tp) {
   return hw;
 }
 
+HeadShape head_shape(const ModelShape& shape, int tp) {
+  const ModelShape::TpShare my = shape.tp_share(std::max(1, tp));
+  HeadShape h;
+  h.heads = int32_t(my.heads);
+  h.kv_heads = int32_t(my.kv_heads);
+  h.head_bytes = 2.0 * double(shape.head_dim()) * std::max(1, tp);
+  return h;
+}
+
+bool ulysses_fits(const HeadShape& h, int u) {
+  return u == 1 || (u > 1 && h.heads > 0 && h.heads % u == 0);
+}
+
+int ulysses_kv_heads(const HeadShape& h, int u) {
+  ML_CHECK(ulysses_fits(h, u) && h.kv_heads > 0,
+           strf("Ulysses degree %d with %d heads", u, h.heads));
+  const int per_member = h.heads / u;
+  const int group = std::max(1, h.heads / h.kv_heads);  // query heads per KV head
+  int most = 0;
+  for (int j = 0; j < u; ++j) {
+    const int first = j * per_member, last = first + per_member - 1;
+    most = std::max(most, last / group - first / group + 1);
+  }
+  return most;
+}
+
+double ulysses_bytes(const HeadShape& h, int u) {
+  if (u <= 1) return 0;
+  const double e = ulysses_kv_heads(h, u);
+  return double(u - 1) * h.head_bytes * (2.0 * double(h.heads) / u + 2.0 * e);
+}
+
+double cp_ring_block_bytes(const HeadShape& h, double kv_bytes, int u) {
+  if (u <= 1) return kv_bytes;
+  return double(u) * 2.0 * ulysses_kv_heads(h, u) * h.head_bytes;
+}
+
 CostModel CostModel::from_shape(const ModelShape& shape, const Hardware& hw) {
   ML_CHECK(hw.flops > 0 && hw.bandwidth > 0, "FLOP rate and bandwidth must be positive");
   CostModel m;
@@ -36,6 +73,7 @@ CostModel CostModel::from_shape(const ModelShape& shape, const Hardware& hw) {
   m.host_bandwidth = hw.host_bandwidth;
   m.host_memory = hw.host_memory;
   m.tp = std::max(1, hw.tp);
+  m.heads = head_shape(shape, m.tp);
   if (m.tp > 1) {
     ML_CHECK(hw.tp_link_bandwidth > 0, "the TP link bandwidth must be positive");
     const double ring_share = 2.0 * double(m.tp - 1) / double(m.tp);
@@ -48,18 +86,52 @@ CostModel CostModel::from_shape(const ModelShape& shape, const Hardware& hw) {
 
 double CostModel::micro_batch(double tokens, double attn_l2, int k, bool intra,
                               double offload_bytes) const {
+  return cp_micro_batch(tokens, attn_l2, k, 1, CpLinks{intra, intra}, offload_bytes);
+}
+
+double CostModel::cp_micro_batch(double tokens, double attn_l2, int k, int u, CpLinks links,
+                                 double offload_bytes) const {
   const double attn = a * attn_l2;
   double t = b * tokens + g;
   if (k <= 1) {
     t += attn;
   } else {
-    const double step = attn / k;
-    const double bw = intra ? intra_bandwidth : bandwidth;
-    const double comm = passes * double(layers) * (tokens * kv_bytes / bw + latency);
-    t += step + double(k - 1) * std::max(step, comm);
+    ML_CHECK(u >= 1 && k % u == 0 && ulysses_fits(heads, u),
+             strf("Ulysses degree %d for a group of %d (%d heads a TP rank)", u, k, heads.heads));
+    if (u > 1) {
+      const double bw = links.a2a_intra ? intra_bandwidth : bandwidth;
+      t += double(layers) * kUlyssesPasses *
+           (tokens * ulysses_bytes(heads, u) / bw + kUlyssesCollectives * latency);
+    }
+    const int r = k / u;
+    if (r == 1) {
+      t += attn;
+    } else {
+      // The ring across subgroups: r steps, each block's K/V arriving while
+      // the previous block is computed.
+      const double step = attn / r;
+      const double bw = links.ring_intra ? intra_bandwidth : bandwidth;
+      const double block = cp_ring_block_bytes(heads, kv_bytes, u);
+      const double comm = passes * double(layers) * (tokens * block / bw + latency);
+      t += step + double(r - 1) * std::max(step, comm);
+    }
   }
   if (offload_bytes > 0 && host_bandwidth > 0) t = std::max(t, offload_bytes / host_bandwidth);
   return t;
+}
+
+CpLinks CostModel::cp_links(std::span<const int32_t> group, int u) const {
+  auto one_node = [this](std::span<const int32_t> ranks) {
+    if (ranks.size() <= 1) return true;
+    auto [lo, hi] = std::minmax_element(ranks.begin(), ranks.end());
+    return same_node(*lo, *hi);
+  };
+  CpLinks l;
+  l.ring_intra = one_node(group);
+  l.a2a_intra = true;
+  for (size_t j = 0; j + size_t(u) <= group.size() && l.a2a_intra; j += size_t(u))
+    l.a2a_intra = one_node(group.subspan(j, size_t(u)));
+  return l;
 }
 
 double CostModel::piece(int64_t length, int k) const {

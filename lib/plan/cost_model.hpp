@@ -34,6 +34,30 @@
 // copy (r x activation bytes over the host link) outlasts the compute, and
 // the offloaded bytes of one trainer must fit in its pinned host memory.
 //
+// Ulysses and hybrid CP (issue 23; docs/plan.md "CP algorithms"). A k-way
+// group may instead run Ulysses of degree u (u divides k and the query heads
+// of a TP rank) inside each of r = k / u subgroups of consecutive members,
+// and a ring across the subgroups (u = 1: the ring above; u = k: pure
+// Ulysses). Per layer, forward: an all-to-all turns the member's Q, K, V
+// from token-sharded to head-sharded (each member then holds its subgroup's
+// tokens for heads/u query heads), attention runs over them, and an
+// all-to-all turns O back; backward moves dO in and dQ, dK, dV back, the
+// same bytes (the head-sharded Q, K, V, O and lse of forward are kept, as
+// flash attention keeps its inputs). Per token a member holds, one layer,
+// forward (head_bytes = bytes of one head of one token):
+//   A(u) = (u - 1) * head_bytes * (2 * heads / u + 2 * e(u))
+// (Q out and O back: (u-1)/u of the query heads each; K and V: e(u) KV heads
+// to each of the u - 1 others), e(u) = the KV heads one member needs, more
+// than kv_heads / u when u > kv_heads (a KV head is then replicated to every
+// member whose query heads share it). The ring across subgroups moves, per
+// token of the member, u * 2 * e(u) * head_bytes (kv_bytes when u = 1) and
+// runs r steps of a * attn_l2 / r. Ulysses' all-to-alls sit on the critical
+// path (attention needs all of Q, K, V; the next layer needs O), so
+//   t = b * tokens + g + layers * 2 * (tokens * A(u) / bw_a + 4 * latency)
+//       + ring over r steps as above (its K/V overlapping compute),
+// bw_a = the intra-node bandwidth when every subgroup sits in one node,
+// else `bandwidth`.
+//
 // a, b and g can be fitted to measurements: `calibrate()` takes (tokens,
 // sum L^2, seconds) of whole-sequence (k = 1) micro-batches and solves the
 // least-squares problem with a, b, g >= 0. The CSV it reads has one header
@@ -42,6 +66,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,6 +86,42 @@ struct Hardware {
   double micro_batch_overhead = 0.0;  // seconds per micro-batch (g)
   int tp = 1;                         // GPUs (ranks) per trainer, tensor-parallel
   double tp_link_bandwidth = 150e9;   // bytes/s of one GPU's link inside its TP group
+};
+
+// The heads of one TP rank, as Ulysses sees them (0 heads: unknown, so a
+// group can only run a ring). ModelShape::tp_share splits them.
+struct HeadShape {
+  int32_t heads = 0;      // query heads of one TP rank
+  int32_t kv_heads = 0;   // K/V heads of one TP rank
+  double head_bytes = 0;  // one head of one token, bf16, summed over the trainer's TP ranks
+  bool operator==(const HeadShape&) const = default;
+};
+
+HeadShape head_shape(const ModelShape& shape, int tp);
+// u = 1, or u > 1 dividing the query heads (DeepSpeed-Ulysses' rule: every
+// member gets heads / u whole heads).
+bool ulysses_fits(const HeadShape& h, int u);
+// KV heads the member with the most needs at Ulysses degree u (ulysses_fits):
+// member j holds query heads [j h/u, (j+1) h/u), and query head q uses KV head
+// q / (heads / kv_heads) (GQA).
+int ulysses_kv_heads(const HeadShape& h, int u);
+// A(u): all-to-all bytes one member sends per token it holds, one layer,
+// forward (backward the same); 0 at u = 1.
+double ulysses_bytes(const HeadShape& h, int u);
+// K/V bytes per token held that a ring step carries at Ulysses degree u
+// (kv_bytes at u = 1).
+double cp_ring_block_bytes(const HeadShape& h, double kv_bytes, int u);
+
+// Ulysses' all-to-all passes per layer: forward (Q, K, V in; O back) and
+// backward (dO in; dQ, dK, dV back), four collectives each.
+constexpr double kUlyssesPasses = 2;
+constexpr double kUlyssesCollectives = 4;
+
+// Which links a group's collectives use: the all-to-alls inside subgroups,
+// and the ring (across subgroups, or the whole group at u = 1).
+struct CpLinks {
+  bool a2a_intra = false;   // every subgroup sits in one node
+  bool ring_intra = false;  // the whole group sits in one node
 };
 
 // The hardware of one HDP rank of a run: a TP group of `tp` trainers, each
@@ -86,6 +147,7 @@ class CostModel {
   double host_memory = 256e9;
   int tp = 1;
   double tp_seconds_per_token = 0;  // of b: the TP group's collectives
+  HeadShape heads;                  // of one TP rank: Ulysses' limit and volume
 
   static CostModel from_shape(const ModelShape& shape, const Hardware& hw);
 
@@ -93,6 +155,13 @@ class CostModel {
   // activation bytes this member copies to the host during it.
   double micro_batch(double tokens, double attn_l2, int k, bool intra = false,
                      double offload_bytes = 0) const;
+  // The same with Ulysses of degree u inside subgroups and a ring of k / u
+  // across them (u = 1: micro_batch above). u must divide k and fit the heads.
+  double cp_micro_batch(double tokens, double attn_l2, int k, int u, CpLinks links,
+                        double offload_bytes = 0) const;
+  // The links of `group` (ranks, member order) at Ulysses degree u: subgroup
+  // j is members [j u, (j+1) u).
+  CpLinks cp_links(std::span<const int32_t> group, int u) const;
   // Time of a whole sequence of L tokens on one trainer, without g.
   double whole(int64_t length) const {
     return a * double(length) * double(length) + b * double(length);

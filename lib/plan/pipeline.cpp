@@ -135,6 +135,7 @@ RunCosts run_costs(const config::Config& c) {
   const int tp = int(c.parallel.tp), pp = int(c.parallel.pp);
   RunCosts out;
   out.hdp_rank = CostModel::from_shape(shape, hardware_from_config(c.plan, tp * pp));
+  out.hdp_rank.heads = head_shape(shape, tp);  // stages split layers, not heads
   CostModel stage = CostModel::from_shape(shape, hardware_from_config(c.plan, tp));
   if (!c.plan.calibration.empty()) {
     const Calibration fit = calibrate(read_calibration_csv(c.plan.calibration));

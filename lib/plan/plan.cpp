@@ -57,6 +57,23 @@ int64_t member_slots(int64_t length, int k, int member, ChunkRule rule) {
   return length / k + (member < length % k ? 1 : 0);
 }
 
+CpAlgo cp_algo_of(int k, int u) {
+  if (k <= 1 || u <= 1) return CpAlgo{};
+  return CpAlgo{u == k ? CpKind::kUlysses : CpKind::kHybrid, u};
+}
+
+std::string cp_algo_name(const CpAlgo& algo, int k) {
+  switch (algo.kind) {
+    case CpKind::kRing:
+      return "ring";
+    case CpKind::kUlysses:
+      return "ulysses";
+    case CpKind::kHybrid:
+      break;
+  }
+  return strf("hybrid(%dx%d)", algo.u, algo.u > 0 ? k / algo.u : 0);
+}
+
 double Plan::resident_tokens(const Piece& p) const {
   const double s = double(slots(p));
   const double r = offload_ratio(p.seq);
@@ -173,30 +190,29 @@ std::string run_schedule(const Plan& p, const Duration& duration, std::vector<Mi
 
 }  // namespace
 
+double Plan::member_seconds(const MicroBatch& mb, const CostModel& cost, int u,
+                            const CpLinks& links) const {
+  const double act = cost.act_bytes * cost.layers;
+  double tokens = 0, l2 = 0, off = 0;
+  const int k = group_size(pieces[mb.piece_begin].seq);
+  for (const Piece& pc : pieces_of(mb)) {
+    const double sl = double(slots(pc));
+    const double L = double(lengths[pc.seq]);
+    tokens += sl;
+    l2 += L * L / k;
+    off += offload_ratio(pc.seq) * sl * act;
+  }
+  return cost.cp_micro_batch(tokens, l2, k, u, links, off);
+}
+
 void Plan::retime(const CostModel& cost) {
   const int32_t n = sequences();
-  std::vector<uint8_t> intra(n, 0);
-  for (int32_t s = 0; s < n; ++s) {
-    auto g = group(s);
-    if (g.size() <= 1) continue;
-    auto [lo, hi] = std::minmax_element(g.begin(), g.end());
-    intra[s] = cost.same_node(*lo, *hi);
-  }
-  const double act = cost.act_bytes * cost.layers;
+  std::vector<CpLinks> links(n);
+  for (int32_t s = 0; s < n; ++s)
+    if (group_size(s) > 1) links[s] = cost.cp_links(group(s), cp_algo(s).u);
   Duration d = [&](int32_t, const MicroBatch& mb) {
-    double tokens = 0, l2 = 0, off = 0;
-    int k = 1;
-    bool in = false;
-    for (const Piece& pc : pieces_of(mb)) {
-      k = group_size(pc.seq);
-      in = intra[pc.seq];
-      const double sl = double(slots(pc));
-      const double L = double(lengths[pc.seq]);
-      tokens += sl;
-      l2 += L * L / k;
-      off += offload_ratio(pc.seq) * sl * act;
-    }
-    return cost.micro_batch(tokens, l2, k, in, off);
+    const int32_t s = pieces[mb.piece_begin].seq;
+    return member_seconds(mb, cost, cp_algo(s).u, links[s]);
   };
   const std::string err = run_schedule(*this, d, &micro_batches);
   ML_CHECK(err.empty(), "retime of an invalid plan: " + err);
@@ -232,6 +248,10 @@ struct PlanChecker {
       bad("group offsets do not match the sequences");
     if (!p.offload.empty() && p.offload.size() != p.lengths.size())
       bad("offload ratios do not match");
+    if (!p.cp.empty() && p.cp.size() != p.lengths.size()) bad("CP algorithms do not match");
+    if (p.heads.heads < 0 || p.heads.kv_heads < 0 || !(p.heads.head_bytes >= 0))
+      bad(strf("heads %d, KV heads %d, head bytes %g", p.heads.heads, p.heads.kv_heads,
+               p.heads.head_bytes));
     if (T >= 1 &&
         (int64_t(p.trainer_begin.size()) != int64_t(T) + 1 || p.trainer_begin.front() != 0 ||
          size_t(p.trainer_begin.back()) != p.micro_batches.size()))
@@ -268,6 +288,7 @@ struct PlanChecker {
         bad(strf("sequence %d: group of %d in a static grid of CP %d", s, k, p.static_cp));
       const float r = p.offload_ratio(s);
       if (!(r >= 0.f && r <= 1.f)) bad(strf("sequence %d: offload ratio %g", s, double(r)));
+      cp_algo(s, k);
       for (int32_t m : p.group(s)) {
         if (m < 0 || m >= p.trainers) {
           bad(strf("sequence %d: member rank %d outside 0..%d", s, m, p.trainers - 1));
@@ -278,6 +299,20 @@ struct PlanChecker {
       }
       if (L >= 1 && k >= 1) chunks(s, L, k);
     }
+  }
+
+  // The CP algorithm of sequence s: a Ulysses degree that divides k and the
+  // heads of a TP rank, and the kind that goes with it.
+  void cp_algo(int32_t s, int k) {
+    const CpAlgo a = p.cp_algo(s);
+    if (a.u < 1 || a.u > k || k % a.u != 0)
+      return bad(strf("sequence %d: Ulysses degree %d does not divide its group of %d", s, a.u, k));
+    if (!(a == cp_algo_of(k, a.u)))
+      return bad(strf("sequence %d: CP algorithm %s with u = %d in a group of %d", s,
+                      cp_algo_name(a, k).c_str(), a.u, k));
+    if (!ulysses_fits(p.heads, a.u))
+      bad(strf("sequence %d: Ulysses degree %d does not divide the %d heads of a TP rank", s, a.u,
+               p.heads.heads));
   }
 
   // The chunk layout of sequence s: a partition of [0, L) in zigzag order.
@@ -374,6 +409,8 @@ struct PlanChecker {
         if (first.member == 0 && s != first.seq &&
             !std::equal(p.group(s).begin(), p.group(s).end(), p.group(first.seq).begin()))
           bad(strf("sequences %d and %d share a micro-batch but not a group", first.seq, s));
+        if (first.member == 0 && !(p.cp_algo(s) == p.cp_algo(first.seq)))
+          bad(strf("sequences %d and %d share a micro-batch but not a CP algorithm", first.seq, s));
       }
     }
     if (!ok()) return;
@@ -403,36 +440,53 @@ std::string Plan::validate() const {
 
 std::vector<Transfer> Plan::transfers() const {
   std::vector<Transfer> out;
-  // member-0 micro-batches of rings; member c's tokens = sum of its slots.
+  // member-0 micro-batches of rings; a subgroup's tokens = sum of its
+  // members' slots. Member c passes on every block but its successor's own.
   for (const MicroBatch& mb : micro_batches) {
     const Piece& first = pieces[mb.piece_begin];
     const int k = group_size(first.seq);
-    if (k == 1 || first.member != 0) continue;
-    std::vector<int64_t> held(k, 0);
+    const int u = cp_algo(first.seq).u;
+    if (k == 1 || first.member != 0 || u == k) continue;
+    std::vector<int64_t> held(k / u, 0);
     int64_t total = 0;
     for (const Piece& p : pieces_of(mb))
       for (int c = 0; c < k; ++c) {
         const int64_t sl = member_slots(lengths[p.seq], k, c, rule);
-        held[c] += sl;
+        held[c / u] += sl;
         total += sl;
       }
+    const double per_token = cp_ring_block_bytes(heads, kv_bytes, u) / u;
     auto g = group(first.seq);
     for (int c = 0; c < k; ++c) {
       Transfer x;
       x.seq = first.seq;
       x.from = g[c];
-      x.to = g[(c + 1) % k];
-      x.bytes_per_layer = int64_t(std::llround(double(total - held[(c + 1) % k]) * kv_bytes));
+      x.to = g[(c + u) % k];
+      x.bytes_per_layer =
+          int64_t(std::llround(double(total - held[((c + u) % k) / u]) * per_token));
       out.push_back(x);
     }
   }
   return out;
 }
 
+double Plan::a2a_bytes() const {
+  double per_layer = 0;
+  for (const MicroBatch& mb : micro_batches) {
+    const int32_t s = pieces[mb.piece_begin].seq;
+    const int u = cp_algo(s).u;
+    if (u <= 1) continue;
+    int64_t held = 0;
+    for (const Piece& p : pieces_of(mb)) held += slots(p);
+    per_layer += double(held) * ulysses_bytes(heads, u);
+  }
+  return per_layer * layers * kUlyssesPasses;
+}
+
 double Plan::comm_bytes() const {
   double per_layer = 0;
   for (const Transfer& x : transfers()) per_layer += double(x.bytes_per_layer);
-  return per_layer * layers * passes;
+  return per_layer * layers * passes + a2a_bytes();
 }
 
 PlanStats plan_stats(const Plan& plan) {
@@ -441,6 +495,7 @@ PlanStats plan_stats(const Plan& plan) {
   st.mean = plan.mean_time();
   st.imbalance = plan.imbalance();
   st.comm_bytes = plan.comm_bytes();
+  st.a2a_bytes = plan.a2a_bytes();
   double busy = 0, largest = 0;
   st.min_micro_batches = INT32_MAX;
   for (int32_t t = 0; t < plan.trainers; ++t) {
@@ -473,6 +528,7 @@ PlanBuilder::PlanBuilder(std::string planner, int32_t trainers, int64_t capacity
   plan_.layers = cost.layers;
   plan_.kv_bytes = cost.kv_bytes;
   plan_.passes = cost.passes;
+  plan_.heads = cost.heads;
   plan_.lengths = lengths;
   group_k_.assign(lengths.size(), 0);
   group_at_.assign(lengths.size(), -1);

@@ -31,6 +31,19 @@
 // and l the layer count (ByteScale eq. 3 with activations linear in tokens);
 // without offloading (r = 0) that is the plain token count.
 //
+// CP algorithm (issue 23). Each split sequence also names how its group runs
+// attention: a ring (as above), Ulysses, or the hybrid of both, as a
+// Ulysses degree u that divides k (cp_algo below). Member c belongs to
+// subgroup c / u (members [j u, (j+1) u), consecutive in the group's order)
+// at Ulysses rank c % u; the all-to-alls run inside subgroups, and a ring of
+// r = k / u steps links member c to member (c + u) mod k. The chunk layout
+// does not change: a subgroup's members hold zigzag chunks that together
+// form subgroup j's front and back blocks of a 2r-way zigzag, so after the
+// all-to-all each member holds its subgroup's tokens for heads / u heads
+// and the ring across subgroups stays balanced. Sequences sharing a
+// micro-batch share its algorithm. u must divide the query heads of a TP rank
+// (Plan::heads).
+//
 // Order: the rings on each trainer must appear in one global order, or two
 // trainers would each wait for the other; validate() checks that, and
 // retime() fills in start and end of every micro-batch (a ring starts when the
@@ -69,6 +82,18 @@ MemberChunks member_chunks(int64_t length, int k, int member, ChunkRule rule);
 int64_t member_slots(int64_t length, int k, ChunkRule rule);
 // Slots of member c exactly (kBalanced: its share).
 int64_t member_slots(int64_t length, int k, int member, ChunkRule rule);
+
+// How a split sequence's group runs attention; u is the Ulysses degree.
+enum class CpKind : uint8_t { kRing = 0, kUlysses = 1, kHybrid = 2 };
+struct CpAlgo {
+  CpKind kind = CpKind::kRing;
+  int32_t u = 1;  // 1: ring; k: Ulysses; else hybrid, Ulysses of u x ring of k / u
+  bool operator==(const CpAlgo&) const = default;
+};
+// The algorithm of a k-way group at Ulysses degree u (u divides k).
+CpAlgo cp_algo_of(int k, int u);
+// "ring", "ulysses", or "hybrid(UxR)" (u, then the ring's k / u).
+std::string cp_algo_name(const CpAlgo& algo, int k);
 
 struct Piece {
   int32_t seq = 0;
@@ -114,12 +139,14 @@ struct Plan {
   int32_t layers = 1;     // for capacity with offloading and for ring volume
   double kv_bytes = 0;    // K/V bytes per token per layer
   double passes = 3;      // ring passes per layer (forward + backward)
+  HeadShape heads;        // of one TP rank: Ulysses' degrees and volume
   double planning_seconds = 0;
 
   std::vector<int64_t> lengths;
   std::vector<int32_t> group_begin;  // sequences + 1 offsets into members
   std::vector<int32_t> members;
   std::vector<float> offload;          // per sequence ratio r; empty: none
+  std::vector<CpAlgo> cp;              // per sequence; empty: every group a ring
   std::vector<int32_t> trainer_begin;  // trainers + 1 offsets into micro_batches
   std::vector<MicroBatch> micro_batches;
   std::vector<Piece> pieces;
@@ -143,6 +170,7 @@ struct Plan {
     return {pieces.data() + mb.piece_begin, size_t(mb.piece_end - mb.piece_begin)};
   }
   float offload_ratio(int32_t seq) const { return offload.empty() ? 0.f : offload[seq]; }
+  CpAlgo cp_algo(int32_t seq) const { return cp.empty() ? CpAlgo{} : cp[seq]; }
   MemberChunks chunks(const Piece& p) const {
     return member_chunks(lengths[p.seq], group_size(p.seq), p.member, rule);
   }
@@ -165,10 +193,18 @@ struct Plan {
 
   // "" when every invariant holds, else the problems found (at most a few).
   std::string validate() const;
-  // Recomputes start and end of every micro-batch with `cost`.
+  // Recomputes start and end of every micro-batch with `cost`, each group
+  // with its CP algorithm.
   void retime(const CostModel& cost);
+  // One member's predicted seconds of `mb` if its group ran Ulysses of
+  // degree u (1: ring); the same as retime for the group's own u.
+  double member_seconds(const MicroBatch& mb, const CostModel& cost, int u,
+                        const CpLinks& links) const;
+  // Ring edges (hybrid: across subgroups, member c to c + u; Ulysses: none).
   std::vector<Transfer> transfers() const;
-  // Bytes all rings move in one step: every layer, every pass.
+  // Bytes the all-to-alls of Ulysses and hybrid groups move in one step.
+  double a2a_bytes() const;
+  // Bytes all CP collectives move in one step: every layer, every pass.
   double comm_bytes() const;
 };
 
@@ -179,6 +215,7 @@ struct PlanStats {
   double imbalance = 0;
   double lower_bound = 0;  // max(total busy time / T, largest single micro-batch)
   double comm_bytes = 0;
+  double a2a_bytes = 0;  // of comm_bytes: Ulysses' all-to-alls
   int64_t split_sequences = 0;
   int32_t max_group = 0;
   int32_t min_micro_batches = 0;

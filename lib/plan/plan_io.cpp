@@ -13,7 +13,7 @@ namespace meshloom::plan {
 namespace {
 
 constexpr char kMagic[6] = {'M', 'L', 'P', 'L', 'A', 'N'};
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;  // 2: heads and CP algorithms; 1 is still read (all rings)
 
 uint64_t fnv1a(const uint8_t* p, size_t n) {
   uint64_t h = 1469598103934665603ull;
@@ -64,6 +64,21 @@ class Reader {
 
 constexpr int64_t kMaxCount = int64_t(1) << 31;
 
+// Each sequence's Ulysses degree (a divisor of its group size), if any.
+void read_cp(Reader& r, Plan& p) {
+  const uint8_t has_cp = r.u8();
+  if (has_cp > 1) throw Error("plan: bad CP algorithm flag");
+  if (!has_cp) return;
+  p.cp.resize(size_t(p.sequences()));
+  for (int32_t s = 0; s < p.sequences(); ++s) {
+    const int k = p.group_size(s);
+    const int u = int(r.var_in(1, k, "Ulysses degree"));
+    if (k % u != 0)
+      throw Error(strf("plan: sequence %d: Ulysses degree %d of a group of %d", s, u, k));
+    p.cp[size_t(s)] = cp_algo_of(k, u);
+  }
+}
+
 }  // namespace
 
 std::vector<uint8_t> serialize(const Plan& p) {
@@ -77,6 +92,9 @@ std::vector<uint8_t> serialize(const Plan& p) {
   w.var(uint64_t(p.layers));
   w.raw<double>(p.kv_bytes);
   w.raw<double>(p.passes);
+  w.var(uint64_t(p.heads.heads));
+  w.var(uint64_t(p.heads.kv_heads));
+  w.raw<double>(p.heads.head_bytes);
   w.raw<double>(p.planning_seconds);
   w.var(p.planner.size());
   for (char c : p.planner) w.u8(uint8_t(c));
@@ -100,6 +118,8 @@ std::vector<uint8_t> serialize(const Plan& p) {
   }
   w.u8(p.offload.empty() ? 0 : 1);
   for (float r : p.offload) w.raw<float>(r);
+  w.u8(p.cp.empty() ? 0 : 1);
+  for (const CpAlgo& a : p.cp) w.var(uint64_t(a.u));
   for (int32_t t = 0; t < p.trainers; ++t) {
     auto mbs = p.micro_batches_of(t);
     w.var(mbs.size());
@@ -131,8 +151,8 @@ Plan deserialize(const uint8_t* data, size_t size) {
   char magic[sizeof(kMagic)];
   r.bytes(magic, sizeof(magic));
   const uint8_t version = r.u8();
-  if (version != kVersion)
-    throw Error(strf("plan: version %d, this build reads %d", version, kVersion));
+  if (version < 1 || version > kVersion)
+    throw Error(strf("plan: version %d, this build reads 1 to %d", version, kVersion));
   Plan p;
   const uint8_t rule = r.u8();
   if (rule > 1) throw Error(strf("plan: unknown chunk rule %d", rule));
@@ -143,6 +163,11 @@ Plan deserialize(const uint8_t* data, size_t size) {
   p.layers = int32_t(r.var_in(1, 1 << 20, "layers"));
   p.kv_bytes = r.raw<double>();
   p.passes = r.raw<double>();
+  if (version >= 2) {
+    p.heads.heads = int32_t(r.var_in(0, 1 << 20, "heads"));
+    p.heads.kv_heads = int32_t(r.var_in(0, 1 << 20, "KV heads"));
+    p.heads.head_bytes = r.raw<double>();
+  }
   p.planning_seconds = r.raw<double>();
   const int64_t name_len = r.var_in(0, 256, "planner name length");
   p.planner.resize(size_t(name_len));
@@ -174,6 +199,7 @@ Plan deserialize(const uint8_t* data, size_t size) {
     p.offload.resize(n);
     for (int32_t s = 0; s < n; ++s) p.offload[s] = r.raw<float>();
   }
+  if (version >= 2) read_cp(r, p);
   p.trainer_begin.assign(p.trainers + 1, 0);
   for (int32_t t = 0; t < p.trainers; ++t) {
     const int64_t count = r.var_in(0, kMaxCount - 1, "micro-batches");
@@ -215,11 +241,14 @@ std::string to_json(const Plan& p, int indent) {
   if (p.static_fallback()) j["fallback"] = "static";
   j["layers"] = p.layers;
   j["kv_bytes_per_token_layer"] = p.kv_bytes;
+  j["heads"] = {
+      {"heads", p.heads.heads}, {"kv_heads", p.heads.kv_heads}, {"head_bytes", p.heads.head_bytes}};
   j["makespan_s"] = st.makespan;
   j["mean_s"] = st.mean;
   j["imbalance"] = st.imbalance;
   j["lower_bound_s"] = st.lower_bound;
   j["comm_bytes"] = st.comm_bytes;
+  j["a2a_bytes"] = st.a2a_bytes;
   j["planning_s"] = p.planning_seconds;
   j["tokens"] = [&] {
     int64_t s = 0;
@@ -235,6 +264,9 @@ std::string to_json(const Plan& p, int indent) {
     q["group"] = std::vector<int32_t>(g.begin(), g.end());
     if (p.offload_ratio(s) > 0) q["offload"] = p.offload_ratio(s);
     if (g.size() > 1) {
+      const CpAlgo a = p.cp_algo(s);
+      q["cp"] = cp_algo_name(a, int(g.size()));
+      q["ulysses_degree"] = a.u;
       json ch = json::array();
       for (int c = 0; c < int(g.size()); ++c) {
         const MemberChunks m = member_chunks(p.lengths[s], int(g.size()), c, p.rule);

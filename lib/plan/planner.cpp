@@ -7,6 +7,7 @@
 #include "base/check.hpp"
 #include "base/math.hpp"
 #include "base/strings.hpp"
+#include "plan/cp_algorithm.hpp"
 #include "plan/hdp_planner.hpp"
 #include "plan/lengths.hpp"
 #include "plan/static_planner.hpp"
@@ -84,6 +85,7 @@ Plan make_plan(config::Planner planner, const std::vector<int64_t>& lengths,
       p = plan_static(lengths, o, cost);
       break;
   }
+  choose_cp_algorithms(p, cost, o.cp_algorithm);
   p.planning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }
@@ -103,9 +105,8 @@ IdealBound ideal_bound(const std::vector<int64_t>& lengths, const PlannerOptions
     const int64_t kmax = std::min<int64_t>(o.trainers, longest);
     auto ring = [&](int64_t k) {
       const double m = double((longest + k - 1) / k);
-      const bool intra = cost.trainers_per_node > 0 && k <= cost.trainers_per_node;
-      return cost.micro_batch(m, double(longest) * double(longest) / double(k), int(k), intra) -
-             cost.g;
+      return least_cp_seconds(cost, m, double(longest) * double(longest) / double(k), int(k),
+                              o.cp_algorithm);
     };
     // Coarse geometric scan, then every width around the best point.
     int64_t best_k = 1;
@@ -135,6 +136,7 @@ PlannerOptions options_from_config(const config::PlanConfig& plan, int32_t train
   o.offload = plan.offload;
   o.seq_len_max = seq_len_max;
   o.static_fallback = plan.static_fallback;
+  o.cp_algorithm = plan.cp_algorithm;
   return o;
 }
 

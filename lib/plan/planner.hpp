@@ -41,6 +41,9 @@ struct PlannerOptions {
   // HDP's own plan. Then hdp is never slower than static, but a sequence
   // that fits in C may be split (off: ByteScale's data-aware sharding).
   bool static_fallback = false;
+  // How split sequences run attention (cp_algorithm.hpp), chosen after the
+  // planner formed the groups; ring by default.
+  config::CpAlgorithm cp_algorithm = config::CpAlgorithm::ring;
 };
 
 std::vector<std::string> planner_names();  // hdp, bytescale, naive, static
@@ -48,7 +51,8 @@ std::vector<std::string> planner_names();  // hdp, bytescale, naive, static
 // Plans one step. Throws meshloom::Error when the batch cannot be planned (a
 // sequence needs more trainers than exist, or exceeds seq_len_max for
 // static). Sets plan.planning_seconds (for hdp with static_fallback, the
-// static grid's planning included).
+// static grid's planning included), then each group's CP algorithm
+// (options.cp_algorithm, choose_cp_algorithms; its time included).
 Plan make_plan(config::Planner planner, const std::vector<int64_t>& lengths,
                const PlannerOptions& options, const CostModel& cost);
 // What make_plan checks first: throws Error unless trainers >= 1,
@@ -66,7 +70,8 @@ Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
 //   the fastest ring the longest sequence can run at any width 1..min(T, L)
 //     (from some width on, its K/V traffic and not its attention sets the
 //     member time; assumes the faster intra-node link where a ring could
-//     fit in one node).
+//     fit in one node; with cp_algorithm other than ring, the fastest of
+//     the allowed Ulysses degrees, least_cp_seconds).
 // The longest sequence bounds every other ring, as that time grows with L.
 struct IdealBound {
   double balanced = 0;

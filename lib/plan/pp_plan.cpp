@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "base/check.hpp"
+#include "plan/cp_algorithm.hpp"
 #include "plan/hdp_planner.hpp"
 #include "plan/pp_balance.hpp"
 
@@ -108,6 +109,7 @@ Plan pp_balance_plan(const std::vector<int64_t>& lengths, const PlannerOptions& 
   const std::vector<int32_t> rings = add_rings(b, lengths, options, cost, model, placed, start);
   add_whole(b, lengths, options, model, placed, rings, std::move(start));
   Plan plan = b.finish(cost);
+  choose_cp_algorithms(plan, cost, options.cp_algorithm);
   plan.planning_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return plan;

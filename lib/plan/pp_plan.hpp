@@ -20,8 +20,10 @@
 //     micro-batches, or none.
 // The Plan's micro-batches are pp_balance's (k = 1, up to C tokens, in its
 // order) after the rings; predicted times are the cost model's serial ones
-// (Plan::retime), not the pipelines' 1F1B. The runtime runs the lists with
-// pipeline_slots.hpp, so rings at different list indices cannot deadlock.
+// (Plan::retime), not the pipelines' 1F1B. Each ring's CP algorithm is then
+// chosen as make_plan does (options.cp_algorithm, cp_algorithm.hpp). The
+// runtime runs the lists with pipeline_slots.hpp, so rings at different list
+// indices cannot deadlock.
 #pragma once
 
 #include <cstdint>

@@ -74,6 +74,7 @@ SimResult simulate(const SimulateSpec& spec, const LengthSampler& sampler) {
   o.slack = s.slack;
   o.offload = s.offload;
   o.static_fallback = s.static_fallback;
+  o.cp_algorithm = s.cp_algorithm;
   o.seq_len_max = s.context;
   for (const std::string& name : s.planners) {
     SimRow row;
@@ -102,6 +103,8 @@ SimResult simulate(const SimulateSpec& spec, const LengthSampler& sampler) {
         row.imbalance += st.imbalance / s.steps;
         row.gap += (st.lower_bound > 0 ? st.makespan / st.lower_bound : 1.0) / s.steps;
         row.comm_bytes += st.comm_bytes / s.steps;
+        row.a2a_bytes += st.a2a_bytes / s.steps;
+        add_cp_counts(row.cp, cp_counts(p), 1.0 / s.steps);
         row.ideal += (ideal > 0 ? st.makespan / ideal : 1.0) / s.steps;
         row.planning.push_back(p.planning_seconds);
         row.idle += st.idle_fraction / s.steps;
@@ -176,9 +179,16 @@ std::string simulate_report(const SimResult& r) {
     out += strf("| %s | %s | %s | %.3f | %.3f | %.1f%% | %s | %d-%d | %lld (%d) | %.1f ms |\n",
                 name.c_str(), human_seconds(row.step_s).c_str(),
                 has_base ? strf("%.2fx", base->step_s / row.step_s).c_str() : "-", row.imbalance,
-                row.ideal, 100.0 * row.idle, human_bytes(row.comm_bytes).c_str(), row.mb_min,
-                row.mb_max, (long long)row.split, row.max_group, row.planning_s * 1e3);
+                row.ideal, 100.0 * row.idle, human_bytes(row.comm_bytes - row.a2a_bytes).c_str(),
+                row.mb_min, row.mb_max, (long long)row.split, row.max_group, row.planning_s * 1e3);
   }
+  if (s.cp_algorithm == config::CpAlgorithm::ring) return out;
+  out += strf("\nCP algorithms (%s; a TP rank has %d heads, %d KV), split sequences per step:\n",
+              config::enum_name(s.cp_algorithm), r.cost.heads.heads, r.cost.heads.kv_heads);
+  for (const SimRow& row : r.rows)
+    if (row.error.empty())
+      out += strf("  %s: %s; all-to-all traffic %s/step\n", row.planner.c_str(),
+                  format_cp_counts(row.cp).c_str(), human_bytes(row.a2a_bytes).c_str());
   return out;
 }
 
@@ -192,7 +202,7 @@ std::string simulate_csv_header() {
   return "model,gpus,tp,trainers,capacity,context,batch,lengths,sequences,planner,step_s,"
          "speedup_vs_static,imbalance,step_over_ideal,idle,comm_bytes,planning_ms_median,"
          "planning_ms_max,mb_min,mb_max,split,max_group,static_cp,ideal_s,balanced_s,"
-         "ring_bound_steps,error\n";
+         "ring_bound_steps,cp_algorithm,a2a_bytes,cp_mix,error\n";
 }
 
 std::string simulate_csv_rows(const SimResult& r) {
@@ -204,12 +214,14 @@ std::string simulate_csv_rows(const SimResult& r) {
     const std::string err = csv_field(row.error);
     out += strf(
         "%s,%d,%d,%d,%lld,%lld,%lld,%s,%.0f,%s,%.6g,%.4f,%.5f,%.5f,%.5f,%.6g,%.3f,%.3f,%d,%d,"
-        "%lld,%d,%d,%.6g,%.6g,%d,%s\n",
+        "%lld,%d,%d,%.6g,%.6g,%d,%s,%.6g,%s,%s\n",
         s.model.c_str(), s.gpus, s.tp, r.trainers, (long long)s.capacity, (long long)s.context,
         (long long)s.batch, r.distribution.c_str(), r.sequences, row.planner.c_str(), row.step_s,
         speedup, row.imbalance, row.ideal, row.idle, row.comm_bytes, row.planning_s * 1e3,
         row.planning_max_s * 1e3, row.mb_min, row.mb_max, (long long)row.split, row.max_group,
-        row.static_cp, r.ideal_s, r.balanced_s, r.ring_bound_steps, err.c_str());
+        row.static_cp, r.ideal_s, r.balanced_s, r.ring_bound_steps,
+        config::enum_name(s.cp_algorithm), row.a2a_bytes,
+        csv_field(format_cp_counts(row.cp)).c_str(), err.c_str());
   }
   return out;
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "plan/cost_model.hpp"
+#include "plan/cp_algorithm.hpp"
 #include "plan/device_memory.hpp"
 #include "plan/lengths.hpp"
 #include "plan/model_shape.hpp"
@@ -43,7 +44,8 @@ struct SimulateSpec {
   double slack = 0.02;
   bool offload = false;
   bool static_fallback = false;  // hdp takes the static grid's plan where it is faster
-  bool validate = true;          // check every plan (slow at 16K trainers with static)
+  config::CpAlgorithm cp_algorithm = config::CpAlgorithm::ring;  // of split sequences
+  bool validate = true;  // check every plan (slow at 16K trainers with static)
   std::vector<std::string> planners = {"static", "naive", "bytescale", "hdp"};
 };
 
@@ -54,7 +56,9 @@ struct SimRow {
   double gap = 0;    // step time / its own lower bound (busy / T, largest micro-batch)
   double ideal = 0;  // step time / ideal_step_time of the batch (the same for all)
   double comm_bytes = 0;
-  double planning_s = 0;  // median over steps
+  double a2a_bytes = 0;     // of comm_bytes: Ulysses' all-to-alls
+  std::vector<CpCount> cp;  // split sequences per CP algorithm, per step
+  double planning_s = 0;    // median over steps
   double planning_max_s = 0;
   std::vector<double> planning;  // every step's
   double idle = 0;
@@ -102,7 +106,9 @@ int64_t capacity_auto(const SimulateSpec& spec, const ModelShape& shape);
 // Every step's batch is drawn from `lengths` (a named distribution or a
 // length table; runtime/length_input.hpp picks one from `--lengths`).
 SimResult simulate(const SimulateSpec& spec, const LengthSampler& lengths);
-// The summary: header lines and a markdown table, one row per planner.
+// The summary: header lines and a markdown table, one row per planner
+// (ring traffic without the all-to-alls); with cp_algorithm other than
+// ring, a line per planner with its CP algorithms and all-to-all traffic.
 std::string simulate_report(const SimResult& result);
 // A row's speedup over `base` (the static grid's row), 0 where either could
 // not plan; for simulate's and simulate --pp's rows alike.

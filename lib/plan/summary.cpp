@@ -1,6 +1,7 @@
 #include "plan/summary.hpp"
 
 #include "base/strings.hpp"
+#include "plan/cp_algorithm.hpp"
 #include "plan/lengths.hpp"
 #include "plan/plan_io.hpp"
 
@@ -22,8 +23,13 @@ std::string plan_summary(const Plan& p, double ideal) {
   out += strf(
       "  %lld split sequences (largest group %d), ring traffic %s/step, "
       "micro-batches per trainer %d-%d\n",
-      (long long)st.split_sequences, st.max_group, human_bytes(st.comm_bytes).c_str(),
-      st.min_micro_batches, st.max_micro_batches);
+      (long long)st.split_sequences, st.max_group,
+      human_bytes(st.comm_bytes - st.a2a_bytes).c_str(), st.min_micro_batches,
+      st.max_micro_batches);
+  if (st.split_sequences > 0)
+    out += strf("  CP algorithms: %s; all-to-all traffic %s/step (heads of a TP rank: %d, %d KV)\n",
+                format_cp_counts(cp_counts(p)).c_str(), human_bytes(st.a2a_bytes).c_str(),
+                p.heads.heads, p.heads.kv_heads);
   out += strf("  planned in %.2f ms; binary plan %s\n", p.planning_seconds * 1e3,
               human_bytes(double(serialize(p).size())).c_str());
   return out;

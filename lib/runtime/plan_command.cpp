@@ -108,6 +108,7 @@ int plan_command(const PlanRequest& a) {
   o.slack = a.slack;
   o.offload = a.offload;
   o.static_fallback = a.static_fallback;
+  o.cp_algorithm = config::choice_from_name<config::CpAlgorithm>(a.cp_algorithm, "--cp-algorithm");
   o.seq_len_max = !a.seq_len_max.empty() ? plan::parse_tokens(a.seq_len_max) : context;
   const double ideal = plan::ideal_step_time(lengths, o, cost);
 

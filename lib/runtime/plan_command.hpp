@@ -23,6 +23,7 @@ struct PlanRequest {
   double slack = 0.02;
   bool offload = false;
   bool static_fallback = false;
+  std::string cp_algorithm = "ring";
   int tp = 1;
   int pp = 1;  // > 1: pipelines of pp stages, PP-Balance against round-robin
   double tflops = 312, mfu = 0.45, bandwidth = 25, nvlink = 150;

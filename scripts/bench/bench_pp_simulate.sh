@@ -14,15 +14,9 @@
 # column first) and pp_simulate.png. STEPS batches each (8); about 15 s.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-MESHLOOM=${MESHLOOM:-build/app/meshloom}
-[[ -x $MESHLOOM ]] || scripts/setup.sh >/dev/null
-out=bench/results
-mkdir -p "$out"
+source scripts/bench/simulate_common.sh
 csv=$out/pp_simulate.csv
-tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT
 rm -f "$csv"
-declare -A machines=([default]="" [case-study]="--bandwidth 7 --mfu 0.27")
 for machine in default case-study; do
   for lengths in github byted; do
     echo "[pp_simulate] $machine $lengths" >&2
@@ -31,8 +25,7 @@ for machine in default case-study; do
     "$MESHLOOM" simulate --model llama-70b --gpus 8192 --tp 8 --capacity auto --context 2M \
       --batch 32M --lengths "$lengths" --steps "${STEPS:-8}" --pp auto ${machines[$machine]} \
       --csv "$tmp" >"$out/pp_simulate_${machine}_${lengths}.txt"
-    [[ -f $csv ]] || sed -n '1s/^/machine,/p' "$tmp" >"$csv"
-    sed -n "2,\$s/^/$machine,/p" "$tmp" >>"$csv"
+    append_rows machine "$machine"
   done
 done
 sed -n '/^| pp |/,/^$/p' "$out/pp_simulate_default_github.txt"
