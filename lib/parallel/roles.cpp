@@ -115,6 +115,12 @@ RoleLayout make_layout(int world, const config::Config& config) {
     throw config::ConfigError(
         "parallel.pp > 1 with run.backend: cuda is not implemented yet: use run.backend: cpu "
         "or parallel.pp: 1");
+  // Ulysses and hybrid CP attention are the CPU backend's (lib/train).
+  if (config.plan.cp_algorithm != config::CpAlgorithm::ring &&
+      config.run.backend == config::Backend::cuda)
+    throw config::ConfigError(
+        "plan.cp_algorithm other than ring with run.backend: cuda is not implemented yet: use "
+        "run.backend: cpu or plan.cp_algorithm: ring");
   // Sequence parallelism is the CPU model's (lib/model/transformer.hpp).
   if (config.parallel.sequence_parallel && tp > 1 && config.run.backend == config::Backend::cuda)
     throw config::ConfigError(

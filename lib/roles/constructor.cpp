@@ -83,6 +83,7 @@ proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& t,
     mb.member = mbw.member;
     mb.offload = mbw.offload;
     mb.slot = mbw.slot;
+    mb.ulysses = mbw.ulysses;
     b.micro.push_back(std::move(mb));
   }
   return b;

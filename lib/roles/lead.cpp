@@ -10,6 +10,7 @@
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
 #include "plan/pipeline_schedule.hpp"
+#include "plan/cp_algorithm.hpp"
 #include "plan/pipeline_slots.hpp"
 #include "plan/pp_plan.hpp"
 #include "roles/report.hpp"
@@ -244,6 +245,14 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
   plan::PlannerOptions options =
       plan::options_from_config(w_.config.plan, T, w_.config.data.seq_len);
   last_plan_ = plan::make_step_plan(w_.config.plan, lengths, options, plan_cost_, pipe_model_);
+  // Which CP attention the split sequences got, once, when it is not all rings.
+  if (!cp_logged_ && w_.config.plan.cp_algorithm != config::CpAlgorithm::ring &&
+      plan::plan_stats(last_plan_).split_sequences > 0) {
+    LOG_INFO("step %lld: CP attention of the split sequences (plan.cp_algorithm %s): %s",
+             (long long)m.step, config::enum_name(w_.config.plan.cp_algorithm),
+             plan::format_cp_counts(plan::cp_counts(last_plan_)).c_str());
+    cp_logged_ = true;
+  }
   ML_DCHECK(last_plan_.validate().empty(), last_plan_.validate());
   work.capacity = last_plan_.capacity;
   // Pipelines run 1F1B over slots, a ring at the same slot in each member.
@@ -266,6 +275,7 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
           auto g = last_plan_.group(pl.seq);
           mbw.group.assign(g.begin(), g.end());
           mbw.member = pl.member;
+          mbw.ulysses = last_plan_.cp_algo(pl.seq).u;
         }
       }
       tw.micro.push_back(std::move(mbw));

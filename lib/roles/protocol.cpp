@@ -189,15 +189,16 @@ template <class IO, Is<StepWork> M>
 void layout(IO& io, M& m) {
   step_head(io, m);
   // A trainer takes at least 12 bytes (its index, its micro-batch count), a
-  // micro-batch at least 28 (two counts, member, offload, slot).
+  // micro-batch at least 32 (two counts, member, offload, slot, ulysses).
   io.list(m.trainers, 12, [&](auto& t) {
     io(t.trainer);
-    io.list(t.micro, 28, [&](auto& mb) {
+    io.list(t.micro, 32, [&](auto& mb) {
       io.segments(mb.segments, m.samples.size());
       io(mb.group);
       io(mb.member);
       io(mb.offload);
       io(mb.slot);
+      io(mb.ulysses);
     });
   });
   step_tail(io, m);
@@ -206,8 +207,9 @@ void layout(IO& io, M& m) {
 template <class IO, Is<Batch> M>
 void layout(IO& io, M& m) {
   step_head(io, m);
-  // A micro-batch takes at least 52 bytes (five counts, member, offload, slot).
-  io.list(m.micro, 52, [&](auto& mb) {
+  // A micro-batch takes at least 56 bytes (five counts, member, offload,
+  // slot, ulysses).
+  io.list(m.micro, 56, [&](auto& mb) {
     io(mb.tokens);
     io(mb.targets);
     io(mb.positions);
@@ -216,6 +218,7 @@ void layout(IO& io, M& m) {
     io(mb.member);
     io(mb.offload);
     io(mb.slot);
+    io(mb.ulysses);
   });
   step_tail(io, m);
 }

@@ -83,6 +83,9 @@ struct MicroBatchWork {
   // Its place in the pipeline's 1F1B order (parallel.pp > 1): a ring has
   // the same slot in every member pipeline (plan/pipeline_slots.hpp).
   int32_t slot = 0;
+  // A CP group's attention: its Ulysses degree u (plan/plan.hpp CpAlgo): 1
+  // ring, the group size Ulysses, else Ulysses of u inside a ring.
+  int32_t ulysses = 1;
 };
 
 // The work of one HDP rank: with parallel.tp > 1 every trainer of its TP
@@ -115,8 +118,9 @@ struct MicroBatch {
   std::vector<Segment> segments;   // where each run of tokens comes from
   std::vector<int32_t> group;      // CP ring (trainer indices); empty or one: none
   int32_t member = 0;
-  float offload = 0;  // share of the layers' activations kept in host memory (CUDA)
-  int32_t slot = 0;   // as MicroBatchWork::slot
+  float offload = 0;    // share of the layers' activations kept in host memory (CUDA)
+  int32_t slot = 0;     // as MicroBatchWork::slot
+  int32_t ulysses = 1;  // as MicroBatchWork::ulysses
 };
 
 struct Batch {

@@ -38,16 +38,19 @@
 
 namespace meshloom {
 
-// The CP group of a micro-batch that runs as a ring (as for train::RingAttention):
-// members' ranks in `comm` in ring order, this rank's index, the largest block
-// any member holds (C, or more for offloaded pieces: Trainer::step), and the
-// deadline of every transfer.
+// The CP group of a micro-batch (as for train::RingAttention): members'
+// ranks in `comm` in ring order, this rank's index, the largest block any
+// member holds (C, or more for offloaded pieces: Trainer::step), and the
+// deadline of every transfer. `ulysses`: the plan's Ulysses degree u (1: a
+// ring; the group size: Ulysses attention; else hybrid, CPU backend only),
+// whose all-to-alls run on `comm` with this rank as `comm`'s rank.
 struct RingGroup {
   MPI_Comm comm = MPI_COMM_NULL;
   std::vector<int> members;
   int me = 0;
   int64_t max_tokens = 0;
   double timeout_s = 300;
+  int ulysses = 1;
 };
 
 // What the device says about its memory before it allocates anything of the

@@ -5,7 +5,9 @@
 #include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
 #include "parallel/watchdog.hpp"
+#include "train/hybrid_attention.hpp"
 #include "train/ring_attention.hpp"
+#include "train/ulysses_attention.hpp"
 
 namespace meshloom {
 
@@ -17,13 +19,24 @@ void copy_unless_same(std::span<const float> src, std::span<float> dst) {
   if (src.data() != dst.data()) std::copy(src.begin(), src.end(), dst.begin());
 }
 
-// Ring attention over `ring`'s CP group, or null for none.
+// The attention of `ring`'s CP group as the plan chose it (ring, Ulysses or
+// hybrid), or null for none. Ulysses and hybrid take this rank's rank in the
+// group's communicator as its member index: they gather every token with
+// its position and sample, so any split of the tokens works.
 std::unique_ptr<model::AttentionBackend<float>> make_ring(const RingGroup* ring, int threads) {
   if (!ring) return nullptr;
   model::AttnOptions attn;
   attn.threads = threads;
-  return std::make_unique<train::RingAttention>(ring->comm, ring->members, ring->me,
-                                                ring->max_tokens, attn, ring->timeout_s);
+  const int k = int(ring->members.size());
+  if (ring->ulysses <= 1)
+    return std::make_unique<train::RingAttention>(ring->comm, ring->members, ring->me,
+                                                  ring->max_tokens, attn, ring->timeout_s);
+  const int rank = ring->members[size_t(ring->me)];
+  if (ring->ulysses == k)
+    return std::make_unique<train::UlyssesAttention<float>>(ring->comm, rank, attn,
+                                                            ring->timeout_s);
+  return std::make_unique<train::HybridAttention>(ring->comm, rank, ring->ulysses, ring->max_tokens,
+                                                  attn, ring->timeout_s);
 }
 
 }  // namespace

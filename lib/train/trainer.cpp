@@ -359,8 +359,8 @@ RingGroup Trainer::ring_of(const proto::Batch& batch, const proto::MicroBatch& m
   std::vector<int> ranks;
   for (int m : group)
     ranks.push_back(int(std::lower_bound(sorted.begin(), sorted.end(), m) - sorted.begin()));
-  return RingGroup{groups_.get(group), ranks, mb.member, std::max(batch.capacity, shares),
-                   w_.config.run.timeout};
+  return RingGroup{groups_.get(group),    ranks,     mb.member, std::max(batch.capacity, shares),
+                   w_.config.run.timeout, mb.ulysses};
 }
 
 void Trainer::account(const proto::MicroBatch& mb, const model::Batch& b, const model::LossSum* ls,

@@ -24,7 +24,8 @@ invariance_ref=(1 --set plan.capacity=4096)
 # TOLERANCE; the parameters (before the step's update) must be equal, or,
 # with TOLERANCE written GRADS:PARAMS, agree to PARAMS. A case named ppbal*
 # with parallel.pp must also run different numbers of micro-batches on its
-# pipelines (the step log's min and max differ).
+# pipelines (the step log's min and max differ); one named *uly* or *hyb*
+# must run Ulysses or hybrid attention on some group.
 invariance_cpu_cases=(
   "hdp2       2 1e-5 --set plan.planner=hdp --set plan.capacity=512"
   "hdp3       3 1e-5 --set plan.planner=hdp --set plan.capacity=400"
@@ -49,6 +50,12 @@ invariance_cpu_cases=(
   "pp2_ring3    6 1e-5 --set parallel.pp=2 --set plan.capacity=400"
   "pp3_uneven   3 1e-5 --set model.n_layers=5 --set parallel.pp=3 --set parallel.stage_layers=[1,3,1] --set plan.capacity=4096"
   "pp3_tp2_ring2 12 1e-5 --set model.n_layers=5 --set parallel.pp=3 --set parallel.stage_layers=[2,1,2] --set parallel.tp=2 --set plan.capacity=512"
+  "uly2         2 1e-5 --set plan.cp_algorithm=ulysses --set plan.capacity=512"
+  "uly4         4 1e-5 --set plan.cp_algorithm=ulysses --set plan.capacity=300"
+  "hyb4         4 1e-5 --set plan.cp_algorithm=hybrid --set plan.capacity=300"
+  "auto3        3 1e-5 --set plan.cp_algorithm=auto --set plan.capacity=400"
+  "tp2_uly2     4 1e-5 --set parallel.tp=2 --set plan.cp_algorithm=ulysses --set plan.capacity=512"
+  "pp2_uly2     4 1e-5 --set parallel.pp=2 --set plan.cp_algorithm=ulysses --set plan.capacity=512"
   "ppbal_pp2    6 1e-5 --set parallel.pp=2 --set plan.balance=pp --set plan.capacity=512 --set data.seq_len=300"
   "pp2_tp2_ring2 8 1e-5 --set parallel.pp=2 --set parallel.tp=2 --set plan.capacity=512"
   "pp2_tp2_sp_ring2 8 1e-5 --set parallel.pp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true --set plan.capacity=512"

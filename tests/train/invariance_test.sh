@@ -7,7 +7,9 @@
 # with and without sequence parallelism, and with pipeline parallelism
 # (parallel.pp 2 and 3, layers split evenly and not, with tp 2, rings of
 # stages across pipelines, tied and untied embeddings, PP-Balance with
-# pipelines running different numbers of micro-batches).
+# pipelines running different numbers of micro-batches), and with Ulysses,
+# hybrid (Ulysses x ring) and cost-chosen CP attention per group
+# (plan.cp_algorithm; groups of 2 to 4, tp 1 and 2, pp 2).
 # Reference: one trainer, nothing split.
 #   invariance_test.sh MESHLOOM MPIEXEC
 # With a third argument `cuda`, the cases train on the GPU (run.backend: cuda;
@@ -42,6 +44,12 @@ if [[ $backend == cpu ]]; then
     invariance_case "$case"
     run "$case_name" "$case_trainers" "${case_args[@]}"
     compare "$case_name" "$case_tol" "trainers=$case_trainers ${case_args[*]}" "${case_args[@]}"
+    # The CP attention the case asks for must be what ran (the lead's log).
+    for algo in ulysses hybrid; do
+      [[ $case_name == *"${algo:0:3}"* ]] || continue
+      grep -q "CP attention of the split sequences .*: .*$algo" "$dir/$case_name.txt" ||
+        { cat "$dir/$case_name.txt"; fail "$case_name: no $algo group ran"; }
+    done
     if [[ $case_name == ppbal* && ${case_args[*]} == *parallel.pp=* ]]; then
       read -r lo hi < <(grep -oE "micro-batches per pipeline: [0-9]+ to [0-9]+" "$dir/$case_name.txt" |
         awk '{print $4, $6}')
