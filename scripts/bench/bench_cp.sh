@@ -16,15 +16,9 @@
 # Prints the table, writes bench/results/cp.csv and cp.png.
 #   scripts/bench/bench_cp.sh   (STEPS=6 TOKENS=16384 by default)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-MESHLOOM=${MESHLOOM:-build/app/meshloom}
-[[ -x $MESHLOOM ]] || scripts/setup.sh >/dev/null
-[[ -f data/prepared/pydocs.idx ]] || scripts/data/prepare_data.sh >/dev/null
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck source=scripts/bench/train_common.sh
+source "$(dirname "$0")/train_common.sh"
 STEPS=${STEPS:-6} TOKENS=${TOKENS:-16384}
-out=bench/results
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 cat >"$work/c.yaml" <<YAML
 run: {steps: $STEPS, timeout: 600, threads: 1}
 cluster: {roles: {constructors: 1, loaders: 1}}
@@ -39,13 +33,7 @@ data:
     - {name: bible, path: data/prepared/bible, format: indexed, weight: 1}
 checkpoint: {every: 0}
 YAML
-run() {  # name [train arguments...]
-  echo "[bench_cp] $1" >&2
-  local name=$1
-  shift
-  mpirun --oversubscribe --bind-to none -np 6 "$MESHLOOM" train -c "$work/c.yaml" \
-    --set run.dir="$work/$name" "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; exit 1; }
-}
+run() { bench_train "$1" 6 "${@:2}"; }
 run calib
 /usr/bin/python3 - "$work/calib/metrics.jsonl" "$work/calib.csv" <<'PY'
 # Every trainer's micro-batches of steps 1..: tokens, L^2 work, seconds.

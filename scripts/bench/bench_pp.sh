@@ -14,17 +14,11 @@
 # each pipeline's simulated 1F1B makespan (metrics.jsonl's `predicted`)
 # against its measured one (the largest compute time of its trainers).
 # Prints the table, writes bench/results/pp.csv and pp.png.
-#   scripts/bench/bench_pp.sh   (STEPS=8 TOKENS=8192 by default)
+#   scripts/bench/bench_pp.sh   (STEPS=8 TOKENS=32768 C=1024 SEQ=1024 LONG=512 by default)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-MESHLOOM=${MESHLOOM:-build/app/meshloom}
-[[ -x $MESHLOOM ]] || scripts/setup.sh >/dev/null
-[[ -f data/prepared/pydocs.idx ]] || scripts/data/prepare_data.sh >/dev/null
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck source=scripts/bench/train_common.sh
+source "$(dirname "$0")/train_common.sh"
 STEPS=${STEPS:-8} TOKENS=${TOKENS:-32768} C=${C:-1024} SEQ=${SEQ:-1024} LONG=${LONG:-512}
-out=bench/results
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 cat >"$work/c.yaml" <<YAML
 run: {steps: $STEPS, timeout: 600, threads: 1}
 cluster: {roles: {constructors: 1, loaders: 1}}
@@ -41,13 +35,7 @@ data:
     - {name: fortunes, path: data/prepared/fortunes, format: indexed, weight: 1}
 checkpoint: {every: 0}
 YAML
-run() {  # name [train arguments...]
-  echo "[bench_pp] $1" >&2
-  local name=$1
-  shift
-  mpirun --oversubscribe --bind-to none -np 10 "$MESHLOOM" train -c "$work/c.yaml" \
-    --set run.dir="$work/$name" "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; exit 1; }
-}
+run() { bench_train "$1" 10 "${@:2}"; }
 run calib
 /usr/bin/python3 - "$work/calib/metrics.jsonl" "$work/calib.csv" <<'PY'
 # Each micro-batch once: its tokens, L^2 work and the seconds of all its

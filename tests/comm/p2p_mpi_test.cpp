@@ -12,20 +12,13 @@
 
 #include "base/check.hpp"
 #include "comm/p2p.hpp"
+#include "tests/common/mpi_test_util.hpp"
 
 namespace meshloom {
 namespace {
 
-int rank_of(MPI_Comm c) {
-  int r = 0;
-  MPI_Comm_rank(c, &r);
-  return r;
-}
-int size_of(MPI_Comm c) {
-  int n = 0;
-  MPI_Comm_size(c, &n);
-  return n;
-}
+using test::rank_of;
+using test::size_of;
 
 // A send abandoned before its peer receives: the buffer must stay readable
 // (MPI still reads it; ASan's memcpy check sees a freed one) and is not lost.
