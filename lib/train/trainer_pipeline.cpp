@@ -63,8 +63,8 @@ void Trainer::run_pipeline(const proto::Batch& batch, double scale, proto::Ack& 
     return [=, this] {
       const int peer = w_.layout.first_rank(Role::trainer) +
                        comms_.mesh().trainer_at(rank_, stage * tp_ + tp_rank_);
-      return strf("%s of pipeline slot %d from stage %d of pipeline %d (rank %d)", what, slot,
-                  stage, rank_, peer);
+      return strf("%s of pipeline slot %d, sent by stage %d of pipeline %d (world rank %d),", what,
+                  slot, stage, rank_, peer);
     };
   };
   const size_t count = batch.micro.size();

@@ -6,8 +6,9 @@
 #  - resume across pp: a checkpoint written at pp 2 resumes at pp 1 and one
 #    written at pp 1 resumes at pp 2, each continuing with the same data and
 #    losses within 1e-6 of the uninterrupted run;
-#  - a hung stage is caught: the stage waiting for it names the stage, the
-#    pipeline and the rank, and the job ends with exit 3 within run.timeout;
+#  - a hung or dead stage is caught: the stage waiting for it names the
+#    stage, the pipeline and the rank, and the job ends with exit 3 within
+#    run.timeout;
 #  - a layout tp x pp does not divide is one message on every rank, exit 2.
 # (Loss and gradients of single steps against one trainer: the pp cases of
 # invariance_test.sh.)
@@ -32,20 +33,24 @@ train cut12 6 --stop-at 12
 train cut12 8 --set parallel.pp=2 --set cluster.roles.loaders=1 --resume auto
 same_losses pp2 cut12 10 1e-6 || fail "pp 1 -> 2 resume"
 
-# A hung stage: trainer 1 (world rank 3: one constructor, one loader) is
-# stage 1 of pipeline 0; stage 0 waits for its gradients and names it.
-start=$SECONDS
-MESHLOOM_EXIT_FILE=$dir/h.exit timeout 60 "$mpiexec" --enable-recovery --oversubscribe \
-  --bind-to none -np 8 \
-  "$meshloom" train -c "$dir/c.yaml" --set parallel.pp=2 --set cluster.roles.loaders=1 \
-  --set run.dir="$dir/hang" --set run.timeout=4 \
-  --set 'faults.inject=[{kind: hang, rank: 3, step: 2}]' >"$dir/h.txt" 2>&1
-rc=$?
-((rc != 124)) || { cat "$dir/h.txt"; fail "hung stage: the job did not end"; }
-rc=$(job_exit "$dir/h.exit")
-((rc == 3)) || { cat "$dir/h.txt" "$dir/h.exit"; fail "hung stage: exit code $rc, not 3"; }
-grep -q "from stage 1 of pipeline 0 (rank 3)" "$dir/h.txt" || { cat "$dir/h.txt"; fail "hung stage not named"; }
-echo "ok: hung stage: job ended in $((SECONDS - start)) s: $(grep -o 'meshloom: .*stage 1 of pipeline 0.*' "$dir/h.txt" | head -1 | cut -c1-160)"
+# A hung and a dead stage: trainer 1 (world rank 3: one constructor, one
+# loader) is stage 1 of pipeline 0; stage 0 waits for its gradients and
+# names it, and the job ends with exit 3 within run.timeout.
+for kind in hang crash; do
+  start=$SECONDS
+  MESHLOOM_EXIT_FILE=$dir/$kind.exit timeout 60 "$mpiexec" --enable-recovery --oversubscribe \
+    --bind-to none -np 8 \
+    "$meshloom" train -c "$dir/c.yaml" --set parallel.pp=2 --set cluster.roles.loaders=1 \
+    --set run.dir="$dir/$kind" --set run.timeout=4 \
+    --set "faults.inject=[{kind: $kind, rank: 3, step: 2}]" >"$dir/$kind.txt" 2>&1
+  rc=$?
+  ((rc != 124)) || { cat "$dir/$kind.txt"; fail "$kind stage: the job did not end"; }
+  rc=$(job_exit "$dir/$kind.exit")
+  ((rc == 3)) || { cat "$dir/$kind.txt" "$dir/$kind.exit"; fail "$kind stage: exit code $rc, not 3"; }
+  grep -q "stage 1 of pipeline 0 (world rank 3)" "$dir/$kind.txt" ||
+    { cat "$dir/$kind.txt"; fail "$kind stage not named"; }
+  echo "ok: $kind stage: job ended in $((SECONDS - start)) s: $(grep -o 'meshloom: .*stage 1 of pipeline 0.*' "$dir/$kind.txt" | head -1 | cut -c1-160)"
+done
 
 # tp 1 x pp 2 does not divide 5 trainers: one message naming parallel.pp, exit 2.
 out=$(timeout 60 "$mpiexec" --oversubscribe --bind-to none -np 8 "$meshloom" train -c "$dir/c.yaml" \
