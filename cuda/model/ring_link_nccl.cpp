@@ -25,8 +25,8 @@
 #include <utility>
 
 #include "base/check.hpp"
-#include "comm/mpi_check.hpp"
 #include "comm/member_sets.hpp"
+#include "comm/mpi_check.hpp"
 #include "cuda/comm/nccl_comm.hpp"
 #include "cuda/comm/ring_exchange.hpp"
 #include "cuda/device_buffer.hpp"

@@ -110,22 +110,26 @@ RoleLayout make_layout(int world, const config::Config& config) {
         strf("parallel.tp x parallel.pp = %lld x %lld must divide the trainers, and the layout "
              "has %d: launch a multiple of %lld trainers or change parallel.tp / parallel.pp",
              (long long)tp, (long long)pp, l.trainers, (long long)(tp * pp)));
-  // Pipeline stages run on the CPU model only so far.
-  if (pp > 1 && config.run.backend == config::Backend::cuda)
-    throw config::ConfigError(
-        "parallel.pp > 1 with run.backend: cuda is not implemented yet: use run.backend: cpu "
-        "or parallel.pp: 1");
-  // Ulysses and hybrid CP attention are the CPU backend's (lib/train).
-  if (config.plan.cp_algorithm != config::CpAlgorithm::ring &&
-      config.run.backend == config::Backend::cuda)
-    throw config::ConfigError(
-        "plan.cp_algorithm other than ring with run.backend: cuda is not implemented yet: use "
-        "run.backend: cpu or plan.cp_algorithm: ring");
-  // Sequence parallelism is the CPU model's (lib/model/transformer.hpp).
-  if (config.parallel.sequence_parallel && tp > 1 && config.run.backend == config::Backend::cuda)
-    throw config::ConfigError(
-        "parallel.sequence_parallel with run.backend: cuda is not implemented yet: use "
-        "run.backend: cpu or parallel.sequence_parallel: false");
+  // What runs on the CPU backend only so far (pipeline stages, Ulysses and
+  // hybrid attention, sequence parallelism): refused with cuda, by key.
+  if (config.run.backend == config::Backend::cuda) {
+    const struct {
+      bool used;
+      const char* setting;
+      const char* off;
+    } cpu_only[] = {
+        {pp > 1, "parallel.pp > 1", "parallel.pp: 1"},
+        {config.plan.cp_algorithm != config::CpAlgorithm::ring, "plan.cp_algorithm other than ring",
+         "plan.cp_algorithm: ring"},
+        {config.parallel.sequence_parallel && tp > 1, "parallel.sequence_parallel",
+         "parallel.sequence_parallel: false"},
+    };
+    for (const auto& c : cpu_only)
+      if (c.used)
+        throw config::ConfigError(
+            strf("%s with run.backend: cuda is not implemented yet: use run.backend: cpu or %s",
+                 c.setting, c.off));
+  }
   // The longest sample must fit on the HDP ranks there are (HDP splits it over
   // ceil(seq_len / C) of them at least; offloading may need fewer).
   const int64_t need = ceil_div(config.data.seq_len, config.plan.capacity);

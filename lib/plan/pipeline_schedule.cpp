@@ -224,21 +224,36 @@ double pipeline_lower_bound(const PipeCosts& costs) {
   return bound;
 }
 
-std::vector<double> pipeline_times(const Plan& plan, const PipelineModel& model) {
-  std::vector<double> out;
-  for (int32_t t = 0; t < plan.trainers; ++t) {
-    std::vector<MicroBatchLoad> loads;
-    for (size_t i = 0; i < plan.micro_batches_of(t).size(); ++i) {
-      MicroBatchLoad m;
-      for (const PieceLayout& pl : plan.layout(t, i)) {
-        const double L = double(pl.length);
-        m.tokens += double(pl.chunks.tokens());
-        m.attn_l2 += L * L / double(pl.k);
-      }
-      loads.push_back(m);
-    }
-    out.push_back(loads.empty() ? 0.0 : simulate_one_f_one_b(model, loads).makespan);
+MicroBatchLoad pipeline_load(const Plan& plan, const MicroBatch& mb, const CostModel& cost) {
+  double tokens = 0, l2 = 0;
+  int k = 1;
+  for (const Piece& pc : plan.pieces_of(mb)) {
+    k = plan.group_size(pc.seq);
+    const double L = double(plan.lengths[size_t(pc.seq)]);
+    tokens += double(plan.slots(pc));
+    l2 += L * L / k;
   }
+  // Rings between pipelines cross nodes (a pipeline spans tp x pp GPUs).
+  const double nonlinear = cost.micro_batch(tokens, l2, k) - cost.micro_batch(tokens, 0, 1);
+  MicroBatchLoad m;
+  m.tokens = tokens;
+  m.attn_l2 = cost.a > 0 ? nonlinear / cost.a : 0;
+  return m;
+}
+
+std::vector<std::vector<MicroBatchLoad>> plan_loads(const Plan& plan, const CostModel& cost) {
+  std::vector<std::vector<MicroBatchLoad>> lists(size_t(plan.trainers));
+  for (int32_t t = 0; t < plan.trainers; ++t)
+    for (const MicroBatch& mb : plan.micro_batches_of(t))
+      lists[size_t(t)].push_back(pipeline_load(plan, mb, cost));
+  return lists;
+}
+
+std::vector<double> pipeline_times(const Plan& plan, const PipelineModel& model,
+                                   const CostModel& cost) {
+  std::vector<double> out;
+  for (const auto& loads : plan_loads(plan, cost))
+    out.push_back(loads.empty() ? 0.0 : simulate_one_f_one_b(model, loads).makespan);
   return out;
 }
 

@@ -77,11 +77,19 @@ PipeTiming simulate_pipeline(const PipeSchedule& schedule, const PipeCosts& cost
 PipeTiming simulate_one_f_one_b(const PipelineModel& model,
                                 std::span<const MicroBatchLoad> micro_batches);
 
+// A micro-batch of `plan` as the load of one pipeline: its tokens, and as
+// attention everything of its predicted time under `cost` (the plan's) that
+// is not linear (attention, and for a ring the K/V transfers the ring cannot
+// hide), so each stage pays that in proportion to its layers (every layer
+// runs its own ring).
+MicroBatchLoad pipeline_load(const Plan& plan, const MicroBatch& mb, const CostModel& cost);
+// Every HDP rank's micro-batches of `plan`, in its order, as pipeline loads.
+std::vector<std::vector<MicroBatchLoad>> plan_loads(const Plan& plan, const CostModel& cost);
 // Each HDP rank of `plan` run as a pipeline (parallel.pp > 1): the predicted
-// 1F1B makespan of its micro-batches in plan order on `model`, a ring piece
-// counted as its member's tokens and L^2 / k of attention. Rings are not
-// made to wait for their other members (the runtime's slots do that).
-std::vector<double> pipeline_times(const Plan& plan, const PipelineModel& model);
+// 1F1B makespan of its plan_loads on `model`. Rings are not made to wait for
+// their other members (the runtime's slots do that).
+std::vector<double> pipeline_times(const Plan& plan, const PipelineModel& model,
+                                   const CostModel& cost);
 
 // The least makespan any schedule could reach: the longest micro-batch's
 // chain through every stage and back (with its messages), and the busiest

@@ -49,15 +49,6 @@ PipelineStep run_pipelines(std::string setup, const Lists& lists, const Pipeline
   return st;
 }
 
-// Every trainer's micro-batches of `plan`, in its order, as pipeline loads.
-Lists plan_loads(const Plan& plan, const CostModel& cost) {
-  Lists lists(size_t(plan.trainers));
-  for (int32_t t = 0; t < plan.trainers; ++t)
-    for (const MicroBatch& mb : plan.micro_batches_of(t))
-      lists[size_t(t)].push_back(pipeline_load(plan, mb, cost));
-  return lists;
-}
-
 // Adds each piece's real tokens to its sequence, `ids` mapping the plan's
 // sequences to the batch's.
 void add_placed(const Plan& plan, const std::vector<int32_t>& ids, std::vector<int64_t>& placed) {
@@ -115,23 +106,6 @@ PipelineFit pipeline_fit(const SimulateSpec& spec, const ModelShape& shape, cons
                  format_tokens(c).c_str(), f.pipelines);
   }
   return f;
-}
-
-MicroBatchLoad pipeline_load(const Plan& plan, const MicroBatch& mb, const CostModel& cost) {
-  double tokens = 0, l2 = 0;
-  int k = 1;
-  for (const Piece& pc : plan.pieces_of(mb)) {
-    k = plan.group_size(pc.seq);
-    const double L = double(plan.lengths[size_t(pc.seq)]);
-    tokens += double(plan.slots(pc));
-    l2 += L * L / k;
-  }
-  // Rings between pipelines cross nodes (a pipeline spans tp x pp GPUs).
-  const double nonlinear = cost.micro_batch(tokens, l2, k) - cost.micro_batch(tokens, 0, 1);
-  MicroBatchLoad m;
-  m.tokens = tokens;
-  m.attn_l2 = cost.a > 0 ? nonlinear / cost.a : 0;
-  return m;
 }
 
 double PipelineStep::makespan() const {

@@ -18,11 +18,8 @@
 //                and then its short micro-batches 1F1B.
 // The step is the slowest pipeline.
 //
-// A micro-batch of a plan becomes a pipeline load (pipeline_load): its
-// tokens, and as attention everything of its predicted time that is not
-// linear (attention, and for a ring the K/V transfers the ring cannot hide),
-// so each stage pays that in proportion to its layers (every layer runs its
-// own ring). The one simplification: the members of a ring in different
+// A micro-batch of a plan becomes a pipeline load (pipeline_load,
+// pipeline_schedule.hpp). The one simplification: the members of a ring in different
 // pipelines are not made to wait for each other (only the static grid's
 // lock step holds by construction); HDP setups are thereby a little
 // optimistic.
@@ -69,9 +66,6 @@ PipelineFit pipeline_fit(const SimulateSpec& spec, const ModelShape& shape, cons
 // The PP degrees worth listing: powers of two up to 16 that divide gpus / tp
 // and are at most the layers.
 std::vector<int> pp_candidates(const SimulateSpec& spec, const ModelShape& shape);
-
-// A micro-batch of `plan` as the load of one pipeline (see above).
-MicroBatchLoad pipeline_load(const Plan& plan, const MicroBatch& mb, const CostModel& cost);
 
 // One setup on one batch.
 struct PipelineStep {

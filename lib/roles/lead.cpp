@@ -9,8 +9,8 @@
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
-#include "plan/pipeline_schedule.hpp"
 #include "plan/cp_algorithm.hpp"
+#include "plan/pipeline_schedule.hpp"
 #include "plan/pipeline_slots.hpp"
 #include "plan/pp_plan.hpp"
 #include "roles/report.hpp"
@@ -370,7 +370,7 @@ void Lead::dispatch_step(bool last) {
   // Per trainer, its HDP rank's predicted time: the plan's, or its 1F1B makespan.
   const bool pipelines = w_.mesh.pp > 1;
   std::vector<double> per_rank;
-  if (pipelines) per_rank = plan::pipeline_times(last_plan_, pipe_model_);
+  if (pipelines) per_rank = plan::pipeline_times(last_plan_, pipe_model_, plan_cost_);
   std::vector<double> predicted;
   for (int t = 0; t < w_.layout.trainers; ++t) {
     const int rank = w_.mesh.hdp_rank_of(t);

@@ -164,13 +164,19 @@ TEST(PpPlan, BalanceSwitchPicksTheScheduler) {
   const PlannerOptions o = options(4, 4096);
   config::PlanConfig c;
   EXPECT_EQ(c.balance, config::Balance::dp);
-  EXPECT_EQ(make_step_plan(c, lengths, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity)).planner, "hdp");
+  EXPECT_EQ(make_step_plan(c, lengths, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity))
+                .planner,
+            "hdp");
   c.planner = config::Planner::bytescale;
-  EXPECT_EQ(make_step_plan(c, lengths, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity)).planner, "bytescale");
+  EXPECT_EQ(make_step_plan(c, lengths, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity))
+                .planner,
+            "bytescale");
   c.balance = config::Balance::pp;
-  const Plan p = make_step_plan(c, lengths, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity));
+  const Plan p =
+      make_step_plan(c, lengths, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity));
   EXPECT_EQ(p.planner, "pp-balance");
   EXPECT_EQ(p.validate(), "");
-  EXPECT_THROW(make_step_plan(c, {0}, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity)), Error);
+  EXPECT_THROW(make_step_plan(c, {0}, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity)),
+               Error);
   EXPECT_THROW(balanced_pipeline(llama7b(), cost, 1000, o.capacity), Error);  // pp > layers
 }
