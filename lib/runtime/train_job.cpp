@@ -17,6 +17,7 @@
 #include "comm/mpi_check.hpp"
 #include "comm/mpi_util.hpp"
 #include "parallel/mesh.hpp"
+#include "parallel/nodes.hpp"
 #include "parallel/watchdog.hpp"
 #include "roles/faults.hpp"
 #include "roles/lead.hpp"
@@ -57,6 +58,8 @@ int run_train_lead(const World& w, const TrainRun& run, const std::string& resum
            w.size, w.layout.constructors, w.layout.loaders, w.layout.trainers,
            config::enum_name(w.config.data.mode), config::enum_name(w.config.run.backend));
   LOG_INFO("layout: %s", w.mesh.describe().c_str());
+  for (const std::string& line : describe_nodes(w.layout, w.mesh, w.hosts))
+    LOG_INFO("layout: %s", line.c_str());
   Lead lead(w);
   if (!resume_from.empty()) resume_lead(&lead, resume_from);
   const int64_t end = run.end(w.config);

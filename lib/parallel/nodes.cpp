@@ -1,0 +1,78 @@
+#include "parallel/nodes.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "base/strings.hpp"
+
+namespace meshloom {
+
+std::string index_ranges(const std::vector<int>& sorted) {
+  std::string out;
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += j == i ? strf("%d", sorted[i]) : strf("%d-%d", sorted[i], sorted[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+namespace {
+
+// "loaders 0-1" / "loader 1": the role's indices among `ranks`.
+std::string role_part(const RoleLayout& layout, Role role, const std::vector<int>& ranks) {
+  std::vector<int> indices;
+  for (int r : ranks)
+    if (layout.role_of(r) == role) indices.push_back(layout.index_in_role(r));
+  if (indices.empty()) return "";
+  std::string text = strf("%s%s %s", role_name(role), indices.size() > 1 ? "s" : "",
+                          index_ranges(indices).c_str());
+  if (role == Role::constructor && indices.front() == 0) text += " (lead)";
+  return text;
+}
+
+}  // namespace
+
+std::vector<std::string> describe_nodes(const RoleLayout& layout, const TrainerMesh& mesh,
+                                        const std::vector<std::string>& hosts) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<int>> ranks;
+  for (int r = 0; r < int(hosts.size()); ++r) {
+    if (!ranks.count(hosts[size_t(r)])) order.push_back(hosts[size_t(r)]);
+    ranks[hosts[size_t(r)]].push_back(r);
+  }
+  if (order.size() < 2) return {};
+  size_t least = hosts.size(), most = 0;
+  for (const auto& [host, on] : ranks) {
+    least = std::min(least, on.size());
+    most = std::max(most, on.size());
+  }
+  std::vector<std::string> lines{
+      least == most ? strf("%zu nodes, %zu ranks each", order.size(), most)
+                    : strf("%zu nodes, %zu to %zu ranks each", order.size(), least, most)};
+  const int first_trainer = layout.first_rank(Role::trainer);
+  for (const std::string& host : order) {
+    const std::vector<int>& on = ranks[host];
+    std::vector<std::string> parts;
+    for (Role role : {Role::constructor, Role::loader, Role::trainer}) {
+      std::string part = role_part(layout, role, on);
+      if (part.empty()) continue;
+      if (role == Role::trainer) {
+        std::vector<int> hdp;
+        for (int r : on)
+          if (layout.role_of(r) == Role::trainer)
+            hdp.push_back(mesh.hdp_rank_of(r - first_trainer));
+        hdp.erase(std::unique(hdp.begin(), hdp.end()), hdp.end());
+        part += strf(" (HDP rank%s %s)", hdp.size() > 1 ? "s" : "", index_ranges(hdp).c_str());
+      }
+      parts.push_back(part);
+    }
+    lines.push_back(strf("%s: rank%s %s: %s", host.c_str(), on.size() > 1 ? "s" : "",
+                         index_ranges(on).c_str(), join(parts, ", ").c_str()));
+  }
+  return lines;
+}
+
+}  // namespace meshloom

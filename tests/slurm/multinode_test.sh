@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# A real 3-node Slurm on this machine (slurm/local-cluster.sh --nodes 3: a
+# network namespace, address, host name and slurmd per node): the multi-node
+# template trains the quickstart's model on 3 nodes x 3 ranks, MPI over TCP
+# between the namespaces. Checks the per-node layout in the log, that the
+# traffic crossed the nodes' links, that batches and losses equal the same
+# run on one host (mpirun), and that `stop` leaves no namespace, link or
+# daemon behind. Skips (77) where namespaces cannot be made (no root).
+#   multinode_test.sh MESHLOOM MPIEXEC
+set -u
+meshloom=$(realpath "$1")
+mpiexec=$2
+source "$(dirname "$0")/../common/testlib.sh"
+cluster=$root/slurm/local-cluster.sh
+export MESHLOOM_SLURM_DIR=$dir/slurm SLURM_CONF=$dir/slurm/etc/slurm.conf
+if [[ $(id -u) != 0 ]] || ! ip netns add meshloom-probe 2>/dev/null; then
+  echo "SKIP: network namespaces need root (ip netns add)"
+  exit 77
+fi
+ip netns del meshloom-probe
+ip link show mlbr0 >/dev/null 2>&1 && fail "a local multi-node cluster runs already: slurm/local-cluster.sh stop"
+trap '"$cluster" stop >/dev/null 2>&1; kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
+"$cluster" start --nodes 3 >/dev/null || fail "the 3-node cluster did not start ($(tail -3 "$dir"/slurm/log/*.log))"
+[[ $(sinfo -h -N -o '%N %t' | paste -sd' ') == "mlnode1 idle mlnode2 idle mlnode3 idle" ]] ||
+  fail "nodes: $(sinfo -h -N -o '%N %t' | paste -sd' ')"
+echo "ok: 3 nodes up: $(sinfo -h -N -o '%N' | paste -sd' ')"
+
+prepare_docs docs '[a-c]*'
+cat >"$dir/c.yaml" <<YAML
+run: {timeout: 120, steps: 8}
+cluster: {roles: {constructors: 1, loaders: 2}}
+model: {vocab_size: 257, d_model: 128, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_dim: 352}
+optim: {lr: 6.0e-3, min_lr: 6.0e-4, warmup_steps: 5}
+plan: {capacity: 512}
+data:
+  seq_len: 1024
+  tokens_per_step: 2048
+  sources: [{name: docs, path: $dir/docs}]
+YAML
+crossed() { echo $(($(cat /sys/class/net/mlv{1,2,3}/statistics/rx_bytes | paste -sd+))); }
+before=$(crossed)
+out=$dir/job.out
+(cd "$dir" && CONFIG=$dir/c.yaml MESHLOOM=$meshloom MPI_NET=10.231.0.0/24 EXTRA="--set run.dir=$dir/nodes" \
+  timeout 300 sbatch --wait --nodes=3 --ntasks-per-node=3 --output="$out" \
+  "$root/slurm/meshloom-multinode.sbatch" >/dev/null) || { cat "$out"; fail "the 3-node job failed"; }
+cat "$out"
+grep -q "layout: 3 nodes, 3 ranks each" "$out" || fail "no per-node layout in the log"
+grep -q "layout: mlnode1: ranks 0-2: constructor 0 (lead), loaders 0-1" "$out" || fail "mlnode1's ranks"
+grep -q "layout: mlnode3: ranks 6-8: trainers 3-5 (HDP ranks 3-5)" "$out" || fail "mlnode3's ranks"
+grep -q "trained steps 0-7" "$out" || fail "the job did not train steps 0-7"
+mib=$((($(crossed) - before) >> 20))
+((mib >= 10)) || fail "only $mib MiB crossed the nodes' links: was the run on one node?"
+echo "ok: 3 nodes x 3 ranks trained 8 steps; $mib MiB crossed the nodes' links"
+
+timeout 300 "$mpiexec" --oversubscribe --bind-to none -np 9 "$meshloom" train -c "$dir/c.yaml" \
+  --set run.dir="$dir/host" >"$dir/host.log" 2>&1 || { cat "$dir/host.log"; fail "the one-host run failed"; }
+/usr/bin/python3 "$root/tests/train/same_losses.py" "$dir/nodes/metrics.jsonl" "$dir/host/metrics.jsonl" 0 1e-6 ||
+  fail "3 nodes and one host differ"
+echo "ok: 3 nodes over TCP and one host over shared memory: the same batches and losses"
+
+"$cluster" stop >/dev/null 2>&1 || fail "stop failed"
+left=$(ip netns list | grep -c '^meshloom-')
+((left == 0)) || fail "$left namespaces left: $(ip netns list)"
+ip -o link show | grep -qE ': (mlv[0-9]+|mlbr0)[@:]' && fail "links left: $(ip -o link show | grep -E 'mlv|mlbr0')"
+pgrep -f "slurmd -f $dir/slurm" >/dev/null && fail "a slurmd is left"
+pgrep -f "slurmctld -f $dir/slurm" >/dev/null && fail "slurmctld is left"
+echo "ok: stop removed every namespace, link and daemon"
