@@ -10,6 +10,9 @@
 #   slurm/local-cluster.sh stop      stop what this script started, and remove
 #                                    the namespaces, links and bridge it made
 #   slurm/local-cluster.sh clean     stop and remove the state folder
+#   slurm/local-cluster.sh kill-node mlnodeI
+#                                    a power loss: its link down, all its processes killed
+#   slurm/local-cluster.sh revive mlnodeI   its link up and its slurmd again
 #
 # Several nodes (--nodes N): node i is namespace meshloom-mlnodeI with one
 # link, eth0 at 10.231.0.(10+i)/24, the other end on bridge mlbr0, which
@@ -274,6 +277,28 @@ stop() {
   rm -f "$BASE/nodes"
 }
 
+# A power loss: node NAME's link goes down and every process in its
+# namespace (slurmd, the job's ranks) is killed at once. Slurm finds out as
+# it would on a real cluster (no answer from slurmd); `revive` brings it back.
+kill_node() {
+  local name=${1:?kill-node needs a node name} i ns pids
+  i=${name#mlnode}
+  ns=$(netns_of "$name")
+  ip netns list | grep -qw "$ns" || { say "no node '$name' (nodes: $(node_names "$(recorded_nodes)" | paste -sd' '))"; exit 2; }
+  ip link set "mlv$i" down
+  pids=$(ip netns pids "$ns")
+  [[ -n $pids ]] && kill -KILL $pids
+  say "$name lost: link mlv$i down, $(wc -w <<<"$pids") processes killed"
+}
+
+revive_node() {
+  local name=${1:?revive needs a node name}
+  ip link set "mlv${name#mlnode}" up
+  live_pid "$RUN/slurmd-$name.pid" slurmd >/dev/null || on_node "$name" slurmd -f "$CONF" -N "$name"
+  scontrol update nodename="$name" state=resume 2>/dev/null || true
+  say "$name back: link up, slurmd started"
+}
+
 status() {
   local pid name nodes
   nodes=$(recorded_nodes)
@@ -290,5 +315,7 @@ case ${1:-} in
   stop) stop ;;
   status) status ;;
   clean) stop; rm -rf "$BASE"; say "removed $BASE" ;;
-  *) echo "usage: $0 start [--nodes N] [--bandwidth RATE] | status | stop | clean" >&2; exit 2 ;;
+  kill-node) kill_node "${2:-}" ;;
+  revive) revive_node "${2:-}" ;;
+  *) echo "usage: $0 start [--nodes N] [--bandwidth RATE] | status | stop | clean | kill-node NODE | revive NODE" >&2; exit 2 ;;
 esac
