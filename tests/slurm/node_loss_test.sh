@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# A node lost mid-run on a real 3-node Slurm (slurm/local-cluster.sh
-# --nodes 3): `kill-node mlnode3` cuts its link and kills every process on it
-# (its slurmd and its 3 trainers) at step 7 or later. The multi-node template
-# must find the node gone, mark it down, and resume from the newest
-# checkpoint on the 2 nodes left with 3 trainers instead of 6; from that
-# step on, batches must equal an uninterrupted 2-node run's and losses agree
-# within fp32 tolerance. Prints the time from the loss to the new attempt's
-# first step. Skips (77) where namespaces cannot be made (no root).
-#   node_loss_test.sh MESHLOOM
+# Nodes lost mid-run on a real 3-node Slurm (slurm/local-cluster.sh
+# --nodes 3). `kill-node` cuts a node's link and kills every process on it
+# (its slurmd and its ranks), as a power loss would.
+#  1. A node of loaders only (ranks 3-5 of 1 constructor, 5 loaders, 3
+#     trainers) lost at step 5: the shadows on the other nodes serve its
+#     sources and the run goes on, no restart; its batches and losses equal
+#     an uninterrupted run's.
+#  2. A node of trainers (mlnode3, of 1 constructor, 2 loaders, 6 trainers)
+#     lost at step 7: the multi-node template finds it gone, marks it down,
+#     and resumes from the newest checkpoint on the 2 nodes left with 3
+#     trainers; from that step on, batches equal an uninterrupted 2-node
+#     run's and losses agree within fp32 tolerance. Prints the time from the
+#     loss to the new attempt's first step.
+# Skips (77) where namespaces cannot be made (no root).
+#   node_loss_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$(realpath "$1")
+mpiexec=$2
 source "$(dirname "$0")/../common/testlib.sh"
 cluster=$root/slurm/local-cluster.sh
 export MESHLOOM_SLURM_DIR=$dir/slurm SLURM_CONF=$dir/slurm/etc/slurm.conf
@@ -35,22 +42,53 @@ data:
   sources: [{name: docs, path: $dir/docs}]
 checkpoint: {every: 3}
 YAML
-# submit RUN NODES [sbatch options]: the multi-node template on NODES x 3 ranks, in the background.
+# submit RUN NODES [sbatch options]: the multi-node template on NODES x 3 ranks ($config).
+config=$dir/c.yaml
 submit() {
   local run=$1 nodes=$2
   shift 2
-  (cd "$dir" && CONFIG=$dir/c.yaml MESHLOOM=$meshloom MPI_NET=10.231.0.0/24 EXTRA="--set run.dir=$dir/$run" \
+  (cd "$dir" && CONFIG=$config MESHLOOM=$meshloom MPI_NET=10.231.0.0/24 WEDGE_SECONDS=5 \
+    EXTRA="--set run.dir=$dir/$run" \
     timeout 400 sbatch --wait --nodes="$nodes" --ntasks-per-node=3 --output="$dir/$run.out" "$@" \
     "$root/slurm/meshloom-multinode.sbatch" >/dev/null)
 }
 
+# await_step RUN STEP: waits until RUN's metrics hold STEP.
+await_step() {
+  for _ in $(seq 600); do
+    grep -q "\"step\":$2[,}]" "$dir/$1/metrics.jsonl" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  cat "$dir/$1.out"
+  fail "$1 did not reach step $2"
+}
+
+# 1. A node of loaders.
+sed 's/loaders: 2}/loaders: 5}/; s/steps: 16}/steps: 14}/' "$dir/c.yaml" >"$dir/loaders.yaml"
+sed -i 's/^cluster:.*/&\nfaults: {loader_timeout: 2}/' "$dir/loaders.yaml"
+config=$dir/loaders.yaml
+submit loaders 3 &
+drill=$!
+await_step loaders 5
+"$cluster" kill-node mlnode2 || fail "kill-node mlnode2"
+wait "$drill" || { cat "$dir/loaders.out"; fail "the job did not survive losing its loader node"; }
+grep -v '\] step ' "$dir/loaders.out"
+grep -q "layout: mlnode2: ranks 3-5: loaders 2-4" "$dir/loaders.out" || fail "mlnode2 does not hold loaders 2-4"
+grep -q "attempt 0 ended with 0" "$dir/loaders.out" || fail "the first attempt did not finish"
+grep -q "resuming" "$dir/loaders.out" && fail "the run restarted"
+grep -q "trained steps 0-13" "$dir/loaders.out" || fail "steps 0-13 not trained in one attempt"
+timeout 300 "$mpiexec" --oversubscribe --bind-to none -np 9 "$meshloom" train -c "$config" \
+  --set run.dir="$dir/loaders-ref" >"$dir/loaders-ref.log" 2>&1 || { cat "$dir/loaders-ref.log"; fail "reference run"; }
+/usr/bin/python3 "$root/tests/train/same_losses.py" "$dir/loaders/metrics.jsonl" "$dir/loaders-ref/metrics.jsonl" \
+  0 1e-6 || fail "losing the loader node changed the batches"
+echo "ok: a node of 3 loaders lost at step 5: no restart, the batches of an uninterrupted run"
+"$cluster" revive mlnode2 >/dev/null 2>&1 || fail "revive mlnode2"
+
+# 2. A node of trainers.
+config=$dir/c.yaml
 submit lost 3 &
 drill=$!
-for _ in $(seq 600); do
-  [[ -f $dir/lost/metrics.jsonl ]] && grep -q '"step": *7[,}]' "$dir/lost/metrics.jsonl" && break
-  sleep 0.2
-done
-grep -q '"step": *7[,}]' "$dir/lost/metrics.jsonl" 2>/dev/null || { cat "$dir/lost.out"; fail "the run did not reach step 7"; }
+await_step lost 7
 "$cluster" kill-node mlnode3 || fail "kill-node"
 lost_at=$SECONDS
 first=""
