@@ -295,8 +295,9 @@ struct DataConfig {
     v.field("rebalance_every", rebalance_every,
             "Steps between loader re-partitioning by measured cost (0: never)", at_least(0));
     v.field("shadows", shadows,
-            "Hot-standby shadows: each loader keeps the previous loader's sources open and "
-            "mirrors its prepared documents (memory for a faster failover)");
+            "Hot-standby shadows: each loader keeps the sources of the loader(s) it shadows "
+            "(on another node when there is one) open and prepares what they prepared (memory "
+            "for a faster failover)");
     v.field("cache_tokens", cache_tokens,
             "Tokens of tokenized documents a loader keeps per raw source (LRU)", at_least(0));
     v.field("sources", sources, "Data sources");

@@ -4,7 +4,8 @@
 // constructor and the planner), then loaders, then trainers. With 8 ranks and
 // roles {constructors: 1, loaders: 2}:
 //   rank 0 constructor (lead) | ranks 1-2 loaders | ranks 3-7 trainers (T = 5)
-// Loaders shadow each other in a ring (loader i's shadow is loader i+1 mod L).
+// Each loader has a shadow, on another node whenever there is one
+// (parallel/shadows.hpp; on one node, loader i's shadow is loader i+1 mod L).
 #pragma once
 
 #include <string>

@@ -51,6 +51,10 @@ Lead::Lead(const World& w) : w_(w) {
       docs[i] = local_.back()->docs();
     }
   } else {
+    LOG_INFO("%s%s", router_->shadows().describe().c_str(),
+             w.config.data.shadows || w.layout.loaders < 2
+                 ? ""
+                 : " (data.shadows false: failover targets only, no hot standby)");
     send_assignment();
     // Each loader reports the document count of each source it serves.
     for (int l = 0; l < w.layout.loaders; ++l)
@@ -82,16 +86,20 @@ Lead::Lead(const World& w) : w_(w) {
     std::string served;
     if (local_.empty()) {
       const int first = w.layout.first_rank(Role::loader), L = w.layout.loaders;
-      std::string ranks, shadows;
+      std::vector<int> shadows;  // each once: loaders may share a shadow
+      std::string ranks;
       for (int l : assignment_.loaders_of_source[i]) {
         ranks += strf("%s%d", ranks.empty() ? "" : ",", first + l);
-        if (L > 1 && w.config.data.shadows)
-          shadows += strf("%s%d", shadows.empty() ? "" : ",", first + (l + 1) % L);
+        const int s = router_->shadows().shadow.at(first + l);
+        if (L > 1 && w.config.data.shadows &&
+            std::find(shadows.begin(), shadows.end(), s) == shadows.end())
+          shadows.push_back(s);
       }
-      const bool many = assignment_.loaders_of_source[i].size() > 1;
-      served =
-          strf("; loader rank%s %s, shadow%s %s", many ? "s" : "", ranks.c_str(),
-               many && !shadows.empty() ? "s" : "", shadows.empty() ? "none" : shadows.c_str());
+      std::string shadow_text;
+      for (int s : shadows) shadow_text += strf("%s%d", shadow_text.empty() ? "" : ",", s);
+      served = strf("; loader rank%s %s, shadow%s %s",
+                    assignment_.loaders_of_source[i].size() > 1 ? "s" : "", ranks.c_str(),
+                    shadows.size() > 1 ? "s" : "", shadows.empty() ? "none" : shadow_text.c_str());
     }
     LOG_INFO("source %-10s %lld documents (%s, %s%s)", sources[i].name.c_str(), (long long)docs[i],
              config::enum_name(sources[i].format), sources[i].path.c_str(), served.c_str());
@@ -133,16 +141,19 @@ void Lead::send_assignment() {
   // open a source on its first request), so nothing has to move.
   if (first)
     for (int l = 0; l < w_.layout.loaders; ++l) {
-      // Loader l shadows loader l-1 (ring): it opens that one's sources too.
-      const int L = w_.layout.loaders;
+      // A shadow opens the sources of every loader it shadows too.
+      const int first_loader = w_.layout.first_rank(Role::loader), rank = first_loader + l;
+      const ShadowPlan& shadows = router_->shadows();
       proto::Assign m;
       for (int s : a.sources_of_loader[l]) m.sources.push_back(s);
-      if (w_.config.data.shadows && L > 1) {
-        for (int s : a.sources_of_loader[(l + L - 1) % L]) m.shadow_sources.push_back(s);
-        m.shadow = w_.layout.first_rank(Role::loader) + (l + 1) % L;
+      if (w_.config.data.shadows && w_.layout.loaders > 1) {
+        std::set<int32_t> standby;
+        for (int r : shadows.shadowed_by(rank))
+          for (int s : a.sources_of_loader[size_t(r - first_loader)]) standby.insert(s);
+        m.shadow_sources.assign(standby.begin(), standby.end());
+        m.shadow = shadows.shadow.at(rank);
       }
-      send_bytes(proto::encode(m), w_.layout.first_rank(Role::loader) + l, proto::kAssign,
-                 MPI_COMM_WORLD);
+      send_bytes(proto::encode(m), rank, proto::kAssign, MPI_COMM_WORLD);
     }
 }
 

@@ -86,7 +86,7 @@ void run_loader(const World& w) {
   while (true) {
     int from = -1, tag = -1;
     if (!poll_message(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &from, &tag)) {
-      // Idle: prepare what the loader this one shadows has prepared.
+      // Idle: prepare what the loaders this one shadows have prepared.
       if (!to_mirror.empty() && !hung) {
         proto::LengthRequest m = std::move(to_mirror.back());
         to_mirror.pop_back();

@@ -1,6 +1,6 @@
 // A loader rank: serves its sources' document lengths and tokens to the lead
 // and the constructors, mirrors what it prepares to its shadow, and prepares
-// what the loader it shadows prepared, until the lead says stop. Injected
+// what the loaders it shadows prepared, until the lead says stop. Injected
 // faults (roles/faults.hpp) fire on the first request of their step.
 #pragma once
 

@@ -9,22 +9,26 @@
 
 namespace meshloom {
 
-LoaderRouter::LoaderRouter(const World& w) : w_(w), timeout_(w.config.faults.loader_timeout) {
-  for (int l = 0; l < w.layout.loaders; ++l) ring_.push_back(w.layout.first_rank(Role::loader) + l);
-}
+LoaderRouter::LoaderRouter(const World& w)
+    : w_(w), plan_(loader_shadows(w.layout, w.hosts)), timeout_(w.config.faults.loader_timeout) {}
 
 int LoaderRouter::route(int loader) const {
-  size_t i = 0;
-  while (i < ring_.size() && ring_[i] != loader) ++i;
-  ML_CHECK(i < ring_.size(), strf("rank %d is not a loader", loader));
-  for (size_t k = 0; k < ring_.size(); ++k) {
-    int r = ring_[(i + k) % ring_.size()];
-    if (!dead(r)) return r;
-  }
+  const int r = plan_.route(loader, dead_);
+  if (r >= 0) return r;
   ML_FAIL(
       strf("every loader is dead (none answered within faults.loader_timeout %.3g s): the "
            "data path cannot go on",
            timeout_));
+}
+
+// Who serves `loader` now that `failed` (itself, or the one that served it)
+// is dead, in words. Routing goes from `loader` each time, so that all its
+// requests reach the same loader whichever of them found the death.
+std::string LoaderRouter::taking_over(int loader, int failed) const {
+  const int next = route(loader);
+  if (failed == loader && next == plan_.shadow.at(loader))
+    return strf("its shadow, rank %d, takes over", next);
+  return strf("rank %d takes over loader rank %d's requests", next, loader);
 }
 
 // A send to a loader. Its buffer must outlive a send that may never complete
@@ -124,11 +128,9 @@ std::vector<std::string> LoaderRouter::request_many(const std::vector<int>& load
     }
     stall_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     dead_.insert(ranks[i]);
-    LOG_WARN(
-        "loader rank %d did not answer %s within %.1f s: counted dead; its shadow, rank %d, "
-        "takes over",
-        ranks[i], what, timeout_, route(ranks[i]));
-    replies[i] = request(ranks[i], tag, payloads[i], reply_tag, what, &(*served_by)[i]);
+    LOG_WARN("loader rank %d did not answer %s within %.1f s: counted dead; %s", ranks[i], what,
+             timeout_, taking_over(loaders[i], ranks[i]).c_str());
+    replies[i] = request(loaders[i], tag, payloads[i], reply_tag, what, &(*served_by)[i]);
   }
   return replies;
 }
@@ -147,12 +149,9 @@ std::string LoaderRouter::request(int loader, int tag, const std::string& payloa
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     stall_ += lost;
     dead_.insert(rank);
-    const int next = route(rank);
-    LOG_WARN(
-        "loader rank %d did not answer %s within %.1f s: counted dead; its shadow, rank %d, "
-        "takes over (stall %s)",
-        rank, what, timeout_, next, human_seconds(lost).c_str());
-    rank = next;
+    LOG_WARN("loader rank %d did not answer %s within %.1f s: counted dead; %s (stall %s)", rank,
+             what, timeout_, taking_over(loader, rank).c_str(), human_seconds(lost).c_str());
+    rank = route(loader);
   }
 }
 

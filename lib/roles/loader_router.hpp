@@ -1,13 +1,15 @@
 // Requests to loaders, with failover to shadows.
 //
-// Loaders form a ring; loader i's shadow is the next live loader. A loader
-// that does not answer within faults.loader_timeout (dead, hung, or its
-// process killed) counts as dead from then on, and the request goes to its
-// shadow, which already has the dead loader's sources open and has been
-// preparing the documents the dead one prepared (mirrored deltas). Any loader
-// can serve any document, so the batches stay exactly the same: nothing is
-// lost or repeated, the stall is the timeout. The lead and every constructor
-// keep their own router and find out on their own.
+// Each loader has a shadow, on another node whenever loaders exist on two or
+// more (parallel/shadows.hpp). A loader that does not answer within
+// faults.loader_timeout (dead, hung, or its process killed) counts as dead
+// from then on, and its requests go to its shadow, which already has the dead
+// loader's sources open and has been preparing the documents the dead one
+// prepared (mirrored deltas); with the shadow dead too, to the next live
+// loader in the shadow order. Any loader can serve any document, so the
+// batches stay exactly the same: nothing is lost or repeated, the stall is the
+// timeout. The lead and every constructor keep their own router and find out
+// on their own.
 #pragma once
 
 #include <mpi.h>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/shadows.hpp"
 #include "parallel/world.hpp"
 
 namespace meshloom {
@@ -40,13 +43,16 @@ class LoaderRouter {
                    std::string* reply) {
     return exchange(rank, tag, payload, reply_tag, reply);
   }
-  // The first live loader from `loader` on, in ring order.
+  // Who serves `loader` now: itself while alive, else its shadow, else the
+  // next live loader in the shadow order (ShadowPlan::route).
   int route(int loader) const;
+  const ShadowPlan& shadows() const { return plan_; }
   bool dead(int rank) const { return dead_.count(rank) > 0; }
   const std::set<int>& dead_loaders() const { return dead_; }
   double stall_seconds() const { return stall_; }
 
  private:
+  std::string taking_over(int loader, int failed) const;
   bool exchange(int rank, int tag, const std::string& payload, int reply_tag, std::string* reply);
   // The two halves of exchange(): a send whose buffer outlives it, and the wait.
   struct Sent {
@@ -57,7 +63,7 @@ class LoaderRouter {
   Sent post(int rank, int tag, const std::string& payload);
   bool await(int rank, int reply_tag, Sent* sent, std::string* reply);
   const World& w_;
-  std::vector<int> ring_;  // loader world ranks
+  ShadowPlan plan_;
   std::set<int> dead_;
   double timeout_;
   double stall_ = 0;  // seconds lost waiting for loaders that turned out dead

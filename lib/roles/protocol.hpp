@@ -38,7 +38,7 @@ enum Tag : int {
 // Loader assignment: which sources a loader serves.
 struct Assign {
   std::vector<int32_t> sources;
-  std::vector<int32_t> shadow_sources;  // of the loader this one shadows (hot standby)
+  std::vector<int32_t> shadow_sources;  // of the loaders this one shadows (hot standby)
   int32_t shadow = -1;                  // world rank of this loader's own shadow
 };
 

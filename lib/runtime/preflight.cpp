@@ -14,6 +14,7 @@
 #include "base/strings.hpp"
 #include "ckpt/resume.hpp"
 #include "parallel/mesh.hpp"
+#include "parallel/shadows.hpp"
 #include "plan/host_memory.hpp"
 #include "roles/doc_source.hpp"
 #include "train/backend.hpp"
@@ -112,6 +113,8 @@ int print_dry_run(const World& w) {
   if (w.rank != 0) return kExitOk;
   std::printf("# meshloom dry run: effective config\n%s", w.config_text.c_str());
   std::printf("# layout: %d ranks\n%s", w.size, w.layout.describe(w.hosts).c_str());
+  if (w.layout.loaders > 0 && w.config.data.mode != config::DataMode::colocated)
+    std::printf("# %s\n", loader_shadows(w.layout, w.hosts).describe().c_str());
   std::printf("# trainers: %s\n", w.mesh.describe().c_str());
   std::printf("# backend: %s", config::enum_name(w.config.run.backend));
 #ifdef MESHLOOM_HAVE_CUDA

@@ -4,10 +4,11 @@
 #    real `kill -9` of a loader process from outside (the loaders are not
 #    re-partitioned by measured cost, so who serves what does not depend on
 #    the machine's load: rank 1 serves docs, rank 3 fortunes, rank 2 nothing;
-#    the shadow of loader rank r is the next loader, round the ring): the global batches equal
-#    a fault-free run's (HDF5 dumps), no step is missing, the failover's stall
-#    is reported, the job exits 0 (mpirun --enable-recovery; the ranks'
-#    codes come from MESHLOOM_EXIT_FILE, as mpirun's own is always 0);
+#    on one node the shadow of loader rank r is the next loader, round the
+#    ring): the global batches equal a fault-free run's (HDF5 dumps), no
+#    step is missing, the failover's stall is reported, the job exits 0
+#    (mpirun --enable-recovery; the ranks' codes come from
+#    MESHLOOM_EXIT_FILE, as mpirun's own is always 0);
 #  - a loader killed during start-up ends the job with code 3, no hang;
 #  - an injected slow trainer is named as a straggler in the log and metrics;
 #  - a hung trainer makes the watchdog end the job with a message, not a hang.
