@@ -19,7 +19,8 @@
 # holds 10.231.0.1 for slurmctld (and this shell's sbatch/squeue). Nothing
 # routes beyond that /24: traffic stays between these namespaces. Each
 # node's processes run in their own UTS and mount namespaces: `hostname`
-# says mlnodeI and /etc/hosts names every node. --bandwidth shapes each
+# says mlnodeI, /etc/hosts names every node and /dev/shm is the node's own
+# (MPI's shared memory stays inside a node). --bandwidth shapes each
 # node's outgoing link with a token bucket (tc tbf, e.g. 1gbit, 200mbit), so
 # that messages between nodes cost what a network costs; traffic inside a
 # node (shared memory) is not shaped. This kernel has no netem: latency
@@ -173,7 +174,9 @@ make_network() {
 }
 
 # Runs a command as node NAME runs it: in its network namespace, with its own
-# host name and /etc/hosts (UTS and mount namespaces).
+# host name, /etc/hosts and /dev/shm (UTS and mount namespaces). A node's own
+# /dev/shm matters: MPI's shared-memory segments are named by host and job,
+# and a lost node's would otherwise outlive it and meet the next job's.
 on_node() {
   local name=$1
   shift
@@ -181,7 +184,8 @@ on_node() {
   # mount slurmd needs.
   nsenter --net="/run/netns/$(netns_of "$name")" unshare --uts --mount --propagation private \
     bash -c 'mount --bind "$1/etc/hosts" /etc/hosts && mount --bind "$1/tmp/$2" "$1/node-tmp" &&
-             hostname "$2" && shift 2 && exec "$@"' on_node "$BASE" "$name" "$@"
+             mount -t tmpfs -o mode=1777 "shm-$2" /dev/shm && hostname "$2" && shift 2 && exec "$@"' \
+    on_node "$BASE" "$name" "$@"
 }
 
 start() {
@@ -278,7 +282,7 @@ stop() {
 }
 
 # A power loss: node NAME's link goes down and every process in its
-# namespace (slurmd, the job's ranks) is killed at once. Slurm finds out as
+# namespace (slurmd, the job's ranks) is killed at once, its /dev/shm with them. Slurm finds out as
 # it would on a real cluster (no answer from slurmd); `revive` brings it back.
 kill_node() {
   local name=${1:?kill-node needs a node name} i ns pids
