@@ -17,6 +17,12 @@ void add_plan(CLI::App& app, Runner* run) {
   cmd->add_option("--lengths", a.lengths,
                   "Lengths: .tsv with a gpt2_tokens column, one per line, or .idx");
   cmd->add_option("--trainers,-T", a.trainers, "Trainers");
+  cmd->add_option("--trainers-per-node", a.trainers_per_node,
+                  "Trainers (as --trainers counts them) a node, placed in blocks: rings inside a "
+                  "node use the intra-node link (--nvlink, or plan.intra_bandwidth) and hdp keeps "
+                  "rings inside nodes (default: --lengths takes 8 GPUs a node for links only, "
+                  "--config no nodes)")
+      ->check(at_least_one());
   cmd->add_option("--capacity,-C", a.capacity, "Tokens one trainer holds in a micro-batch")
       ->capture_default_str();
   cmd->add_option("--planner", a.planner, "hdp, bytescale, naive or static")->capture_default_str();

@@ -317,6 +317,7 @@ struct PlanConfig {
   CpAlgorithm cp_algorithm = CpAlgorithm::ring;
   double flops = 2.0e10;
   double bandwidth = 5.0e9;
+  double intra_bandwidth = 0;
   std::string calibration;
   template <class V>
   void visit(V& v) {
@@ -346,6 +347,10 @@ struct PlanConfig {
             "ring). The groups are the planner's either way");
     v.field("flops", flops, "Cost model: effective FLOP/s of one trainer", above(0.0));
     v.field("bandwidth", bandwidth, "Cost model: bytes/s one trainer sends to another", above(0.0));
+    v.field("intra_bandwidth", intra_bandwidth,
+            "Cost model: bytes/s one trainer sends to another on the same node (the nodes are "
+            "the trainers' host names; 0: plan.bandwidth)",
+            at_least(0.0));
     v.field("calibration", calibration,
             "Cost model: CSV of measured micro-batches to fit (meshloom plan --calibrate)");
   }

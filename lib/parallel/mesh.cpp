@@ -1,5 +1,7 @@
 #include "parallel/mesh.hpp"
 
+#include <unordered_map>
+
 #include "base/strings.hpp"
 
 namespace meshloom {
@@ -21,6 +23,33 @@ std::string groups_across_nodes(const TrainerMesh& mesh, int first_trainer_rank,
           mesh.tp, t, first, hosts[size_t(first)].c_str(), rank, hosts[size_t(rank)].c_str());
   }
   return "";
+}
+
+TrainerNodes trainer_nodes(const TrainerMesh& mesh, int first_trainer_rank,
+                           const std::vector<std::string>& hosts) {
+  TrainerNodes out;
+  std::unordered_map<std::string, int32_t> index;
+  std::vector<int32_t> node(size_t(mesh.trainers));
+  for (int t = 0; t < mesh.trainers; ++t) {
+    const std::string& host = hosts.at(size_t(first_trainer_rank + t));
+    const auto [at, added] = index.try_emplace(host, int32_t(out.names.size()));
+    if (added) {
+      out.names.push_back(host);
+      out.trainers.push_back(0);
+    }
+    node[size_t(t)] = at->second;
+    ++out.trainers[size_t(at->second)];
+  }
+  for (int h = 0; h < mesh.hdp_ranks(); ++h)
+    out.hdp_rank_node.push_back(node[size_t(mesh.trainer_at(h, 0))]);
+  return out;
+}
+
+std::string TrainerNodes::describe() const {
+  std::string out = strf("trainers on %zu node%s:", names.size(), names.size() == 1 ? "" : "s");
+  for (size_t n = 0; n < names.size(); ++n)
+    out += strf("%s %s %d", n ? "," : "", names[n].c_str(), trainers[n]);
+  return out;
 }
 
 std::string TrainerMesh::describe() const {

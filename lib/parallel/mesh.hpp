@@ -27,6 +27,7 @@
 // the same shard of the same layers, and a ring runs stage by stage.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -51,8 +52,25 @@ struct TrainerMesh {
   std::string describe() const;
 };
 
+// The nodes the trainers sit on, from their host names: nodes are numbered
+// in the order their names first appear among the trainers.
+struct TrainerNodes {
+  std::vector<std::string> names;  // per node
+  std::vector<int> trainers;       // per node
+  // Per HDP rank: the node of its first trainer (TP rank 0 of stage 0). An HDP
+  // rank whose trainers span nodes is counted on that one node; the preflight
+  // refuses TP groups across nodes (groups_across_nodes), stages may span.
+  std::vector<int32_t> hdp_rank_node;
+  // "trainers on 2 nodes: vm-a 4, vm-b 4", for the log.
+  std::string describe() const;
+};
+
 // The mesh of a run's `trainers` (parallel.tp).
 TrainerMesh trainer_mesh(const config::Config& config, int trainers);
+// The trainers' nodes (`hosts` per world rank, trainers from world rank
+// `first_trainer_rank` on).
+TrainerNodes trainer_nodes(const TrainerMesh& mesh, int first_trainer_rank,
+                           const std::vector<std::string>& hosts);
 // Why a TP group would span nodes (`hosts` per world rank), or "".
 std::string groups_across_nodes(const TrainerMesh& mesh, int first_trainer_rank,
                                 const std::vector<std::string>& hosts);

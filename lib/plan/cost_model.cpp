@@ -14,10 +14,18 @@ Hardware hardware_from_config(const config::PlanConfig& plan, int tp) {
   Hardware hw;
   hw.tp = tp;
   hw.flops = plan.flops * tp;
-  hw.bandwidth = hw.intra_bandwidth = plan.bandwidth * tp;
+  hw.bandwidth = plan.bandwidth * tp;
+  hw.intra_bandwidth = (plan.intra_bandwidth > 0 ? plan.intra_bandwidth : plan.bandwidth) * tp;
   hw.tp_link_bandwidth = plan.bandwidth;
   hw.trainers_per_node = 0;
   return hw;
+}
+
+std::vector<int32_t> uniform_nodes(int32_t ranks, int32_t per_node) {
+  ML_CHECK(ranks >= 0 && per_node >= 1, strf("%d ranks, %d a node", ranks, per_node));
+  std::vector<int32_t> out(static_cast<size_t>(ranks));
+  for (int32_t r = 0; r < ranks; ++r) out[size_t(r)] = r / per_node;
+  return out;
 }
 
 HeadShape head_shape(const ModelShape& shape, int tp) {
@@ -120,12 +128,51 @@ double CostModel::cp_micro_batch(double tokens, double attn_l2, int k, int u, Cp
   return t;
 }
 
+void CostModel::set_nodes(std::vector<int32_t> node_of_rank) {
+  std::vector<int32_t> count;
+  for (int32_t n : node_of_rank) {
+    if (n < 0) throw Error(strf("node index %d: nodes are numbered from 0", n));
+    if (size_t(n) >= count.size()) count.resize(size_t(n) + 1, 0);
+    ++count[size_t(n)];
+  }
+  nodes_ = std::move(node_of_rank);
+  node_count_ = int32_t(std::count_if(count.begin(), count.end(), [](int32_t c) { return c > 0; }));
+  largest_node_ = count.empty() ? 0 : *std::max_element(count.begin(), count.end());
+}
+
+int32_t CostModel::node_of(int32_t rank) const {
+  if (!nodes_.empty()) {
+    ML_CHECK(rank >= 0 && size_t(rank) < nodes_.size(),
+             strf("HDP rank %d, but the node layout has %zu", rank, nodes_.size()));
+    return nodes_[size_t(rank)];
+  }
+  return trainers_per_node > 0 ? rank / trainers_per_node : -1;
+}
+
+bool CostModel::one_node(std::span<const int32_t> ranks) const {
+  if (ranks.size() <= 1) return true;
+  const int32_t first = node_of(ranks.front());
+  if (first < 0) return false;
+  for (int32_t r : ranks.subspan(1))
+    if (node_of(r) != first) return false;
+  return true;
+}
+
+int32_t CostModel::nodes_spanned(std::span<const int32_t> ranks) const {
+  if (!knows_nodes()) return 0;
+  std::vector<int32_t> seen;
+  for (int32_t r : ranks) seen.push_back(node_of(r));
+  std::sort(seen.begin(), seen.end());
+  return int32_t(std::unique(seen.begin(), seen.end()) - seen.begin());
+}
+
+int32_t CostModel::largest_node() const {
+  return !nodes_.empty() ? largest_node_ : std::max(0, trainers_per_node);
+}
+
+bool CostModel::places_by_node() const { return node_count_ > 1; }
+
 CpLinks CostModel::cp_links(std::span<const int32_t> group, int u) const {
-  auto one_node = [this](std::span<const int32_t> ranks) {
-    if (ranks.size() <= 1) return true;
-    auto [lo, hi] = std::minmax_element(ranks.begin(), ranks.end());
-    return same_node(*lo, *hi);
-  };
   CpLinks l;
   l.ring_intra = one_node(group);
   l.a2a_intra = true;
@@ -145,10 +192,12 @@ double CostModel::piece_compute(int64_t length, int k) const {
 }
 
 std::string CostModel::describe() const {
+  const std::string layout =
+      !nodes_.empty() ? strf("%d nodes", node_count_) : strf("%d per node", trainers_per_node);
   return strf(
              "a=%.3e s/token^2 b=%.3e s/token g=%.3e s; layers=%d kv=%.0f B/token/layer; "
-             "link %.1f GB/s (intra-node %.1f GB/s, %d per node), latency %.1f us",
-             a, b, g, layers, kv_bytes, bandwidth / 1e9, intra_bandwidth / 1e9, trainers_per_node,
+             "link %.1f GB/s (intra-node %.1f GB/s, %s), latency %.1f us",
+             a, b, g, layers, kv_bytes, bandwidth / 1e9, intra_bandwidth / 1e9, layout.c_str(),
              latency * 1e6) +
          (tp > 1 ? strf("; tp %d (collectives %.3e s/token of b)", tp, tp_seconds_per_token) : "");
 }

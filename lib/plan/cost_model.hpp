@@ -21,6 +21,16 @@
 // forward), g a fixed cost per micro-batch. Rings whose members all sit on one
 // node use the intra-node bandwidth.
 //
+// Nodes. The cost model knows which node each HDP rank sits on in one of two
+// forms: set_nodes(), an explicit node per HDP rank (a run's, from its
+// trainers' host names; `meshloom plan --trainers-per-node`), or
+// `trainers_per_node`, the uniform layout of an idealized cluster (rank /
+// trainers_per_node; `meshloom simulate`). Both decide links alike; only the
+// explicit form of more than one node also makes the HDP planner place rings
+// inside nodes (hdp_planner.hpp), so the simulator's published figures keep
+// their rank-order placement. Neither: no node is known and every link is
+// `bandwidth`.
+//
 // A trainer may be a tensor-parallel group of tp GPUs (Hardware::tp): its
 // FLOP rate and links are the group's, and b carries the group's collectives:
 // every layer all-reduces its attention and MLP outputs forward and their
@@ -79,7 +89,7 @@ struct Hardware {
   double flops = 989e12 * 0.45;       // effective FLOP/s of one trainer (peak x MFU)
   double bandwidth = 25e9;            // bytes/s one trainer sends to another node
   double intra_bandwidth = 150e9;     // bytes/s inside a node (NVLink)
-  int trainers_per_node = 8;          // 0: every ring uses `bandwidth`
+  int trainers_per_node = 8;          // uniform layout; 0: every ring uses `bandwidth`
   double latency = 10e-6;             // seconds per ring message (one block, one layer)
   double host_bandwidth = 20e9;       // bytes/s device <-> host, for offloading
   double host_memory = 256e9;         // pinned host bytes one trainer may offload to
@@ -125,10 +135,14 @@ struct CpLinks {
 };
 
 // The hardware of one HDP rank of a run: a TP group of `tp` trainers, each
-// with plan.flops and plan.bandwidth, so the group has tp times both and
-// plan.bandwidth per GPU inside it; every ring on `bandwidth` (the run does
-// not know its nodes' links).
+// with plan.flops, plan.bandwidth and plan.intra_bandwidth (0: plan.bandwidth),
+// so the group has tp times each and plan.bandwidth per GPU inside it. No
+// node layout: the lead sets CostModel::set_nodes from its trainers' hosts.
 Hardware hardware_from_config(const config::PlanConfig& plan, int tp);
+
+// Node of each of `ranks` HDP ranks, `per_node` consecutive ranks a node (the
+// last node may hold fewer).
+std::vector<int32_t> uniform_nodes(int32_t ranks, int32_t per_node);
 
 class CostModel {
  public:
@@ -141,7 +155,7 @@ class CostModel {
   double passes = 3;
   double bandwidth = 25e9;
   double intra_bandwidth = 150e9;
-  int trainers_per_node = 0;
+  int trainers_per_node = 0;  // uniform layout (see the file comment); 0: none
   double latency = 0;
   double host_bandwidth = 20e9;
   double host_memory = 256e9;
@@ -172,12 +186,29 @@ class CostModel {
   // Compute only (no ring, no g) of that member: what can hide offloading.
   double piece_compute(int64_t length, int k) const;
 
-  // Trainers the ring over a group spans: true when all sit on one node.
-  bool same_node(int rank_lo, int rank_hi) const {
-    return trainers_per_node > 0 && rank_lo / trainers_per_node == rank_hi / trainers_per_node;
-  }
+  // The explicit node layout: node indices 0.. of each HDP rank (empty: none;
+  // then trainers_per_node decides). Throws Error on a negative index.
+  void set_nodes(std::vector<int32_t> node_of_rank);
+  const std::vector<int32_t>& nodes() const { return nodes_; }
+  bool knows_nodes() const { return !nodes_.empty() || trainers_per_node > 0; }
+  // The node of HDP rank `rank`; -1 when no node is known.
+  int32_t node_of(int32_t rank) const;
+  // True when every one of `ranks` sits on one known node (a single rank: true).
+  bool one_node(std::span<const int32_t> ranks) const;
+  // Distinct nodes `ranks` sit on (0 when no node is known).
+  int32_t nodes_spanned(std::span<const int32_t> ranks) const;
+  // The most HDP ranks one node holds (0 when no node is known).
+  int32_t largest_node() const;
+  // Whether the HDP planner places rings by node: an explicit layout of more
+  // than one node.
+  bool places_by_node() const;
 
   std::string describe() const;
+
+ private:
+  std::vector<int32_t> nodes_;  // node of each HDP rank
+  int32_t node_count_ = 0;      // of nodes_
+  int32_t largest_node_ = 0;    // of nodes_
 };
 
 struct CalibrationSample {

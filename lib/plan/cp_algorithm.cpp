@@ -27,8 +27,7 @@ int forced_ulysses_degree(config::CpAlgorithm setting, std::span<const int32_t> 
       return degrees.back();
     case config::CpAlgorithm::hybrid:
       for (auto u = degrees.rbegin(); u != degrees.rend(); ++u)
-        if (*u < k && (cost.trainers_per_node <= 0 || cost.cp_links(ranks, *u).a2a_intra))
-          return *u;
+        if (*u < k && (!cost.knows_nodes() || cost.cp_links(ranks, *u).a2a_intra)) return *u;
       return 1;
     case config::CpAlgorithm::automatic:
       break;
@@ -102,7 +101,7 @@ void choose_cp_algorithms(Plan& plan, const CostModel& cost, config::CpAlgorithm
 
 double least_cp_seconds(const CostModel& cost, double tokens, double attn_l2, int k,
                         config::CpAlgorithm setting) {
-  const int per_node = cost.trainers_per_node;
+  const int per_node = cost.largest_node();
   const bool ring_intra = per_node > 0 && k <= per_node;
   double best = cost.micro_batch(tokens, attn_l2, k, ring_intra) - cost.g;
   if (setting == config::CpAlgorithm::ring || k <= 1) return best;

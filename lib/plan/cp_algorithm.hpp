@@ -47,8 +47,8 @@ void choose_cp_algorithms(Plan& plan, const CostModel& cost, config::CpAlgorithm
 
 // The least time one member of a k-way group holding `tokens` with
 // `attn_l2` could take under `setting` (for ideal_bound): ring alone, or the
-// best allowed degree assuming a subgroup of at most a node's trainers sits in
-// one node. Without g.
+// best allowed degree assuming a group or subgroup of at most the largest
+// node's HDP ranks sits in one node. Without g.
 double least_cp_seconds(const CostModel& cost, double tokens, double attn_l2, int k,
                         config::CpAlgorithm setting);
 

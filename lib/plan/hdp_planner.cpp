@@ -12,6 +12,7 @@
 #include "base/check.hpp"
 #include "base/strings.hpp"
 #include "plan/lengths.hpp"
+#include "plan/node_placement.hpp"
 #include "plan/static_planner.hpp"
 
 namespace meshloom::plan {
@@ -145,7 +146,8 @@ struct Schedule {
   std::vector<std::vector<int32_t>> tail;
   std::vector<double> gang_end, finish;
   double makespan = 0;
-  explicit Schedule(const Work& work) : w(work) {}
+  bool by_node = false;  // place rings inside nodes (node_placement.hpp), else by rank
+  Schedule(const Work& work, bool place_by_node) : w(work), by_node(place_by_node) {}
 };
 
 // Widens split sequences whose member time exceeds `factor` x the bound
@@ -193,8 +195,7 @@ void add_gang(Schedule& sc, int32_t i, std::span<const int32_t> ranks, double st
   sc.group_at[i] = int32_t(sc.group_pool.size());
   sc.group_pool.insert(sc.group_pool.end(), ranks.begin(), ranks.end());
   // A ring inside one node runs on the faster link.
-  if (w.cost.same_node(ranks.front(), ranks.back()))
-    w.t[i] = w.time_of(w.lengths[i], w.k[i], w.r[i], true);
+  if (w.cost.one_node(ranks)) w.t[i] = w.time_of(w.lengths[i], w.k[i], w.r[i], true);
   for (int32_t t : ranks) {
     if (start - fin[t] > 1e-12 * (1 + start)) sc.gaps.push_back({t, fin[t], start, start - fin[t]});
     fin[t] = start + w.t[i];
@@ -202,9 +203,29 @@ void add_gang(Schedule& sc, int32_t i, std::span<const int32_t> ranks, double st
   sc.ring_start[i] = start;
 }
 
+// 3a with the run's nodes (node_placement.hpp): the k trainers free earliest
+// when they share a node, else the k of one node when that ring ends no later.
+void place_gangs_by_node(Schedule& sc, std::vector<double>& fin) {
+  Work& w = sc.w;
+  FreeTrainers free(w.cost, w.o.trainers);
+  const int32_t widest_node = w.cost.largest_node();
+  for (int32_t i : sc.split_ids) {
+    RingPick pick = free.earliest(w.k[i]);
+    if (!w.cost.one_node(pick.ranks) && w.k[i] <= widest_node) {
+      const std::optional<RingPick> local = free.earliest_in_one_node(w.k[i]);
+      if (local &&
+          local->start + w.time_of(w.lengths[i], w.k[i], w.r[i], true) <= pick.start + w.t[i])
+        pick = *local;
+    }
+    add_gang(sc, i, pick.ranks, pick.start, fin);
+    free.occupy(pick.ranks, pick.start + w.t[i]);
+  }
+}
+
 // 3a. Each split sequence, costliest first, on the k trainers free earliest.
 void place_gangs_greedy(Schedule& sc, std::vector<double>& fin) {
   Work& w = sc.w;
+  if (sc.by_node) return place_gangs_by_node(sc, fin);
   const int32_t T = w.o.trainers;
   std::vector<TimeRank> init(T);
   for (int32_t t = 0; t < T; ++t) init[t] = {0.0, t};
@@ -291,15 +312,25 @@ void place_gangs_shelves(Schedule& sc, int32_t region, std::vector<double>& fin)
       const double mid = 0.5 * (lo + hi);
       (fits(mid) ? hi : lo) = mid;
     }
-    int32_t cursor = 0;
     for (size_t j = 0; j < m; ++j) {
       const int32_t i = ids[i0 + j];
       const int32_t k = k_for(j, hi);
       w.set(i, k, w.o.offload ? offload_ratio_for(w.lengths[i], k, w.o.capacity, w.cost) : 0.f);
-      ranks.resize(k);
-      for (int32_t r = 0; r < k; ++r) ranks[r] = cursor + r;
-      cursor += k;
-      add_gang(sc, i, ranks, start, fin);
+      kk[j] = k;
+    }
+    // Side by side from rank 0, or inside nodes where the run's nodes are known.
+    std::vector<std::vector<int32_t>> placed;
+    if (sc.by_node) placed = shelf_ranks_by_node(w.cost, w.o.trainers, kk);
+    int32_t cursor = 0;
+    for (size_t j = 0; j < m; ++j) {
+      if (placed.empty()) {
+        ranks.resize(kk[j]);
+        for (int32_t r = 0; r < kk[j]; ++r) ranks[r] = cursor + r;
+        cursor += kk[j];
+      } else {
+        ranks = placed[j];
+      }
+      add_gang(sc, ids[i0 + j], ranks, start, fin);
     }
     double end = start;
     for (size_t j = 0; j < m; ++j) end = std::max(end, start + w.t[ids[i0 + j]]);
@@ -498,6 +529,22 @@ Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o, cons
   auto consider = [&](std::unique_ptr<Schedule> sc) {
     if (!best || sc->makespan < best->makespan * (1 - 1e-3)) best = std::move(sc);
   };
+  // With the run's nodes each candidate is scheduled with its rings inside
+  // nodes first, then by rank unless the first is already within 1% of the
+  // ideal: rank order wins only when faster, so no candidate is slower than
+  // in rank order (ties keep the nodes). Returns the better makespan.
+  auto run = [&](const Work& w, int32_t region) {
+    auto once = [&](bool by_node) {
+      auto sc = std::make_unique<Schedule>(w, by_node);
+      schedule(*sc, region);
+      const double m = sc->makespan;
+      consider(std::move(sc));
+      return m;
+    };
+    if (!cost.places_by_node()) return once(false);
+    const double m = once(true);
+    return done() ? m : std::min(m, once(false));
+  };
   std::vector<std::vector<int32_t>> tried;  // group sizes already scheduled greedily
   // Returns the candidate's makespan (infinity when skipped).
   auto greedy = [&](double factor) {
@@ -507,11 +554,7 @@ Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o, cons
     for (const auto& k : tried)
       if (k == w.k) return double(INFINITY);  // the same groups: the same schedule
     tried.push_back(w.k);
-    auto sc = std::make_unique<Schedule>(w);
-    schedule(*sc, 0);
-    const double m = sc->makespan;
-    consider(std::move(sc));
-    return m;
+    return run(w, 0);
   };
   // Shelves start from the plain split (k_min = ceil(L / C), no offloading),
   // so that every sequence longer than C is in a shelf even where offloading
@@ -533,11 +576,8 @@ Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o, cons
   auto shelves = [&](int32_t region) {
     region = std::clamp(region, widest, T);
     if (auto it = shelf_makespan.find(region); it != shelf_makespan.end()) return it->second;
-    auto sc = std::make_unique<Schedule>(*plain);
-    schedule(*sc, region);
-    const double m = sc->makespan;
+    const double m = run(*plain, region);
     shelf_makespan[region] = m;
-    consider(std::move(sc));
     return m;
   };
   const int32_t share_region =

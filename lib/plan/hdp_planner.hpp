@@ -19,12 +19,21 @@
 //         member time first, each take the k trainers free earliest (ties:
 //         lowest rank, so groups start as runs of consecutive ranks and small
 //         rings stay inside a node); the ring starts when the last is free,
-//         and members that wait leave a gap.
+//         and members that wait leave a gap. With the run's nodes
+//         (CostModel::places_by_node), a ring whose k trainers free
+//         earliest span nodes runs instead on the k free earliest of one
+//         node when that ends no later (node_placement.hpp).
 //     (b) Shelves over a region of R trainers: split sequences, most work
 //         first, side by side while their k_min fit in R; each shelf then
 //         shares out R so its sequences end together (the least height H
 //         for which the smallest k_i >= k_min with member time <= H sum to
-//         at most R). Shelves follow each other in time.
+//         at most R). Shelves follow each other in time. With the run's
+//         nodes, the rings of a shelf are packed into nodes (best fit,
+//         widest first, any free ranks) instead of side by side from rank 0.
+//     Each candidate is then also scheduled in rank order, which wins only
+//     when faster (ties keep the nodes). Without an explicit node layout, or
+//     with one node, placement is the rank order alone (a uniform
+//     trainers_per_node only sets links), so those plans are as before.
 //     For either, whole sequences, costliest first, go into the smallest gap
 //     they fit in (best fit: that time is idle otherwise), else to the end
 //     of the trainer that finishes first (LPT, Graham's rule). Then local

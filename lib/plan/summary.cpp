@@ -1,5 +1,8 @@
 #include "plan/summary.hpp"
 
+#include <algorithm>
+#include <vector>
+
 #include "base/strings.hpp"
 #include "plan/cp_algorithm.hpp"
 #include "plan/lengths.hpp"
@@ -32,6 +35,72 @@ std::string plan_summary(const Plan& p, double ideal) {
                 p.heads.heads, p.heads.kv_heads);
   out += strf("  planned in %.2f ms; binary plan %s\n", p.planning_seconds * 1e3,
               human_bytes(double(serialize(p).size())).c_str());
+  return out;
+}
+
+std::string rank_runs(std::span<const int32_t> ranks) {
+  std::string out;
+  for (size_t j = 0; j < ranks.size();) {
+    size_t e = j;
+    while (e + 1 < ranks.size() && ranks[e + 1] == ranks[e] + 1) ++e;
+    out += strf("%s%d", out.empty() ? "" : ",", ranks[j]);
+    if (e > j) out += strf("-%d", ranks[e]);
+    j = e + 1;
+  }
+  return out;
+}
+
+std::string ring_table(const Plan& p, const CostModel& cost, size_t max_rows) {
+  struct Ring {
+    int32_t seq;
+    const MicroBatch* mb;  // member 0's
+  };
+  std::vector<Ring> rings;
+  for (int32_t s = 0; s < p.sequences(); ++s) {
+    if (p.group_size(s) < 2) continue;
+    for (const MicroBatch& mb : p.micro_batches_of(p.group(s)[0])) {
+      const auto pcs = p.pieces_of(mb);
+      if (std::any_of(pcs.begin(), pcs.end(), [s](const Piece& pc) { return pc.seq == s; })) {
+        rings.push_back({s, &mb});
+        break;
+      }
+    }
+  }
+  if (rings.empty()) return "";
+  std::stable_sort(rings.begin(), rings.end(),
+                   [](const Ring& x, const Ring& y) { return x.mb->start < y.mb->start; });
+  const bool known = cost.knows_nodes();
+  std::string out = strf("  %6s %9s %5s %-12s %-20s %5s %7s %10s %10s\n", "seq", "tokens", "k",
+                         "attention", "trainers", "nodes", "crosses", "start", "time");
+  int64_t inside = 0, crossing = 0, boundaries = 0;
+  for (size_t j = 0; j < rings.size(); ++j) {
+    const int32_t s = rings[j].seq;
+    const auto group = p.group(s);
+    std::vector<int32_t> sorted(group.begin(), group.end());
+    std::sort(sorted.begin(), sorted.end());
+    const int32_t nodes = cost.nodes_spanned(group);
+    if (known) {
+      ++(nodes == 1 ? inside : crossing);
+      boundaries += nodes - 1;
+    }
+    if (j >= max_rows) continue;
+    std::string who = rank_runs(sorted);
+    if (who.size() > 20) who = who.substr(0, 17) + "...";
+    const MicroBatch& mb = *rings[j].mb;
+    out +=
+        strf("  %6d %9s %5d %-12s %-20s %5s %7s %10s %10s\n", s,
+             format_tokens(p.lengths[size_t(s)]).c_str(), int(group.size()),
+             cp_algo_name(p.cp_algo(s), int(group.size())).c_str(), who.c_str(),
+             known ? strf("%d", nodes).c_str() : "?", known ? strf("%d", nodes - 1).c_str() : "?",
+             human_seconds(mb.start).c_str(), human_seconds(mb.end - mb.start).c_str());
+  }
+  if (rings.size() > max_rows) out += strf("  ... %zu more rings\n", rings.size() - max_rows);
+  if (known)
+    out += strf(
+        "  %zu rings: %lld inside one node, %lld across nodes; node boundaries crossed: %lld\n",
+        rings.size(), (long long)inside, (long long)crossing, (long long)boundaries);
+  else
+    out += strf("  %zu rings; no node layout known\n", rings.size());
   return out;
 }
 

@@ -1,6 +1,8 @@
 // The few lines `meshloom plan` prints about a plan (pure formatting).
 #pragma once
 
+#include <cstddef>
+#include <span>
 #include <string>
 
 #include "plan/plan.hpp"
@@ -13,5 +15,15 @@ namespace meshloom::plan {
 // algorithms of split sequences ("ring 3, ulysses 5, hybrid(4x2) 1"); planning
 // time and the binary plan's size. Lines end in newlines.
 std::string plan_summary(const Plan& p, double ideal);
+
+// One line per ring (split sequence), by start, at most `max_rows` of them:
+// sequence, tokens, k, CP algorithm, trainers, the nodes it spans and the
+// node boundaries it crosses (nodes - 1; "?" where `cost` knows no nodes),
+// start and member time; then a line counting the rings inside one node and
+// those that cross. "" when no sequence is split.
+std::string ring_table(const Plan& p, const CostModel& cost, size_t max_rows);
+constexpr size_t kRingTableRows = 24;  // what `meshloom plan` lists; a count covers the rest
+// Ranks as runs: "0-3,8,10-11".
+std::string rank_runs(std::span<const int32_t> ranks);
 
 }  // namespace meshloom::plan

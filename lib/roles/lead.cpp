@@ -9,6 +9,7 @@
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
+#include "parallel/mesh.hpp"
 #include "plan/cp_algorithm.hpp"
 #include "plan/pipeline_schedule.hpp"
 #include "plan/pipeline_slots.hpp"
@@ -110,6 +111,12 @@ Lead::Lead(const World& w) : w_(w) {
   const plan::RunCosts costs = plan::run_costs(w.config);
   plan_cost_ = costs.hdp_rank;
   pipe_model_ = costs.pipeline;
+  // The HDP ranks' nodes, from the trainers' host names: rings inside a node
+  // use plan.intra_bandwidth and the planner keeps rings inside nodes. One
+  // host: one node, every ring on plan.intra_bandwidth (plan.bandwidth unless set).
+  const TrainerNodes nodes = trainer_nodes(w.mesh, w.layout.first_rank(Role::trainer), w.hosts);
+  plan_cost_.set_nodes(nodes.hdp_rank_node);
+  if (nodes.names.size() > 1) LOG_INFO("%s", nodes.describe().c_str());
   if (!costs.calibration.empty())
     LOG_INFO("cost model calibrated from %s: %s", w.config.plan.calibration.c_str(),
              costs.calibration.c_str());

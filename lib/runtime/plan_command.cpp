@@ -71,10 +71,12 @@ int plan_pipelines(const PlanRequest& a, const std::vector<int64_t>& lengths,
 
 int plan_command(const PlanRequest& a) {
   if (!a.config.empty()) {
-    preview_plans(config::load_config(a.config, a.sets), a.trainers, a.steps,
-                  [&](const plan::Plan& hdp, const plan::Plan& grid) {
-                    if (!a.png.empty()) draw(hdp, grid, a.png);
-                  });
+    preview_plans(
+        config::load_config(a.config, a.sets), a.trainers, a.steps,
+        [&](const plan::Plan& hdp, const plan::Plan& grid) {
+          if (!a.png.empty()) draw(hdp, grid, a.png);
+        },
+        a.trainers_per_node);
     return kExitOk;
   }
   plan::SimulateSpec hw;
@@ -102,6 +104,11 @@ int plan_command(const PlanRequest& a) {
                                a.batch.empty() ? 0 : plan::parse_tokens(a.batch), context, a.seed);
   if (a.pp < 1) throw Error("--pp must be at least 1");
   if (a.pp > 1) return plan_pipelines(a, lengths, cost);
+  if (a.trainers_per_node > 0) {
+    cost.set_nodes(plan::uniform_nodes(a.trainers, a.trainers_per_node));
+    std::printf("%d trainers, %d a node: %d nodes\n", a.trainers, a.trainers_per_node,
+                (a.trainers + a.trainers_per_node - 1) / a.trainers_per_node);
+  }
   plan::PlannerOptions o;
   o.trainers = a.trainers;
   o.capacity = plan::parse_tokens(a.capacity);
@@ -120,6 +127,7 @@ int plan_command(const PlanRequest& a) {
     print_error(err);
     return kExitFatal;
   }
+  std::fputs(plan::ring_table(p, cost, plan::kRingTableRows).c_str(), stdout);
   std::printf(
       "  plan valid: every token on one trainer, micro-batches within capacity, zigzag "
       "chunks, consistent rings\n");

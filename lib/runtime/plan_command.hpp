@@ -15,6 +15,7 @@ namespace meshloom {
 struct PlanRequest {
   std::string lengths;
   int trainers = 0;
+  int trainers_per_node = 0;  // > 0: that many trainers a node, in blocks (explicit nodes)
   std::string capacity = "8K";
   std::string planner = "hdp";
   std::string model = "llama-7b";

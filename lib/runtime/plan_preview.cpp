@@ -2,20 +2,23 @@
 
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/strings.hpp"
 #include "dataplane/data_plane.hpp"
+#include "parallel/mesh.hpp"
 #include "plan/device_memory.hpp"
 #include "plan/host_memory.hpp"
 #include "plan/planner.hpp"
 #include "plan/pp_plan.hpp"
+#include "plan/summary.hpp"
 #include "roles/doc_source.hpp"
 
 namespace meshloom {
 
 void preview_plans(const config::Config& c, int trainers, int64_t steps,
-                   const FirstStepPlans& on_first_step) {
+                   const FirstStepPlans& on_first_step, int trainers_per_node) {
   if (trainers < 1) throw Error("--config needs --trainers T (the trainer count to plan for)");
   std::vector<std::unique_ptr<DocSource>> sources;
   std::vector<int64_t> docs;
@@ -32,7 +35,15 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
     throw Error(strf("--trainers %d is not a multiple of parallel.tp x parallel.pp (%d x %d)",
                      trainers, tp, pp));
   const plan::RunCosts costs = plan::run_costs(c);
-  const plan::CostModel& cost = costs.hdp_rank;
+  plan::CostModel cost = costs.hdp_rank;
+  if (trainers_per_node > 0) {
+    // Host names as the run would see them, so that the nodes are the lead's.
+    std::vector<std::string> hosts;
+    for (int t = 0; t < trainers; ++t) hosts.push_back(strf("node%d", t / trainers_per_node));
+    const TrainerNodes nodes = trainer_nodes(trainer_mesh(c, trainers), 0, hosts);
+    cost.set_nodes(nodes.hdp_rank_node);
+    std::printf("%s\n", nodes.describe().c_str());
+  }
   const plan::PlannerOptions o =
       plan::options_from_config(c.plan, trainers / group, c.data.seq_len);
   if (group > 1)
@@ -63,6 +74,7 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
               "max k", "micro", "predicted", "imbalance", "ring/step", "plan ms",
               config::enum_name(other), "speedup");
   int64_t fallbacks = 0;
+  std::string first_rings;
   for (int64_t step = 0; step < steps; ++step) {
     dataplane::StepManifest m = plane.next();
     std::vector<int64_t> lengths;
@@ -80,7 +92,10 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
                 p.static_fallback() ? "  static fallback" : "");
     fallbacks += p.static_fallback();
     if (step == 0 && on_first_step) on_first_step(grid ? q : p, grid ? p : q);
+    if (step == 0 && trainers_per_node > 0)
+      first_rings = plan::ring_table(p, cost, plan::kRingTableRows);
   }
+  if (!first_rings.empty()) std::printf("rings of step 0:\n%s", first_rings.c_str());
   if (o.static_fallback && c.plan.planner == config::Planner::hdp)
     std::printf("static fallback (plan.static_fallback): %lld of %lld steps\n",
                 (long long)fallbacks, (long long)steps);

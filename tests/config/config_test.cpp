@@ -234,3 +234,12 @@ TEST(Config, LargeIntegersAreReadExactly) {
   c = config::parse_config(std::string(kMinimal) + "run: {seed: 9007199254740993}\n", "x.yaml");
   EXPECT_EQ(c.run.seed, 9007199254740993);
 }
+
+TEST(Config, IntraNodeBandwidthDefaultsToPlanBandwidthAndMustNotBeNegative) {
+  EXPECT_EQ(config::parse_config(kMinimal, "x.yaml").plan.intra_bandwidth, 0.0);  // plan.bandwidth
+  EXPECT_EQ(
+      config::parse_config(kMinimal, "x.yaml", {"plan.intra_bandwidth=4e10"}).plan.intra_bandwidth,
+      4e10);
+  const std::string e = error_of(kMinimal, {"plan.intra_bandwidth=-1"});
+  EXPECT_NE(e.find("plan.intra_bandwidth"), std::string::npos) << e;
+}

@@ -64,3 +64,25 @@ TEST(Mesh, SequenceParallelIsAcceptedOnTheCpuOnly) {
     EXPECT_NE(std::string(e.what()).find("run.backend: cpu"), std::string::npos) << e.what();
   }
 }
+
+TEST(Mesh, TrainerNodesNumberHostsInFirstSeenOrder) {
+  // 9 ranks over 3 nodes of 3, constructor and 2 loaders first: trainers 1, 3, 2.
+  const std::vector<std::string> hosts = {"vm-a", "vm-a", "vm-a", "vm-b", "vm-b",
+                                          "vm-b", "vm-c", "vm-c", "vm-c"};
+  const TrainerNodes one = trainer_nodes(TrainerMesh{6, 1}, 3, hosts);
+  EXPECT_EQ(one.names, (std::vector<std::string>{"vm-b", "vm-c"}));
+  EXPECT_EQ(one.trainers, (std::vector<int>{3, 3}));
+  EXPECT_EQ(one.hdp_rank_node, (std::vector<int32_t>{0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(one.describe(), "trainers on 2 nodes: vm-b 3, vm-c 3");
+  const TrainerNodes uneven = trainer_nodes(TrainerMesh{6, 1}, 2, hosts);  // 1 loader
+  EXPECT_EQ(uneven.trainers, (std::vector<int>{1, 3, 2}));
+  EXPECT_EQ(uneven.hdp_rank_node, (std::vector<int32_t>{0, 1, 1, 1, 2, 2}));
+  // tp 2: HDP rank 1 (trainers 2-3, ranks 5-6) spans vm-b and vm-c: its first
+  // trainer's node counts.
+  const TrainerNodes groups = trainer_nodes(TrainerMesh{6, 2}, 3, hosts);
+  EXPECT_EQ(groups.hdp_rank_node, (std::vector<int32_t>{0, 0, 1}));
+  // One host: one node.
+  const TrainerNodes single = trainer_nodes(TrainerMesh{4, 1}, 1, std::vector<std::string>(5, "h"));
+  EXPECT_EQ(single.hdp_rank_node, (std::vector<int32_t>{0, 0, 0, 0}));
+  EXPECT_EQ(single.describe(), "trainers on 1 node: h 4");
+}
