@@ -115,8 +115,7 @@ Lead::Lead(const World& w) : w_(w) {
   // use plan.intra_bandwidth and the planner keeps rings inside nodes. One
   // host: one node, every ring on plan.intra_bandwidth (plan.bandwidth unless set).
   const TrainerNodes nodes = trainer_nodes(w.mesh, w.layout.first_rank(Role::trainer), w.hosts);
-  plan_cost_.set_nodes(nodes.hdp_rank_node);
-  if (nodes.names.size() > 1) LOG_INFO("%s", nodes.describe().c_str());
+  plan_cost_.set_nodes(nodes.hdp_rank_node);  // (the job logs the nodes: parallel/nodes.hpp)
   if (!costs.calibration.empty())
     LOG_INFO("cost model calibrated from %s: %s", w.config.plan.calibration.c_str(),
              costs.calibration.c_str());
