@@ -116,4 +116,16 @@ std::string with_commas(unsigned long long value) {
   return out;
 }
 
+std::string index_runs(const std::vector<int>& sorted) {
+  std::string out;
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += j == i ? strf("%d", sorted[i]) : strf("%d-%d", sorted[i], sorted[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
 }  // namespace meshloom

@@ -24,6 +24,8 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
 // "1.5 GiB", "12.0 KiB"; "3.2 s", "41 ms".
 std::string human_bytes(double bytes);
 std::string human_seconds(double seconds);
+// Sorted distinct indices as runs: {0, 1, 2, 5, 7, 8} -> "0-2,5,7-8".
+std::string index_runs(const std::vector<int>& sorted);
 // 1234567 -> "1,234,567".
 std::string with_commas(unsigned long long value);
 // The shortest text that reads back as the same double ("0.006", not

@@ -7,18 +7,6 @@
 
 namespace meshloom {
 
-std::string index_ranges(const std::vector<int>& sorted) {
-  std::string out;
-  for (size_t i = 0; i < sorted.size();) {
-    size_t j = i;
-    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += j == i ? strf("%d", sorted[i]) : strf("%d-%d", sorted[i], sorted[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 namespace {
 
 // "loaders 0-1" / "loader 1": the role's indices among `ranks`.
@@ -28,7 +16,7 @@ std::string role_part(const RoleLayout& layout, Role role, const std::vector<int
     if (layout.role_of(r) == role) indices.push_back(layout.index_in_role(r));
   if (indices.empty()) return "";
   std::string text = strf("%s%s %s", role_name(role), indices.size() > 1 ? "s" : "",
-                          index_ranges(indices).c_str());
+                          index_runs(indices).c_str());
   if (role == Role::constructor && indices.front() == 0) text += " (lead)";
   return text;
 }
@@ -65,12 +53,12 @@ std::vector<std::string> describe_nodes(const RoleLayout& layout, const TrainerM
           if (layout.role_of(r) == Role::trainer)
             hdp.push_back(mesh.hdp_rank_of(r - first_trainer));
         hdp.erase(std::unique(hdp.begin(), hdp.end()), hdp.end());
-        part += strf(" (HDP rank%s %s)", hdp.size() > 1 ? "s" : "", index_ranges(hdp).c_str());
+        part += strf(" (HDP rank%s %s)", hdp.size() > 1 ? "s" : "", index_runs(hdp).c_str());
       }
       parts.push_back(part);
     }
     lines.push_back(strf("%s: rank%s %s: %s", host.c_str(), on.size() > 1 ? "s" : "",
-                         index_ranges(on).c_str(), join(parts, ", ").c_str()));
+                         index_runs(on).c_str(), join(parts, ", ").c_str()));
   }
   return lines;
 }

@@ -20,7 +20,4 @@ namespace meshloom {
 std::vector<std::string> describe_nodes(const RoleLayout& layout, const TrainerMesh& mesh,
                                         const std::vector<std::string>& hosts);
 
-// {0, 1, 2, 5, 7, 8} -> "0-2,5,7-8" (sorted, distinct values).
-std::string index_ranges(const std::vector<int>& sorted);
-
 }  // namespace meshloom

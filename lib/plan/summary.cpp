@@ -38,18 +38,6 @@ std::string plan_summary(const Plan& p, double ideal) {
   return out;
 }
 
-std::string rank_runs(std::span<const int32_t> ranks) {
-  std::string out;
-  for (size_t j = 0; j < ranks.size();) {
-    size_t e = j;
-    while (e + 1 < ranks.size() && ranks[e + 1] == ranks[e] + 1) ++e;
-    out += strf("%s%d", out.empty() ? "" : ",", ranks[j]);
-    if (e > j) out += strf("-%d", ranks[e]);
-    j = e + 1;
-  }
-  return out;
-}
-
 std::string ring_table(const Plan& p, const CostModel& cost, size_t max_rows) {
   struct Ring {
     int32_t seq;
@@ -72,19 +60,13 @@ std::string ring_table(const Plan& p, const CostModel& cost, size_t max_rows) {
   const bool known = cost.knows_nodes();
   std::string out = strf("  %6s %9s %5s %-12s %-20s %5s %7s %10s %10s\n", "seq", "tokens", "k",
                          "attention", "trainers", "nodes", "crosses", "start", "time");
-  int64_t inside = 0, crossing = 0, boundaries = 0;
-  for (size_t j = 0; j < rings.size(); ++j) {
+  for (size_t j = 0; j < rings.size() && j < max_rows; ++j) {
     const int32_t s = rings[j].seq;
     const auto group = p.group(s);
     std::vector<int32_t> sorted(group.begin(), group.end());
     std::sort(sorted.begin(), sorted.end());
     const int32_t nodes = cost.nodes_spanned(group);
-    if (known) {
-      ++(nodes == 1 ? inside : crossing);
-      boundaries += nodes - 1;
-    }
-    if (j >= max_rows) continue;
-    std::string who = rank_runs(sorted);
+    std::string who = index_runs(sorted);
     if (who.size() > 20) who = who.substr(0, 17) + "...";
     const MicroBatch& mb = *rings[j].mb;
     out +=
@@ -95,13 +77,29 @@ std::string ring_table(const Plan& p, const CostModel& cost, size_t max_rows) {
              human_seconds(mb.start).c_str(), human_seconds(mb.end - mb.start).c_str());
   }
   if (rings.size() > max_rows) out += strf("  ... %zu more rings\n", rings.size() - max_rows);
-  if (known)
-    out += strf(
-        "  %zu rings: %lld inside one node, %lld across nodes; node boundaries crossed: %lld\n",
-        rings.size(), (long long)inside, (long long)crossing, (long long)boundaries);
-  else
-    out += strf("  %zu rings; no node layout known\n", rings.size());
+  out += "  " + format_ring_nodes(ring_nodes(p, cost)) + "\n";
   return out;
+}
+
+RingNodes ring_nodes(const Plan& p, const CostModel& cost) {
+  RingNodes r;
+  r.known = cost.knows_nodes();
+  for (int32_t s = 0; s < p.sequences(); ++s) {
+    if (p.group_size(s) < 2) continue;
+    ++r.rings;
+    if (!r.known) continue;
+    const int32_t nodes = cost.nodes_spanned(p.group(s));
+    ++(nodes == 1 ? r.inside : r.crossing);
+    r.boundaries += nodes - 1;
+  }
+  return r;
+}
+
+std::string format_ring_nodes(const RingNodes& r) {
+  if (!r.known) return strf("%lld rings; no node layout known", (long long)r.rings);
+  return strf("%lld rings: %lld inside one node, %lld across nodes; node boundaries crossed: %lld",
+              (long long)r.rings, (long long)r.inside, (long long)r.crossing,
+              (long long)r.boundaries);
 }
 
 }  // namespace meshloom::plan

@@ -22,8 +22,14 @@ std::string plan_summary(const Plan& p, double ideal);
 // start and member time; then a line counting the rings inside one node and
 // those that cross. "" when no sequence is split.
 std::string ring_table(const Plan& p, const CostModel& cost, size_t max_rows);
+// The rings (split sequences) of a plan by the nodes they span.
+struct RingNodes {
+  int64_t rings = 0, inside = 0, crossing = 0, boundaries = 0;
+  bool known = false;  // false: `cost` knows no nodes, only `rings` counts
+};
+RingNodes ring_nodes(const Plan& p, const CostModel& cost);
+// "5 rings: 4 inside one node, 1 across nodes; node boundaries crossed: 1".
+std::string format_ring_nodes(const RingNodes& r);
 constexpr size_t kRingTableRows = 24;  // what `meshloom plan` lists; a count covers the rest
-// Ranks as runs: "0-3,8,10-11".
-std::string rank_runs(std::span<const int32_t> ranks);
 
 }  // namespace meshloom::plan

@@ -14,6 +14,7 @@
 #include "plan/pipeline_schedule.hpp"
 #include "plan/pipeline_slots.hpp"
 #include "plan/pp_plan.hpp"
+#include "plan/summary.hpp"
 #include "roles/report.hpp"
 
 namespace meshloom {
@@ -269,6 +270,14 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
              (long long)m.step, config::enum_name(w_.config.plan.cp_algorithm),
              plan::format_cp_counts(plan::cp_counts(last_plan_)).c_str());
     cp_logged_ = true;
+  }
+  // Where the rings went, once, on several nodes (the planner keeps them inside nodes).
+  if (!rings_logged_ && plan_cost_.places_by_node()) {
+    const plan::RingNodes rings = plan::ring_nodes(last_plan_, plan_cost_);
+    if (rings.rings > 0) {
+      LOG_INFO("step %lld: %s", (long long)m.step, plan::format_ring_nodes(rings).c_str());
+      rings_logged_ = true;
+    }
   }
   ML_DCHECK(last_plan_.validate().empty(), last_plan_.validate());
   work.capacity = last_plan_.capacity;

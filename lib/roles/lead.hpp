@@ -106,7 +106,8 @@ class Lead {
   // One HDP rank's pipeline stages (one at pp = 1) with their costs:
   // PP-Balance's model, and with pp > 1 each HDP rank's predicted time.
   plan::PipelineModel pipe_model_;
-  bool cp_logged_ = false;  // the CP attention mix was logged
+  bool cp_logged_ = false;     // the CP attention mix was logged
+  bool rings_logged_ = false;  // the rings' nodes were logged
   plan::Plan last_plan_;
 };
 

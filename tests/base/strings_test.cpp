@@ -36,3 +36,11 @@ TEST(Strings, ShortestTextReadsBackExactlyAndStaysPlain) {
   for (double v : {0.006, 3e-3 / 7, 1e300, -2.5e-310, 123456789.125})
     EXPECT_EQ(std::strtod(shortest_text(v).c_str(), nullptr), v) << shortest_text(v);
 }
+
+TEST(Strings, IndexRunsJoinConsecutiveValues) {
+  EXPECT_EQ(index_runs(std::vector<int>{}), "");
+  EXPECT_EQ(index_runs(std::vector<int>{4}), "4");
+  EXPECT_EQ(index_runs(std::vector<int>{0, 1, 2, 5, 7, 8}), "0-2,5,7-8");
+  EXPECT_EQ(index_runs(std::vector<int>{0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(index_runs(std::vector<int>{1, 3}), "1,3");
+}

@@ -4,13 +4,6 @@
 
 using namespace meshloom;
 
-TEST(IndexRanges, RunsOfConsecutiveValuesBecomeSpans) {
-  EXPECT_EQ(index_ranges({}), "");
-  EXPECT_EQ(index_ranges({4}), "4");
-  EXPECT_EQ(index_ranges({0, 1, 2, 5, 7, 8}), "0-2,5,7-8");
-  EXPECT_EQ(index_ranges({1, 3}), "1,3");
-}
-
 TEST(DescribeNodes, OneHostSaysNothing) {
   const RoleLayout layout{4, 1, 1, 2};
   EXPECT_TRUE(describe_nodes(layout, TrainerMesh{2, 1}, {"vm", "vm", "vm", "vm"}).empty());

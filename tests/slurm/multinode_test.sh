@@ -4,7 +4,8 @@
 # template trains the quickstart's model on 3 nodes x 3 ranks, MPI over TCP
 # between the namespaces. Checks the per-node layout in the log, that the
 # traffic crossed the nodes' links, that batches and losses equal the same
-# run on one host (mpirun), and that `stop` leaves no namespace, link or
+# run on one host (mpirun), that the lead counts its rings by node, and
+# that `stop` leaves no namespace, link or
 # daemon behind. Skips (77) where namespaces cannot be made (no root).
 #   multinode_test.sh MESHLOOM MPIEXEC
 set -u
@@ -48,6 +49,7 @@ grep -q "layout: 3 nodes, 3 ranks each" "$out" || fail "no per-node layout in th
 grep -q "layout: mlnode1: ranks 0-2: constructor 0 (lead), loaders 0-1" "$out" || fail "mlnode1's ranks"
 grep -q "layout: mlnode3: ranks 6-8: trainers 3-5 (HDP ranks 3-5)" "$out" || fail "mlnode3's ranks"
 grep -q "trained steps 0-7" "$out" || fail "the job did not train steps 0-7"
+grep -qE "rings: [0-9]+ inside one node, [0-9]+ across nodes" "$out" || fail "no count of rings by node"
 mib=$((($(crossed) - before) >> 20))
 ((mib >= 10)) || fail "only $mib MiB crossed the nodes' links: was the run on one node?"
 echo "ok: 3 nodes x 3 ranks trained 8 steps; $mib MiB crossed the nodes' links"

@@ -74,6 +74,8 @@ await_step loaders 5
 wait "$drill" || { cat "$dir/loaders.out"; fail "the job did not survive losing its loader node"; }
 grep -v '\] step ' "$dir/loaders.out"
 grep -q "layout: mlnode2: ranks 3-5: loaders 2-4" "$dir/loaders.out" || fail "mlnode2 does not hold loaders 2-4"
+grep -q "loader ranks 1,2 (mlnode1), 3,4,5 (mlnode2); shadows 1->4, 2->5, 3->1, 4->2, 5->1" "$dir/loaders.out" ||
+  fail "the shadows of mlnode2's loaders are not on mlnode1"
 grep -q "attempt 0 ended with 0" "$dir/loaders.out" || fail "the first attempt did not finish"
 grep -q "resuming" "$dir/loaders.out" && fail "the run restarted"
 grep -q "trained steps 0-13" "$dir/loaders.out" || fail "steps 0-13 not trained in one attempt"
