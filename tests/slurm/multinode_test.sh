@@ -2,7 +2,8 @@
 # A real 3-node Slurm on this machine (slurm/local-cluster.sh --nodes 3: a
 # network namespace, address, host name and slurmd per node): the multi-node
 # template trains the quickstart's model on 3 nodes x 3 ranks, MPI over TCP
-# between the namespaces. Checks the per-node layout in the log, that the
+# between the namespaces. Checks that the nodes route nothing beyond their
+# own /24, the per-node layout in the log, that the
 # traffic crossed the nodes' links, that batches and losses equal the same
 # run on one host (mpirun), that the lead counts its rings by node, and
 # that `stop` leaves no namespace, link or
@@ -25,6 +26,14 @@ trap '"$cluster" stop >/dev/null 2>&1; kill $(jobs -p) 2>/dev/null; rm -rf "$dir
 [[ $(sinfo -h -N -o '%N %t' | paste -sd' ') == "mlnode1 idle mlnode2 idle mlnode3 idle" ]] ||
   fail "nodes: $(sinfo -h -N -o '%N %t' | paste -sd' ')"
 echo "ok: 3 nodes up: $(sinfo -h -N -o '%N' | paste -sd' ')"
+# Traffic stays on the script's own links: each node routes only its /24,
+# on the one link the script made, and the bridge holds only 10.231.0.1.
+for i in 1 2 3; do
+  routes=$(ip netns exec "meshloom-mlnode$i" ip -4 route | sed 's/ *$//' | paste -sd';')
+  [[ $routes == "10.231.0.0/24 dev eth0 proto kernel scope link src 10.231.0.1$i" ]] ||
+    fail "mlnode$i routes '$routes'"
+done
+[[ $(ip -4 -o addr show mlbr0 | awk '{ print $4 }') == 10.231.0.1/24 ]] || fail "mlbr0: $(ip -4 -o addr show mlbr0)"
 
 prepare_docs docs '[a-c]*'
 cat >"$dir/c.yaml" <<YAML
