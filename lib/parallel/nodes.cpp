@@ -15,8 +15,8 @@ std::string role_part(const RoleLayout& layout, Role role, const std::vector<int
   for (int r : ranks)
     if (layout.role_of(r) == role) indices.push_back(layout.index_in_role(r));
   if (indices.empty()) return "";
-  std::string text = strf("%s%s %s", role_name(role), indices.size() > 1 ? "s" : "",
-                          index_runs(indices).c_str());
+  std::string text =
+      strf("%s%s %s", role_name(role), indices.size() > 1 ? "s" : "", index_runs(indices).c_str());
   if (role == Role::constructor && indices.front() == 0) text += " (lead)";
   return text;
 }

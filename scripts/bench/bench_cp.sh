@@ -35,19 +35,7 @@ checkpoint: {every: 0}
 YAML
 run() { bench_train "$1" 6 "${@:2}"; }
 run calib
-/usr/bin/python3 - "$work/calib/metrics.jsonl" "$work/calib.csv" <<'PY'
-# Every trainer's micro-batches of steps 1..: tokens, L^2 work, seconds.
-import json, sys
-with open(sys.argv[2], "w") as f:
-    f.write("tokens,sum_l2,seconds\n")
-    for line in open(sys.argv[1]):
-        r = json.loads(line)
-        if "step" not in r or r["step"] < 1:
-            continue
-        for t in r["trainers"]:
-            for tokens, l2, k, s in t["micro"]:
-                f.write(f"{tokens},{l2:.6g},{s:.6g}\n")
-PY
+/usr/bin/python3 scripts/bench/calibration_csv.py "$work/calib/metrics.jsonl" "$work/calib.csv"
 for algo in ring ulysses hybrid auto; do
   run "$algo" --set plan.calibration="$work/calib.csv" --set plan.cp_algorithm="$algo"
 done

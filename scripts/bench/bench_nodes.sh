@@ -66,20 +66,7 @@ run() {
 rates=($RATES)
 slurm/local-cluster.sh start --nodes 5 --bandwidth "${rates[0]}" >/dev/null
 run calib
-/usr/bin/python3 - "$work/calib/metrics.jsonl" "$work/calib.csv" <<'PY'
-# Whole-sample (k = 1) micro-batches of steps 1..: tokens, L^2 work, seconds.
-import json, sys
-with open(sys.argv[2], "w") as f:
-    f.write("tokens,sum_l2,seconds\n")
-    for line in open(sys.argv[1]):
-        r = json.loads(line)
-        if "step" not in r or r["step"] < 1:
-            continue
-        for t in r["trainers"]:
-            for tokens, l2, k, s in t["micro"]:
-                if k == 1:
-                    f.write(f"{tokens},{l2:.6g},{s:.6g}\n")
-PY
+/usr/bin/python3 scripts/bench/calibration_csv.py --whole "$work/calib/metrics.jsonl" "$work/calib.csv"
 for rate in "${rates[@]}"; do
   slurm/local-cluster.sh start --nodes 5 --bandwidth "$rate" >/dev/null  # (re-shapes the links)
   for p in hdp static; do

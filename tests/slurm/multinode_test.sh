@@ -13,16 +13,7 @@ set -u
 meshloom=$(realpath "$1")
 mpiexec=$2
 source "$(dirname "$0")/../common/testlib.sh"
-cluster=$root/slurm/local-cluster.sh
-export MESHLOOM_SLURM_DIR=$dir/slurm SLURM_CONF=$dir/slurm/etc/slurm.conf
-if [[ $(id -u) != 0 ]] || ! ip netns add meshloom-probe 2>/dev/null; then
-  echo "SKIP: network namespaces need root (ip netns add)"
-  exit 77
-fi
-ip netns del meshloom-probe
-ip link show mlbr0 >/dev/null 2>&1 && fail "a local multi-node cluster runs already: slurm/local-cluster.sh stop"
-trap '"$cluster" stop >/dev/null 2>&1; kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
-"$cluster" start --nodes 3 >/dev/null || fail "the 3-node cluster did not start ($(tail -3 "$dir"/slurm/log/*.log))"
+source "$(dirname "$0")/nodes_cluster.sh"
 [[ $(sinfo -h -N -o '%N %t' | paste -sd' ') == "mlnode1 idle mlnode2 idle mlnode3 idle" ]] ||
   fail "nodes: $(sinfo -h -N -o '%N %t' | paste -sd' ')"
 echo "ok: 3 nodes up: $(sinfo -h -N -o '%N' | paste -sd' ')"
@@ -35,22 +26,11 @@ for i in 1 2 3; do
 done
 [[ $(ip -4 -o addr show mlbr0 | awk '{ print $4 }') == 10.231.0.1/24 ]] || fail "mlbr0: $(ip -4 -o addr show mlbr0)"
 
-prepare_docs docs '[a-c]*'
-cat >"$dir/c.yaml" <<YAML
-run: {timeout: 120, steps: 8}
-cluster: {roles: {constructors: 1, loaders: 2}}
-model: {vocab_size: 257, d_model: 128, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_dim: 352}
-optim: {lr: 6.0e-3, min_lr: 6.0e-4, warmup_steps: 5}
-plan: {capacity: 512}
-data:
-  seq_len: 1024
-  tokens_per_step: 2048
-  sources: [{name: docs, path: $dir/docs}]
-YAML
+source "$root/tests/train/train_runs.sh"  # $dir/c.yaml: the quickstart's model on real text
 crossed() { echo $(($(cat /sys/class/net/mlv{1,2,3}/statistics/rx_bytes | paste -sd+))); }
 before=$(crossed)
 out=$dir/job.out
-(cd "$dir" && CONFIG=$dir/c.yaml MESHLOOM=$meshloom MPI_NET=10.231.0.0/24 EXTRA="--set run.dir=$dir/nodes" \
+(cd "$dir" && CONFIG=$dir/c.yaml MESHLOOM=$meshloom MPI_NET=10.231.0.0/24 EXTRA="--set run.dir=$dir/nodes --set run.steps=8" \
   timeout 300 sbatch --wait --nodes=3 --ntasks-per-node=3 --output="$out" \
   "$root/slurm/meshloom-multinode.sbatch" >/dev/null) || { cat "$out"; fail "the 3-node job failed"; }
 cat "$out"
@@ -63,10 +43,8 @@ mib=$((($(crossed) - before) >> 20))
 ((mib >= 10)) || fail "only $mib MiB crossed the nodes' links: was the run on one node?"
 echo "ok: 3 nodes x 3 ranks trained 8 steps; $mib MiB crossed the nodes' links"
 
-timeout 300 "$mpiexec" --oversubscribe --bind-to none -np 9 "$meshloom" train -c "$dir/c.yaml" \
-  --set run.dir="$dir/host" >"$dir/host.log" 2>&1 || { cat "$dir/host.log"; fail "the one-host run failed"; }
-/usr/bin/python3 "$root/tests/train/same_losses.py" "$dir/nodes/metrics.jsonl" "$dir/host/metrics.jsonl" 0 1e-6 ||
-  fail "3 nodes and one host differ"
+train host 9 --set run.steps=8
+same_losses nodes host 0 1e-6 || fail "3 nodes and one host differ"
 echo "ok: 3 nodes over TCP and one host over shared memory: the same batches and losses"
 
 "$cluster" stop >/dev/null 2>&1 || fail "stop failed"

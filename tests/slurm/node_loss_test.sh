@@ -18,37 +18,17 @@ set -u
 meshloom=$(realpath "$1")
 mpiexec=$2
 source "$(dirname "$0")/../common/testlib.sh"
-cluster=$root/slurm/local-cluster.sh
-export MESHLOOM_SLURM_DIR=$dir/slurm SLURM_CONF=$dir/slurm/etc/slurm.conf
-if [[ $(id -u) != 0 ]] || ! ip netns add meshloom-probe 2>/dev/null; then
-  echo "SKIP: network namespaces need root (ip netns add)"
-  exit 77
-fi
-ip netns del meshloom-probe
-ip link show mlbr0 >/dev/null 2>&1 && fail "a local multi-node cluster runs already: slurm/local-cluster.sh stop"
-trap '"$cluster" stop >/dev/null 2>&1; kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
-"$cluster" start --nodes 3 >/dev/null || fail "the 3-node cluster did not start"
+source "$(dirname "$0")/nodes_cluster.sh"
 
-prepare_docs docs '[a-c]*'
-cat >"$dir/c.yaml" <<YAML
-run: {timeout: 10, steps: 16}
-cluster: {roles: {constructors: 1, loaders: 2}}
-model: {vocab_size: 257, d_model: 128, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_dim: 352}
-optim: {lr: 6.0e-3, min_lr: 6.0e-4, warmup_steps: 5}
-plan: {capacity: 512}
-data:
-  seq_len: 1024
-  tokens_per_step: 2048
-  sources: [{name: docs, path: $dir/docs}]
-checkpoint: {every: 3}
-YAML
-# submit RUN NODES [sbatch options]: the multi-node template on NODES x 3 ranks ($config).
-config=$dir/c.yaml
+source "$root/tests/train/train_runs.sh"  # $dir/c.yaml: the quickstart's model on real text
+# A 10 s watchdog (a lost node is found that fast), checkpoints every 3 steps.
+sets="--set run.timeout=10 --set run.steps=16 --set checkpoint.every=3"
+# submit RUN NODES SETS [sbatch options]: the multi-node template on NODES x 3 ranks.
 submit() {
-  local run=$1 nodes=$2
-  shift 2
-  (cd "$dir" && CONFIG=$config MESHLOOM=$meshloom MPI_NET=10.231.0.0/24 WEDGE_SECONDS=5 \
-    EXTRA="--set run.dir=$dir/$run" \
+  local run=$1 nodes=$2 more=$3
+  shift 3
+  (cd "$dir" && CONFIG=$dir/c.yaml MESHLOOM=$meshloom MPI_NET=10.231.0.0/24 WEDGE_SECONDS=5 \
+    EXTRA="--set run.dir=$dir/$run $more" \
     timeout 400 sbatch --wait --nodes="$nodes" --ntasks-per-node=3 --output="$dir/$run.out" "$@" \
     "$root/slurm/meshloom-multinode.sbatch" >/dev/null)
 }
@@ -64,10 +44,8 @@ await_step() {
 }
 
 # 1. A node of loaders.
-sed 's/loaders: 2}/loaders: 5}/; s/steps: 16}/steps: 14}/' "$dir/c.yaml" >"$dir/loaders.yaml"
-sed -i 's/^cluster:.*/&\nfaults: {loader_timeout: 2}/' "$dir/loaders.yaml"
-config=$dir/loaders.yaml
-submit loaders 3 &
+loaders="$sets --set run.steps=14 --set cluster.roles.loaders=5 --set faults.loader_timeout=2"
+submit loaders 3 "$loaders" &
 drill=$!
 await_step loaders 5
 "$cluster" kill-node mlnode2 || fail "kill-node mlnode2"
@@ -79,16 +57,14 @@ grep -q "loader ranks 1,2 (mlnode1), 3,4,5 (mlnode2); shadows 1->4, 2->5, 3->1, 
 grep -q "attempt 0 ended with 0" "$dir/loaders.out" || fail "the first attempt did not finish"
 grep -q "resuming" "$dir/loaders.out" && fail "the run restarted"
 grep -q "trained steps 0-13" "$dir/loaders.out" || fail "steps 0-13 not trained in one attempt"
-timeout 300 "$mpiexec" --oversubscribe --bind-to none -np 9 "$meshloom" train -c "$config" \
-  --set run.dir="$dir/loaders-ref" >"$dir/loaders-ref.log" 2>&1 || { cat "$dir/loaders-ref.log"; fail "reference run"; }
-/usr/bin/python3 "$root/tests/train/same_losses.py" "$dir/loaders/metrics.jsonl" "$dir/loaders-ref/metrics.jsonl" \
-  0 1e-6 || fail "losing the loader node changed the batches"
+# shellcheck disable=SC2086  # $loaders: options
+train loaders-ref 9 $loaders
+same_losses loaders loaders-ref 0 1e-6 || fail "losing the loader node changed the batches"
 echo "ok: a node of 3 loaders lost at step 5: no restart, the batches of an uninterrupted run"
 "$cluster" revive mlnode2 >/dev/null 2>&1 || fail "revive mlnode2"
 
 # 2. A node of trainers.
-config=$dir/c.yaml
-submit lost 3 &
+submit lost 3 "$sets" &
 drill=$!
 await_step lost 7
 "$cluster" kill-node mlnode3 || fail "kill-node"
@@ -111,7 +87,6 @@ from=$(sed -n 's/.*resuming from .*step_0*\([0-9][0-9]*\)\.h5.*/\1/p' "$dir/lost
 echo "ok: mlnode3 lost at step >= 7; resumed from the checkpoint of step $from on 2 nodes"
 echo "node loss to the first step of the new attempt: $first s"
 
-submit two 2 --exclude=mlnode3 || { cat "$dir/two.out"; fail "the uninterrupted 2-node run failed"; }
-/usr/bin/python3 "$root/tests/train/same_losses.py" "$dir/lost/metrics.jsonl" "$dir/two/metrics.jsonl" \
-  "$((from + 1))" 1e-4 || fail "the resumed run differs from an uninterrupted 2-node run"
+submit two 2 "$sets" --exclude=mlnode3 || { cat "$dir/two.out"; fail "the uninterrupted 2-node run failed"; }
+same_losses lost two "$((from + 1))" 1e-4 || fail "the resumed run differs from an uninterrupted 2-node run"
 echo "ok: from step $((from + 1)) on, the same batches as an uninterrupted 2-node run"

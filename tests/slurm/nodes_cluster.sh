@@ -1,0 +1,15 @@
+# shellcheck shell=bash disable=SC2154  # dir, root, fail: testlib.sh's
+# nodes_cluster.sh: what the multi-node Slurm tests share (source it after
+# testlib.sh): skip (77) where network namespaces cannot be made, refuse to
+# run beside a multi-node cluster that runs already, start a 3-node cluster
+# of their own (state in $dir/slurm) and stop it on exit, whatever happens.
+cluster=$root/slurm/local-cluster.sh
+export MESHLOOM_SLURM_DIR=$dir/slurm SLURM_CONF=$dir/slurm/etc/slurm.conf
+if [[ $(id -u) != 0 ]] || ! ip netns add meshloom-probe 2>/dev/null; then
+  echo "SKIP: network namespaces need root (ip netns add)"
+  exit 77
+fi
+ip netns del meshloom-probe
+ip link show mlbr0 >/dev/null 2>&1 && fail "a local multi-node cluster runs already: slurm/local-cluster.sh stop"
+trap '"$cluster" stop >/dev/null 2>&1; kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
+"$cluster" start --nodes 3 >/dev/null || fail "the 3-node cluster did not start ($(tail -3 "$dir"/slurm/log/*.log))"
