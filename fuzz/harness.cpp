@@ -15,13 +15,29 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A process that libFuzzer ends on a finding or a timeout (_Exit) never runs
+// its atexit handlers: its folder stays. Folders are named after their
+// process, so the next harness removes those whose process is gone.
+void remove_orphans(const std::string& base) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(base, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string prefix = "meshloom-fuzz-";
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = std::atol(name.c_str() + prefix.size());
+    if (pid > 0 && pid != long(::getpid()) && !fs::exists("/proc/" + std::to_string(pid)))
+      fs::remove_all(entry.path(), ec);
+  }
+}
+
 std::string make_scratch_dir() {
   std::string base = "/tmp";
   if (fs::is_directory("/dev/shm"))
     base = "/dev/shm";
   else if (const char* t = std::getenv("TMPDIR"); t && *t)
     base = t;
-  std::string templ = base + "/meshloom-fuzz-XXXXXX";
+  remove_orphans(base);
+  std::string templ = base + "/meshloom-fuzz-" + std::to_string(::getpid()) + "-XXXXXX";
   if (!::mkdtemp(templ.data())) finding("cannot create a scratch folder under " + base);
   return templ;
 }

@@ -27,7 +27,8 @@ namespace meshloom::fuzz {
 void init();
 
 // This process's own folder for the files a harness writes (under /dev/shm
-// when it exists, else $TMPDIR or /tmp); removed at exit.
+// when it exists, else $TMPDIR or /tmp); removed at exit, or by a later
+// harness when the process was ended without its exit handlers.
 const std::string& scratch_dir();
 
 // Writes `bytes` to scratch_dir()/name; returns the path.
