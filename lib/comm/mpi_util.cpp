@@ -32,6 +32,17 @@ bool run_on_root(MPI_Comm comm, const std::function<std::string()>& work, std::s
   return ok == 1;
 }
 
+std::vector<int> world_ranks(MPI_Comm comm, std::vector<int> ranks) {
+  MPI_Group group, world;
+  MPI_CHECK(MPI_Comm_group(comm, &group));
+  MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  std::vector<int> out(ranks.size());
+  MPI_CHECK(MPI_Group_translate_ranks(group, int(ranks.size()), ranks.data(), world, out.data()));
+  MPI_CHECK(MPI_Group_free(&group));
+  MPI_CHECK(MPI_Group_free(&world));
+  return out;
+}
+
 std::vector<std::string> all_host_names(MPI_Comm comm) {
   int size = 0;
   MPI_CHECK(MPI_Comm_size(comm, &size));

@@ -17,6 +17,10 @@ void bcast_string(std::string* text, int root, MPI_Comm comm);
 // ranks return true with the result in *out, or false with the error in *out.
 bool run_on_root(MPI_Comm comm, const std::function<std::string()>& work, std::string* out);
 
+// The MPI_COMM_WORLD ranks of `ranks` of `comm`: what messages name, as a
+// group communicator's own ranks mean nothing to a reader.
+std::vector<int> world_ranks(MPI_Comm comm, std::vector<int> ranks);
+
 // Every rank's host name, on every rank (rank order).
 std::vector<std::string> all_host_names(MPI_Comm comm);
 

@@ -6,13 +6,14 @@
 #include "base/check.hpp"
 #include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
+#include "comm/mpi_util.hpp"
 #include "comm/p2p.hpp"
 
 namespace meshloom {
 
 RingShift::RingShift(MPI_Comm comm, int next, int prev, int tag, const std::vector<char>& out,
                      size_t cap)
-    : next_(next), prev_(prev), buffer_(std::max(cap, out.size())) {
+    : comm_(comm), next_(next), prev_(prev), buffer_(std::max(cap, out.size())) {
   MPI_CHECK(MPI_Irecv(buffer_.data(), int(buffer_.size()), MPI_BYTE, prev, tag, comm, &reqs_[0]));
   MPI_CHECK(MPI_Isend(out.data(), int(out.size()), MPI_BYTE, next, tag, comm, &reqs_[1]));
 }
@@ -32,15 +33,17 @@ void RingShift::wait(std::vector<char>* in, double timeout_s) {
     if (done) break;
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > timeout_s)
+    if (waited > timeout_s) {
+      const std::vector<int> world = world_ranks(comm_, {prev_, next_});
       ML_FAIL_WAITED(
           prev_ == next_
-              ? strf("ring attention: waited %.0f s for trainer %d, the other member of the "
+              ? strf("ring attention: waited %.0f s for world rank %d, the other member of the "
                      "ring: dead, hung or far behind (run.timeout sets this limit)",
-                     waited, prev_)
-              : strf("ring attention: waited %.0f s for trainer %d (previous in the ring) or "
+                     waited, world[0])
+              : strf("ring attention: waited %.0f s for world rank %d (previous in the ring) or "
                      "%d (next): dead, hung or far behind (run.timeout sets this limit)",
-                     waited, prev_, next_));
+                     waited, world[0], world[1]));
+    }
     backoff(&idle);
   }
   int count = 0;

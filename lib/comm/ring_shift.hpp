@@ -29,6 +29,7 @@ class RingShift {
   void wait(std::vector<char>* in, double timeout_s);
 
  private:
+  MPI_Comm comm_;  // for the world ranks a timeout names
   int next_, prev_;
   std::vector<char> buffer_;
   MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};

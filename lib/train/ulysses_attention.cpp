@@ -8,6 +8,7 @@
 #include "base/check.hpp"
 #include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
+#include "comm/mpi_util.hpp"
 #include "comm/p2p.hpp"
 #include "parallel/watchdog.hpp"
 
@@ -65,18 +66,12 @@ class LocalGathered final : public GatheredAttention<T> {
 
 // "3, 5, 6": the world ranks of the group's members, for error messages.
 std::string world_ranks_of(MPI_Comm group) {
-  MPI_Group g, world;
-  MPI_CHECK(MPI_Comm_group(group, &g));
-  MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
   int k = 0;
-  MPI_CHECK(MPI_Group_size(g, &k));
-  std::vector<int> mine(static_cast<size_t>(k)), theirs(static_cast<size_t>(k));
+  MPI_CHECK(MPI_Comm_size(group, &k));
+  std::vector<int> mine(static_cast<size_t>(k));
   std::iota(mine.begin(), mine.end(), 0);
-  MPI_CHECK(MPI_Group_translate_ranks(g, k, mine.data(), world, theirs.data()));
-  MPI_CHECK(MPI_Group_free(&g));
-  MPI_CHECK(MPI_Group_free(&world));
   std::vector<std::string> names;
-  for (int r : theirs) names.push_back(std::to_string(r));
+  for (int r : world_ranks(group, mine)) names.push_back(std::to_string(r));
   return join(names, ", ");
 }
 
