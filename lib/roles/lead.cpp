@@ -21,16 +21,27 @@ namespace meshloom {
 
 namespace {
 
-// The step's CP groups (group size > 1), each member set once, in plan order.
+// The step's CP groups (group size > 1) and the Ulysses subgroups of its
+// hybrid ones (u consecutive members of the sorted set, as the group's
+// communicator ranks them), each member set once, in plan order.
 std::vector<std::vector<int32_t>> step_groups(const plan::Plan& plan) {
   std::vector<std::vector<int32_t>> groups;
   std::set<std::vector<int32_t>> seen;
+  auto add = [&](std::vector<int32_t> members) {
+    std::vector<int32_t> key = members;
+    std::sort(key.begin(), key.end());
+    if (seen.insert(key).second) groups.push_back(std::move(members));
+  };
   for (int32_t seq = 0; seq < plan.sequences(); ++seq) {
     if (plan.group_size(seq) < 2) continue;
     const auto g = plan.group(seq);
-    std::vector<int32_t> key(g.begin(), g.end());
-    std::sort(key.begin(), key.end());
-    if (seen.insert(key).second) groups.emplace_back(g.begin(), g.end());
+    add({g.begin(), g.end()});
+    const int32_t u = plan.cp_algo(seq).u;
+    if (u <= 1 || u >= int32_t(g.size())) continue;
+    std::vector<int32_t> sorted(g.begin(), g.end());
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t j = 0; j < sorted.size(); j += size_t(u))
+      add({sorted.begin() + long(j), sorted.begin() + long(j) + u});
   }
   return groups;
 }

@@ -51,6 +51,9 @@ struct RingGroup {
   int64_t max_tokens = 0;
   double timeout_s = 300;
   int ulysses = 1;
+  // Hybrid (1 < ulysses < members): this member's Ulysses subgroup, prepared
+  // with the step's groups (lead.cpp's step_groups); null: split on the spot.
+  MPI_Comm subgroup = MPI_COMM_NULL;
 };
 
 // What the device says about its memory before it allocates anything of the

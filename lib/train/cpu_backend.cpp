@@ -36,7 +36,7 @@ std::unique_ptr<model::AttentionBackend<float>> make_ring(const RingGroup* ring,
     return std::make_unique<train::UlyssesAttention<float>>(ring->comm, rank, attn,
                                                             ring->timeout_s);
   return std::make_unique<train::HybridAttention>(ring->comm, rank, ring->ulysses, ring->max_tokens,
-                                                  attn, ring->timeout_s);
+                                                  attn, ring->timeout_s, ring->subgroup);
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ HybridBytes hybrid_bytes_per_token(const model::AttnDims& dims, int u, int r, si
 }
 
 HybridAttention::HybridAttention(MPI_Comm group, int me, int u, int64_t max_tokens,
-                                 const model::AttnOptions& opt, double timeout_s) {
+                                 const model::AttnOptions& opt, double timeout_s, MPI_Comm subgroup)
+    : subgroup_(subgroup) {
   int k = 0;
   MPI_CHECK(MPI_Comm_size(group, &k));
   ML_CHECK(
@@ -50,10 +51,14 @@ HybridAttention::HybridAttention(MPI_Comm group, int me, int u, int64_t max_toke
   // The ring of member me: the members at the same place in every subgroup.
   std::vector<int> ring;
   for (int m = me % u; m < k; m += u) ring.push_back(m);
-  {
+  if (subgroup_ == MPI_COMM_NULL) {
     WatchScope watch(strf("the split of a hybrid CP group of %d into subgroups of %d", k, u));
     MPI_CHECK(MPI_Comm_split(group, me / u, me, &subgroup_));
+    own_subgroup_ = true;
   }
+  int sub = 0;
+  MPI_CHECK(MPI_Comm_size(subgroup_, &sub));
+  ML_CHECK(sub == u, strf("hybrid attention: a subgroup of %d members, not %d", sub, u));
   auto inner =
       std::make_unique<Ring>(group, std::move(ring), me / u, u * max_tokens, opt, timeout_s);
   ring_ = inner.get();
@@ -63,7 +68,7 @@ HybridAttention::HybridAttention(MPI_Comm group, int me, int u, int64_t max_toke
 
 HybridAttention::~HybridAttention() {
   ulysses_.reset();
-  if (subgroup_ != MPI_COMM_NULL) MPI_Comm_free(&subgroup_);
+  if (own_subgroup_) MPI_Comm_free(&subgroup_);
 }
 
 double HybridAttention::ring_bytes_sent() const { return ring_->bytes_sent(); }

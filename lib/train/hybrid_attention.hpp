@@ -46,13 +46,14 @@ HybridBytes hybrid_bytes_per_token(const model::AttnDims& dims, int u, int r, si
 //   model.forward(batch, &attn);  // batch: this member's zigzag chunks
 // Construction is collective over `group` (it splits the subgroups'
 // communicator, freed with the object), so build one per group and keep it
-// while the group lives. `max_tokens`: the most tokens any member holds in a
-// micro-batch (RingGroup::max_tokens); the ring's blocks hold up to u times
-// that.
+// while the group lives; or pass `subgroup`, this member's subgroup already
+// split (the trainer's: MpiGroupComms prepares the step's subgroups with its
+// CP groups, once per member set), and construction is local. `max_tokens`: the most tokens any
+// member holds in a micro-batch (RingGroup::max_tokens); the ring's blocks hold up to u times that.
 class HybridAttention final : public model::AttentionBackend<float> {
  public:
   HybridAttention(MPI_Comm group, int me, int u, int64_t max_tokens, const model::AttnOptions& opt,
-                  double timeout_s);
+                  double timeout_s, MPI_Comm subgroup = MPI_COMM_NULL);
   ~HybridAttention() override;
   HybridAttention(const HybridAttention&) = delete;
   HybridAttention& operator=(const HybridAttention&) = delete;
@@ -70,6 +71,7 @@ class HybridAttention final : public model::AttentionBackend<float> {
 
  private:
   MPI_Comm subgroup_ = MPI_COMM_NULL;
+  bool own_subgroup_ = false;  // split here, so freed here
   class Ring;
   Ring* ring_ = nullptr;  // owned by ulysses_
   std::unique_ptr<UlyssesAttention<float>> ulysses_;

@@ -359,8 +359,15 @@ RingGroup Trainer::ring_of(const proto::Batch& batch, const proto::MicroBatch& m
   std::vector<int> ranks;
   for (int m : group)
     ranks.push_back(int(std::lower_bound(sorted.begin(), sorted.end(), m) - sorted.begin()));
-  return RingGroup{groups_.get(group),    ranks,     mb.member, std::max(batch.capacity, shares),
+  ring = RingGroup{groups_.get(group),    ranks,     mb.member, std::max(batch.capacity, shares),
                    w_.config.run.timeout, mb.ulysses};
+  const int u = mb.ulysses;
+  if (u > 1 && u < int(group.size())) {  // hybrid: the subgroup of consecutive group ranks
+    const int first = ranks[size_t(mb.member)] / u * u;
+    ring.subgroup =
+        groups_.get(std::vector<int>(sorted.begin() + first, sorted.begin() + first + u));
+  }
+  return ring;
 }
 
 void Trainer::account(const proto::MicroBatch& mb, const model::Batch& b, const model::LossSum* ls,
