@@ -135,6 +135,18 @@ std::unique_ptr<ByteStream> open_stream(const std::string& path) {
 
 }  // namespace
 
+std::string read_whole_file(const std::string& path) {
+  try {
+    std::unique_ptr<ByteStream> stream = open_stream(path);
+    std::string text;
+    char buf[1 << 16];
+    while (size_t n = stream->read(buf, sizeof(buf))) text.append(buf, n);
+    return text;
+  } catch (const UnitFailure& f) {
+    throw Error(path + ": " + f.reason);
+  }
+}
+
 // ------------------------------------------------------------------ units
 
 // One file or archive being read: yields its documents in order.

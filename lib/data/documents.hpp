@@ -122,4 +122,8 @@ class DocumentReader {
   InputReport report_;
 };
 
+// The whole file's bytes, decompressed if its name says so (.gz, .xz, ...).
+// Throws meshloom::Error naming the file.
+std::string read_whole_file(const std::string& path);
+
 }  // namespace meshloom::data

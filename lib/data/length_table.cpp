@@ -2,9 +2,11 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "data/documents.hpp"
 #include "data/indexed_dataset.hpp"
 
 namespace meshloom::data {
@@ -33,8 +35,12 @@ int64_t parse_length(const std::string& cell, const std::string& path, int line_
 }
 
 std::vector<int64_t> read_text_table(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read lengths file '" + path + "'");
+  std::istringstream in;
+  try {
+    in.str(read_whole_file(path));  // .xz and the like decompressed
+  } catch (const Error& e) {
+    throw Error(std::string("cannot read lengths file: ") + e.what());
+  }
   std::vector<int64_t> out;
   std::string line;
   size_t column = 0;  // a plain file's only field, unless a TSV header names another

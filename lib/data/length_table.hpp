@@ -4,8 +4,8 @@
 //   PATH.idx  a Megatron index (indexed_dataset.hpp): each document's length
 //   a TSV     whose first line is a header naming a `gpt2_tokens` (or
 //             `tokens`, `length`) column, as bench/data/linux_c_h.tsv.xz
-//             (unpacked)
 //   else      one length per line; `#` starts a comment line
+// Text tables may be compressed (.xz, .gz, ...: documents.hpp's names).
 // Empty documents are dropped: they carry no tokens and a plan cannot hold them.
 #pragma once
 

@@ -13,8 +13,8 @@
 #   BUILD_DIR=build-plan C=32768 STEPS=9 scripts/bench/bench_plan.sh
 #   LENGTHS=/path/to/linux_c_h.tsv scripts/bench/bench_plan.sh   (relative: from the repo root)
 #
-# LENGTHS (default bench/data/linux_c_h.tsv.xz, unpacked into the build
-# folder; see bench/data/README.md) is a TSV with a header and a gpt2_tokens
+# LENGTHS (default bench/data/linux_c_h.tsv.xz; see bench/data/README.md) is
+# a TSV, compressed or not, with a header and a gpt2_tokens
 # column, one document per row, or a prepared dataset's .idx (meshloom
 # prepare). Other lengths give other figures than
 # bench/results (see docs/plan.md, "Benchmark").
@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
 MESHLOOM=${MESHLOOM:-$BUILD_DIR/app/meshloom}
-LENGTHS=${LENGTHS:-}
+LENGTHS=${LENGTHS:-bench/data/linux_c_h.tsv.xz}
 C=${C:-16384}
 STEPS=${STEPS:-5}
 TRAINERS=${TRAINERS:-"64 1024 4096 12288"}
@@ -30,11 +30,6 @@ OUT=bench/results
 PY=/usr/bin/python3
 
 [ -x "$MESHLOOM" ] || { echo "bench_plan.sh: no $MESHLOOM; build first (cmake --build $BUILD_DIR)" >&2; exit 2; }
-if [[ -z ${LENGTHS:-} ]]; then
-  LENGTHS=$BUILD_DIR/linux_c_h.tsv
-  [[ -s $LENGTHS && $LENGTHS -nt bench/data/linux_c_h.tsv.xz ]] ||
-    xz -dc bench/data/linux_c_h.tsv.xz > "$LENGTHS"
-fi
 [ -r "$LENGTHS" ] || { echo "bench_plan.sh: cannot read $LENGTHS" >&2; exit 2; }
 mkdir -p "$OUT"
 CSV=$OUT/plan_bench.csv

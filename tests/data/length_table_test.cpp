@@ -1,10 +1,12 @@
 // Length tables (`--lengths` of plan and simulate): TSV, plain and .idx
-// files, their error messages, and the real Linux source lengths.
+// files, compressed ones, their error messages, and the real Linux source
+// lengths.
 #include "data/length_table.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "data/indexed_dataset.hpp"
@@ -35,6 +37,9 @@ TEST(LengthTable, TsvAndPlain) {
   const std::string plain = dir.file("b.txt");
   write_file(plain, "5\r\n# comment\n\n6\n");
   EXPECT_EQ(read_length_table(plain), (std::vector<int64_t>{5, 6}));
+  // The same TSV through xz, as bench/data's tables travel.
+  ASSERT_EQ(std::system(("xz -k " + tsv).c_str()), 0);
+  EXPECT_EQ(read_length_table(tsv + ".xz"), (std::vector<int64_t>{120, 7}));
 }
 
 TEST(LengthTable, ErrorsNameTheFileAndLine) {
@@ -75,7 +80,7 @@ TEST(LengthTable, IdxGivesDocumentLengths) {
 }
 
 TEST(LengthTable, RealLinuxSources) {
-  // bench/data/linux_c_h.tsv.xz, unpacked by the build.
+  // bench/data/linux_c_h.tsv.xz, read compressed.
   const std::string path = MESHLOOM_LINUX_LENGTHS;
   ASSERT_TRUE(std::filesystem::exists(path)) << "no " << path;
   const std::vector<int64_t> v = read_length_table(path);
