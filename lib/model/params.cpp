@@ -90,10 +90,8 @@ ParamLayout::ParamLayout(const Shape& shape, TpShard shard, StageLayers stage)
   final_norm_ = add(last, "final_norm", {d}, TensorKind::norm);
   head_ = shape.tied ? embed_ : add(last, "lm_head", {V, d}, TensorKind::matrix, 0, v0, vn);
   if (!last) head_ = -1;
-  if (shape.patch_dim > 0) {
-    ML_CHECK(shard.size == 1, "images (patch_dim > 0) are not implemented with parallel.tp > 1");
+  if (shape.patch_dim > 0)  // replicated over a TP group, like the norm gains
     patch_embed_ = add(first, "patch_embed", {d, shape.patch_dim}, TensorKind::matrix);
-  }
 }
 
 // `full_shape` cut along `split_dim` (-1: whole) to [begin, begin + count).

@@ -39,7 +39,7 @@
 //   wo, w2               columns: the same heads, FFN columns (row-parallel)
 //   embed, lm_head       rows: its block of the vocabulary (vocab-parallel)
 //   norm gains           whole (replicated)
-//   patch_embed          none: the model refuses images at tp > 1 (so far)
+//   patch_embed          whole (replicated)
 // Heads, KV heads and FFN columns split into `size` equal contiguous blocks;
 // the vocabulary into blocks of ceil(V / size) rows, the last ones shorter.
 // A shard's element e is initialized as the full tensor's element it is, so

@@ -669,7 +669,8 @@ static std::vector<int64_t> image_positions(const std::vector<int32_t>& tokens) 
 
 template <class T>
 void Transformer<T>::patch_forward(T* out) {
-  if (layout_.patch_embed() < 0) return;
+  // At tp > 1 the embedding is a sum over the group: one rank adds the images.
+  if (layout_.patch_embed() < 0 || layout_.shard().rank != 0) return;
   const std::vector<int64_t> at = image_positions(tokens_);
   const int64_t d = shape().d_model, p = shape().patch_dim, images = std::ssize(at);
   const T* w = params_.data() + layout_.patch_embed();

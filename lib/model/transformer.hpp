@@ -36,9 +36,12 @@
 // x = patch_embed · patch (patch_embed [d, P], no bias) instead of
 // embed[token]; the decoder after it is the same, and image positions have
 // target -1. patch_embed's gradient is Σ over image positions of
-// d(x) ⊗ patch. Only at tp = 1 (ParamLayout refuses more); a pipeline's
-// stage 0 holds patch_embed. A batch without image positions computes
-// exactly what the text-only model does.
+// d(x) ⊗ patch. At tp > 1 patch_embed is replicated: TP rank 0 adds the
+// image rows to its part of the embedding's sum (the others add zero), and
+// every rank computes the whole gradient from the whole d(x), the same bits
+// everywhere, as for the norm gains. A pipeline's stage 0 holds
+// patch_embed. A batch without image positions computes exactly what the
+// text-only model does.
 //
 // Tensor parallelism (Megatron): built with TpShard{size, rank} and the
 // group's TpComm, the model holds this rank's shards (ParamLayout(shape,

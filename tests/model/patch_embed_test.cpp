@@ -2,6 +2,8 @@
 // without it, gradients of every tensor against finite differences with a
 // batch that mixes image positions and text, a text-only batch computing
 // the text-only model's bits, the micro-batch split, and what is refused.
+// Tensor-parallel ranks with images: tensor_parallel_test.cpp; pipeline
+// stages: pipeline_stage_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -201,7 +203,7 @@ TEST(PatchEmbed, GradientsDoNotDependOnTheMicroBatchSplit) {
   for (size_t i = 0; i < g_whole.size(); ++i) ASSERT_NEAR(m.grads()[i], g_whole[i], 1e-12) << i;
 }
 
-TEST(PatchEmbed, RefusesInconsistentBatchesAndTensorParallelism) {
+TEST(PatchEmbed, RefusesInconsistentBatches) {
   test::ThrowOnFatal guard;
   Transformer<float> text(tiny(true, 0), ModelOptions{1}),
       images(tiny(true, kPatch), ModelOptions{1});
@@ -216,7 +218,6 @@ TEST(PatchEmbed, RefusesInconsistentBatchesAndTensorParallelism) {
   b = text_batch({5}, 1);
   b.patches.assign(kPatch, 0.0f);  // patches with no image position
   EXPECT_THROW(images.forward(b), Error);
-  EXPECT_THROW(ParamLayout(tiny(true, kPatch), TpShard{2, 0}), Error);
   Shape bad = tiny(true, -1);
   EXPECT_THROW(bad.validate(), Error);
 }
