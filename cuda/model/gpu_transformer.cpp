@@ -58,6 +58,9 @@ GpuTransformer<T>::GpuTransformer(const model::Shape& shape, cudaStream_t stream
                std::to_string(shape.head_dim));
   ML_CHECK(shard.size == 1 || (tp != nullptr && tp->size() == shard.size),
            "a tensor-parallel GPU model needs its TP group's communicator");
+  ML_CHECK(shape.patch_dim == 0,
+           "images (patch_dim > 0) with run.backend: cuda are not implemented yet: use "
+           "run.backend: cpu");
   params_.resize(size_t(layout_.numel()));
   grads_.resize(size_t(layout_.numel()));
   zero_grads();

@@ -21,6 +21,7 @@ void Shape::validate() const {
            strf("d_model (%lld) must be n_heads (%lld) x an even head size",
                 static_cast<long long>(d_model), static_cast<long long>(n_heads)));
   ML_CHECK(rope_theta > 0 && init_std >= 0, "rope_theta must be positive, init_std not negative");
+  ML_CHECK(patch_dim >= 0, "patch_dim must not be negative");
 }
 
 Shape Shape::from_config(const config::ModelConfig& c) {
@@ -89,6 +90,8 @@ ParamLayout::ParamLayout(const Shape& shape, TpShard shard, StageLayers stage)
   final_norm_ = add(last, "final_norm", {d}, TensorKind::norm);
   head_ = shape.tied ? embed_ : add(last, "lm_head", {V, d}, TensorKind::matrix, 0, v0, vn);
   if (!last) head_ = -1;
+  if (shape.patch_dim > 0)  // replicated over a TP group, like the norm gains
+    patch_embed_ = add(first, "patch_embed", {d, shape.patch_dim}, TensorKind::matrix);
 }
 
 // `full_shape` cut along `split_dim` (-1: whole) to [begin, begin + count).

@@ -10,9 +10,12 @@
 //     layers.i.w2 [d, F]
 //   final_norm [d]
 //   lm_head [V, d]            (untied only)
+//   patch_embed [d, P]        (only with images: Shape::patch_dim P > 0)
 //
-// with no gaps. Gradients live in a buffer of the same layout, so a trainer
-// all-reduces one buffer and the optimizer walks one buffer. The order is
+// with no gaps. patch_embed comes last so that adding it moves no other
+// tensor's offset or index (which keys its initialization): with P = 0 the
+// layout and every initial value are those of a text-only model. Gradients live in a buffer of the
+// same layout, so a trainer all-reduces one buffer and the optimizer walks one buffer. The order is
 // chosen so that wq|wk|wv and w1|w3 are adjacent: the model multiplies by
 // each pair (triple) as one matrix ([(H+2·Hkv)·D, d] and [2F, d]) in one GEMM.
 //
@@ -27,7 +30,7 @@
 // arithmetic, f the splitmix64 finalizer (z ^= z >> 30; z *= 0xbf58476d1ce4e5b9;
 // z ^= z >> 27; z *= 0x94d049bb133111eb; z ^= z >> 31) and
 // γ = 0x9e3779b97f4a7c15. std is init_std (0.02 by default) for the embedding,
-// the matrices and lm_head, init_std / sqrt(2·layers) for wo and w2; norm
+// the matrices, lm_head and patch_embed, init_std / sqrt(2·layers) for wo and w2; norm
 // gains are 1. (Five lines of Python reproduce it.)
 //
 // Tensor parallelism (parallel.tp): a TP rank's layout holds its shard of
@@ -36,6 +39,7 @@
 //   wo, w2               columns: the same heads, FFN columns (row-parallel)
 //   embed, lm_head       rows: its block of the vocabulary (vocab-parallel)
 //   norm gains           whole (replicated)
+//   patch_embed          whole (replicated)
 // Heads, KV heads and FFN columns split into `size` equal contiguous blocks;
 // the vocabulary into blocks of ceil(V / size) rows, the last ones shorter.
 // A shard's element e is initialized as the full tensor's element it is, so
@@ -43,7 +47,8 @@
 //
 // Pipeline parallelism (parallel.pp): a stage's layout holds, in the same
 // order and under the same names, only the tensors of its layers
-// [first, end); stage 0 adds the embedding, the last stage final_norm and
+// [first, end); stage 0 adds the embedding (and patch_embed), the last
+// stage final_norm and
 // the LM head: lm_head, or with tied embeddings the embedding again (so
 // stages 0 and pp - 1 both hold `embed`, and their gradients are summed).
 // A tensor keeps its index in the whole model's order, which keys its
@@ -72,6 +77,8 @@ struct Shape {
   bool tied = true;
   double rope_theta = 10000.0;
   double init_std = 0.02;
+  // Values of one image patch (p·p·3); 0: a text-only model, no patch_embed.
+  int64_t patch_dim = 0;
 
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
@@ -169,6 +176,8 @@ class ParamLayout {
   // Offsets of the stage's tensors (layer i by its index in the whole
   // model; -1 for what the stage does not hold).
   int64_t embed() const { return embed_; }
+  // patch_embed's offset; -1 without images or off stage 0.
+  int64_t patch_embed() const { return patch_embed_; }
   const LayerOffsets& layer(int64_t i) const {
     return layers_[static_cast<size_t>(i - stage_.first)];
   }
@@ -177,7 +186,7 @@ class ParamLayout {
   int64_t head() const { return head_; }
 
   // [first, last) ranges of the matrices and the embedding (what weight
-  // decay applies to); norm gains are left out.
+  // decay applies to; patch_embed is a matrix like wq); norm gains are left out.
   std::vector<std::pair<int64_t, int64_t>> decay_ranges() const;
 
  private:
@@ -191,7 +200,7 @@ class ParamLayout {
   int next_index_ = 0;  // the next tensor's index in the whole model
   std::vector<TensorInfo> tensors_;
   std::vector<LayerOffsets> layers_;
-  int64_t embed_ = -1, final_norm_ = -1, head_ = -1, numel_ = 0;
+  int64_t embed_ = -1, final_norm_ = -1, head_ = -1, patch_embed_ = -1, numel_ = 0;
 };
 
 // The standard deviation tensor `t` is drawn with (0 for norm gains).

@@ -460,6 +460,7 @@ void Transformer<T>::swap_activations(Activations& other) {
   targets_.swap(other.targets);
   positions_.swap(other.positions);
   samples_.swap(other.samples);
+  patches_.swap(other.patches);
   x_.swap(other.x);
   acts_.swap(other.acts);
   rope_cos_.swap(other.rope_cos);
@@ -481,7 +482,7 @@ template <class T>
 const T* Transformer<T>::forward_states(const Batch& batch, AttentionBackend<T>* attention,
                                         std::span<const T> input) {
   const Shape& s = shape();
-  batch.validate(s.vocab);
+  batch.validate(s.vocab, s.patch_dim);
   const int64_t n = batch.size();
   const int64_t d = s.d_model;
   n_ = n;
@@ -490,6 +491,7 @@ const T* Transformer<T>::forward_states(const Batch& batch, AttentionBackend<T>*
   targets_ = batch.targets;
   positions_ = batch.positions;
   samples_ = batch.samples;
+  patches_ = batch.patches;
   attention_ = attention ? attention : &local_attention_;
   have_forward_ = true;
   ensure_buffers(n);
@@ -538,6 +540,7 @@ void Transformer<T>::embed_forward(int64_t n) {
         std::fill(looked_up + i * d, looked_up + (i + 1) * d, T(0));
       }
     }
+    patch_forward(looked_up);
   }
   if (!tp_) return;
   if (sp_) return scatter_rows(looked_up, x_[0].data(), n);
@@ -652,6 +655,52 @@ void Transformer<T>::embed_backward(int64_t n) {
         for (int64_t c = c0; c < c1; ++c) row[c] += src[c];
       }
     }
+    patch_backward(dx);
+  }
+}
+
+// Where the image positions are, in order: patch k belongs to position [k].
+static std::vector<int64_t> image_positions(const std::vector<int32_t>& tokens) {
+  std::vector<int64_t> at;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] == kImagePosition) at.push_back(static_cast<int64_t>(i));
+  return at;
+}
+
+template <class T>
+void Transformer<T>::patch_forward(T* out) {
+  // At tp > 1 the embedding is a sum over the group: one rank adds the images.
+  if (layout_.patch_embed() < 0 || layout_.shard().rank != 0) return;
+  const std::vector<int64_t> at = image_positions(tokens_);
+  const int64_t d = shape().d_model, p = shape().patch_dim, images = std::ssize(at);
+  const T* w = params_.data() + layout_.patch_embed();
+#pragma omp parallel for num_threads(threads_) schedule(static) if (images * d * p > kParallelElems)
+  for (int64_t k = 0; k < images; ++k) {
+    const float* patch = patches_.data() + k * p;
+    T* row = out + at[static_cast<size_t>(k)] * d;
+    for (int64_t c = 0; c < d; ++c) {
+      T sum = 0;
+      for (int64_t j = 0; j < p; ++j) sum += w[c * p + j] * static_cast<T>(patch[j]);
+      row[c] = sum;
+    }
+  }
+}
+
+// Rows of patch_embed per thread, image positions in order (deterministic).
+template <class T>
+void Transformer<T>::patch_backward(const T* dx) {
+  if (layout_.patch_embed() < 0) return;
+  const std::vector<int64_t> at = image_positions(tokens_);
+  const int64_t d = shape().d_model, p = shape().patch_dim, images = std::ssize(at);
+  T* gw = grads_.data() + layout_.patch_embed();
+#pragma omp parallel for num_threads(threads_) schedule(static) if (images * d * p > kParallelElems)
+  for (int64_t c = 0; c < d; ++c) {
+    T* grow = gw + c * p;
+    for (int64_t k = 0; k < images; ++k) {
+      const T g = dx[at[static_cast<size_t>(k)] * d + c];
+      const float* patch = patches_.data() + k * p;
+      for (int64_t j = 0; j < p; ++j) grow[j] += g * static_cast<T>(patch[j]);
+    }
   }
 }
 
@@ -755,7 +804,8 @@ double model_flops(const Shape& s, const Batch& batch) {
   for (int32_t p : batch.positions) visible += static_cast<double>(p) + 1.0;
   const double attention =
       4.0 * static_cast<double>(s.q_dim()) * visible * static_cast<double>(s.n_layers);
-  return 3.0 * (linear * static_cast<double>(batch.size()) + attention);
+  const double patches = 2.0 * d * static_cast<double>(s.patch_dim * batch.images());
+  return 3.0 * (linear * static_cast<double>(batch.size()) + attention + patches);
 }
 
 template class Transformer<float>;

@@ -32,6 +32,17 @@
 // by default; a context-parallel trainer passes its ring implementation to
 // forward(), and the same object is used by the following backward().
 //
+// Images (Shape::patch_dim P > 0, batch.hpp): an image position's input is
+// x = patch_embed · patch (patch_embed [d, P], no bias) instead of
+// embed[token]; the decoder after it is the same, and image positions have
+// target -1. patch_embed's gradient is Σ over image positions of
+// d(x) ⊗ patch. At tp > 1 patch_embed is replicated: TP rank 0 adds the
+// image rows to its part of the embedding's sum (the others add zero), and
+// every rank computes the whole gradient from the whole d(x), the same bits
+// everywhere, as for the norm gains. A pipeline's stage 0 holds
+// patch_embed. A batch without image positions computes exactly what the
+// text-only model does.
+//
 // Tensor parallelism (Megatron): built with TpShard{size, rank} and the
 // group's TpComm, the model holds this rank's shards (ParamLayout(shape,
 // shard)) and runs H/tp query heads, Hkv/tp KV heads and F/tp FFN columns.
@@ -171,6 +182,7 @@ class Transformer {
     RowRange rows;
     bool have_forward = false;
     std::vector<int32_t> tokens, targets, positions, samples;
+    std::vector<float> patches;
     std::vector<std::vector<T>> x;
     std::vector<LayerActs> acts;
     std::vector<T> rope_cos, rope_sin;
@@ -216,6 +228,10 @@ class Transformer {
   // x_[0]: the token embeddings of this rank's rows.
   void embed_forward(int64_t n);
   void embed_backward(int64_t n);
+  // Image positions (patch_dim > 0): out's rows there = patch_embed · patch;
+  // and patch_embed's gradient += Σ d(row) ⊗ patch from dx [n, d].
+  void patch_forward(T* out);
+  void patch_backward(const T* dx);
   // out = base + in·wᵀ for a row-parallel w [d, k] and in [n, k]: one
   // product at tp = 1; else this rank's partial product summed over the
   // group, or reduce-scattered to this rank's rows (sequence parallelism;
@@ -260,6 +276,7 @@ class Transformer {
   RowRange rows_;
   bool have_forward_ = false;
   std::vector<int32_t> tokens_, targets_, positions_, samples_;
+  std::vector<float> patches_;  // P values per image position (Batch::patches)
   std::vector<double> token_loss_;
 
   // Activations (x_, h, xn1, xn2, their rstd, xf_, rstdf_: this rank's rows).

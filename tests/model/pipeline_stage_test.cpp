@@ -4,7 +4,8 @@
 // activations between forward and backward as 1F1B does, and must give the
 // whole model's losses and, tensor by tensor, its gradients (the tied
 // embedding's as the sum of stage 0's and the last stage's). Stages hold
-// only their tensors, initialized as the whole model's.
+// only their tensors, initialized as the whole model's. With images, stage
+// 0 holds patch_embed and embeds the image positions.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,11 +16,12 @@
 
 #include "model/transformer.hpp"
 #include "tests/common/test_util.hpp"
+#include "tests/model/image_batch.hpp"
 
 namespace meshloom::model {
 namespace {
 
-Shape shape(bool tied) {
+Shape shape(bool tied, int64_t patch_dim = 0) {
   Shape s;
   s.vocab = 41;
   s.d_model = 16;
@@ -29,13 +31,15 @@ Shape shape(bool tied) {
   s.head_dim = 4;
   s.ffn_dim = 24;
   s.tied = tied;
+  s.patch_dim = patch_dim;
   return s;
 }
 
 const ModelOptions kOpt{1, 3, 4, 7, false};
 constexpr uint64_t kSeed = 11;
 
-std::vector<Batch> micro_batches(int64_t vocab) {
+// With patch_dim > 0, some positions are images.
+std::vector<Batch> micro_batches(int64_t vocab, int64_t patch_dim = 0) {
   std::mt19937 rng(3);
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
   std::vector<Batch> out;
@@ -47,6 +51,11 @@ std::vector<Batch> micro_batches(int64_t vocab) {
     std::vector<int32_t> tokens(static_cast<size_t>(n));
     for (int32_t& t : tokens) t = pick(rng);
     out.push_back(Batch::pack(tokens, lengths));
+  }
+  if (patch_dim > 0) {
+    test::add_images(out[0], 0, 3, patch_dim, 1);
+    test::add_images(out[0], 13, 4, patch_dim, 2);
+    test::add_images(out[1], 5, 5, patch_dim, 3);
   }
   return out;
 }
@@ -71,7 +80,8 @@ struct WholeRun {
 
 void run_whole(WholeRun& w) {
   w.model.zero_grads();
-  const std::vector<Batch> batches = micro_batches(w.model.shape().vocab);
+  const std::vector<Batch> batches =
+      micro_batches(w.model.shape().vocab, w.model.shape().patch_dim);
   for (size_t k = 0; k < batches.size(); ++k)
     w.loss.push_back(w.model.forward_backward(batches[k], scale_of(k)).sum);
 }
@@ -91,7 +101,8 @@ std::vector<StageLayers> stages_of(const std::vector<int>& layers) {
 // its activations), then backward in reverse order: as many parked at once
 // as there are micro-batches, more than any 1F1B stage holds.
 std::vector<double> run_pipeline(std::vector<Transformer<double>>& stages) {
-  const std::vector<Batch> batches = micro_batches(stages[0].shape().vocab);
+  const std::vector<Batch> batches =
+      micro_batches(stages[0].shape().vocab, stages[0].shape().patch_dim);
   const size_t pp = stages.size(), mbs = batches.size();
   std::vector<std::vector<Transformer<double>::Activations>> parked(
       pp, std::vector<Transformer<double>::Activations>(mbs));
@@ -149,13 +160,14 @@ TEST(PipelineStage, LayoutsHoldTheirTensorsInitializedAsTheWholeModel) {
 }
 
 TEST(PipelineStage, StagesGiveTheWholeModelsLossAndGradients) {
-  for (bool tied : {true, false}) {
+  for (const Shape& s : {shape(true), shape(false), shape(true, 12)}) {
+    const bool tied = s.tied;
     for (const std::vector<int>& split :
          {std::vector<int>{5}, std::vector<int>{2, 3}, std::vector<int>{1, 3, 1},
           std::vector<int>{1, 1, 1, 2}}) {
-      const Shape s = shape(tied);
-      const std::string what =
-          std::string(tied ? "tied" : "untied") + ", " + std::to_string(split.size()) + " stages";
+      const std::string what = std::string(tied ? "tied" : "untied") +
+                               (s.patch_dim > 0 ? ", images, " : ", ") +
+                               std::to_string(split.size()) + " stages";
       WholeRun whole{{}, Transformer<double>(s, kOpt)};
       randomize(whole.model);
       run_whole(whole);

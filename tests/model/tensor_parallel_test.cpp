@@ -23,6 +23,7 @@
 
 #include "model/transformer.hpp"
 #include "tests/common/test_util.hpp"
+#include "tests/model/image_batch.hpp"
 
 namespace meshloom::model {
 namespace {
@@ -133,7 +134,7 @@ class ThreadComm final : public TpComm<T> {
 
 // n_heads, n_kv_heads and ffn_dim divisible by 4; the vocabulary by neither 2
 // nor 4 (blocks of 19 + 18 and 10 + 10 + 10 + 7 rows).
-Shape shape(bool tied) {
+Shape shape(bool tied, int64_t patch_dim = 0) {
   Shape s;
   s.vocab = 37;
   s.d_model = 32;
@@ -143,6 +144,7 @@ Shape shape(bool tied) {
   s.head_dim = 4;
   s.ffn_dim = 24;
   s.tied = tied;
+  s.patch_dim = patch_dim;
   return s;
 }
 
@@ -155,7 +157,9 @@ constexpr uint64_t kSeed = 5;
 // Several documents, the last token of each predicting nothing, and one more
 // target of −1 in the middle. 36, 22, 13 and 3 tokens: 4 divides only the
 // first, 2 the first two, and the last has fewer tokens than 4 ranks.
-std::vector<Batch> micro_batches(int64_t vocab) {
+// With patch_dim > 0, image positions in three of them: the start of a
+// sample, and one sample all image.
+std::vector<Batch> micro_batches(int64_t vocab, int64_t patch_dim = 0) {
   std::mt19937 rng(17);
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
   std::vector<Batch> out;
@@ -168,6 +172,12 @@ std::vector<Batch> micro_batches(int64_t vocab) {
     out.push_back(Batch::pack(tokens, lengths));
   }
   out[0].targets[3] = -1;
+  if (patch_dim > 0) {
+    test::add_images(out[0], 0, 3, patch_dim, 1);
+    test::add_images(out[0], 15, 6, patch_dim, 2);
+    test::add_images(out[1], 7, 4, patch_dim, 3);
+    test::add_images(out[2], 7, 3, patch_dim, 4);
+  }
   return out;
 }
 
@@ -200,7 +210,7 @@ struct Result {
 template <class T>
 void run_batches(Transformer<T>& m, Result& r) {
   m.zero_grads();
-  const std::vector<Batch> batches = micro_batches(m.shape().vocab);
+  const std::vector<Batch> batches = micro_batches(m.shape().vocab, m.shape().patch_dim);
   for (size_t k = 0; k < batches.size(); ++k) {
     const double scale = 0.03 + 0.02 * static_cast<double>(k);
     const LossSum ls = k % 2 ? m.forward_backward(batches[k], scale) : m.forward(batches[k]);
@@ -315,8 +325,9 @@ void expect_group_matches_whole(const Shape& s, const Result& whole,
       take_shard(t, whole.grads.data() + w.offset, want.data());
       const std::span<const double> got(r.grads.data() + t.offset, static_cast<size_t>(t.numel));
       expect_close(got, want, 1e-9, at + ", " + t.name);
-      if (t.kind == TensorKind::norm) {
-        // Replicated: the same bits on every rank (no TP reduction needed).
+      if (t.split_dim < 0) {
+        // Replicated (norm gains, patch_embed): the same bits on every rank
+        // (no TP reduction needed).
         const double* first =
             ranks[0].grads.data() + ParamLayout(s, TpShard{tp, 0}).find(t.name).offset;
         EXPECT_TRUE(std::equal(got.begin(), got.end(), first)) << at << ", " << t.name;
@@ -451,6 +462,21 @@ TEST(TensorParallel, TpOneIsTheSingleRankModel) {
 TEST(TensorParallel, NeedsItsCommAboveOneRank) {
   test::ThrowOnFatal guard;
   EXPECT_THROW(Transformer<double>(shape(true), kOpt, TpShard{2, 0}, nullptr), Error);
+}
+
+// Images: patch_embed replicated, with and without sequence parallelism.
+TEST(TensorParallel, ImagesMatchTheWholeModel) {
+  for (bool tied : {true, false}) {
+    const Shape s = shape(tied, 12);
+    const Result whole = run_whole(s, true);
+    for (int tp : {2, 4}) {
+      for (const ModelOptions& opt : {kOpt, kOptSp}) {
+        const std::string what = std::string(tied ? "tied" : "untied") + ", images, tp " +
+                                 std::to_string(tp) + (opt.sequence_parallel ? ", sp" : "");
+        expect_group_matches_whole(s, whole, run_group(s, tp, whole.params, true, opt), what);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/common/test_util.hpp"
+#include "tests/model/image_batch.hpp"
 
 namespace meshloom::model {
 namespace {
@@ -335,6 +336,27 @@ TEST(Transformer, RingAttentionBackendEqualsLocal) {
   Transformer<double> m(s, ModelOptions{1});
   randomize(m, 8);
   const Batch b = make_batch({13, 6, 9}, s.vocab, 9);
+  m.zero_grads();
+  const double local = m.forward(b).sum;
+  m.backward(0.1);
+  const std::vector<double> g_local(m.grads().begin(), m.grads().end());
+  RingSimulation<double> ring(3);
+  m.zero_grads();
+  const double ringed = m.forward(b, &ring).sum;
+  m.backward(0.1);
+  EXPECT_NEAR(ringed, local, 1e-11);
+  for (size_t i = 0; i < g_local.size(); ++i) ASSERT_NEAR(m.grads()[i], g_local[i], 1e-12) << i;
+}
+
+// A ring's blocks cut through image positions and captions alike.
+TEST(Transformer, RingAttentionBackendEqualsLocalWithImages) {
+  Shape s = tiny(false);
+  s.patch_dim = 12;
+  Transformer<double> m(s, ModelOptions{1});
+  randomize(m, 8);
+  Batch b = make_batch({13, 6, 9}, s.vocab, 9);
+  test::add_images(b, 0, 7, s.patch_dim, 1);
+  test::add_images(b, 19, 4, s.patch_dim, 2);
   m.zero_grads();
   const double local = m.forward(b).sum;
   m.backward(0.1);
