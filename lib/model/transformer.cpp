@@ -130,8 +130,6 @@ void rmsnorm_gain_grad(int threads, int64_t n, int64_t d, const T* dy, const T* 
 }
 
 // RoPE on the first `heads` heads of every row (q heads then k heads in the
-// fused QKV rows); `inverse` turns back (the transpose, for gradients).
-// RoPE on the first `heads` heads of every row (q heads then k heads in the
 // fused QKV rows), with token t's cos/sin at [t·D/2]; `inverse` turns back
 // (the transpose, for gradients).
 template <class T>
