@@ -7,7 +7,9 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -245,6 +247,30 @@ TEST(WebDataset, MissingInputsAreErrorsNamingThem) {
     EXPECT_NE(std::string(e.what()).find("nothing-*.tar: no shard matches"), std::string::npos);
   }
   EXPECT_THROW(read_all({dir.file("absent.tar")}), Error);
+}
+
+TEST(WebDataset, ReadsWhatPackImagesWrites) {
+  // scripts/data/pack_images.py on the committed test images, 3 per shard.
+  if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  TempDir dir;
+  const std::string source = MESHLOOM_SOURCE_DIR;
+  const std::string command = "/usr/bin/python3 " + source + "/scripts/data/pack_images.py " +
+                              "--per-shard 3 " + dir.file("shard") + " " + source +
+                              "/tests/data/images >/dev/null";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  WebDatasetOptions options;
+  options.decode = true;
+  const Read r = read_all({dir.file("shard-*.tar")}, options);
+  EXPECT_EQ(r.report.summary(), "8 samples, 8 images");
+  ASSERT_EQ(r.samples.size(), 8u);
+  // Sorted file names: armadillo, cats_dogs, hopper_171x200, ...
+  EXPECT_EQ(r.samples[1].name, dir.file("shard-000000.tar:000000001"));
+  EXPECT_EQ(r.samples[1].caption, "cats dogs rgba 206x50");
+  EXPECT_EQ(r.samples[7].name, dir.file("shard-000002.tar:000000007"));
+  for (const ImageTextSample& s : r.samples) {
+    ASSERT_EQ(s.patches.size(), 1u) << s.name;
+    EXPECT_EQ(s.patches[0].count(), s.image_patches) << s.name;
+  }
 }
 
 }  // namespace
