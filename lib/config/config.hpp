@@ -21,7 +21,7 @@ namespace meshloom::config {
 enum class Backend { cpu, cuda };
 enum class Precision { bf16, fp32 };
 enum class GpuComm { automatic, nccl, mpi };
-enum class SourceFormat { indexed, jsonl, text, tar };
+enum class SourceFormat { indexed, jsonl, text, tar, webdataset };
 enum class DataMode { disaggregated, colocated };
 enum class Planner { hdp, bytescale, naive, static_grid };
 enum class Balance { dp, pp };
@@ -42,7 +42,8 @@ struct EnumNames<GpuComm> {
 };
 template <>
 struct EnumNames<SourceFormat> {
-  static constexpr std::array<const char*, 4> names{"indexed", "jsonl", "text", "tar"};
+  static constexpr std::array<const char*, 5> names{"indexed", "jsonl", "text", "tar",
+                                                    "webdataset"};
 };
 template <>
 struct EnumNames<DataMode> {
@@ -230,7 +231,9 @@ struct SourceConfig {
   template <class V>
   void visit(V& v) {
     v.field("name", name, "Source name, used by the schedule and in reports", required());
-    v.field("path", path, "Indexed dataset prefix (PREFIX.bin/.idx), or a file or folder of text",
+    v.field("path", path,
+            "Indexed dataset prefix (PREFIX.bin/.idx), a file or folder of text, or (webdataset) "
+            "tar shards: a file, a folder or a glob such as shards/train-*.tar",
             required());
     v.field("format", format, "How the source is stored");
     v.field("tokenizer", tokenizer,
@@ -264,6 +267,27 @@ struct LongPolicyConfig {
   }
 };
 
+// Images of image-text (webdataset) sources: lib/image/patches.hpp is the
+// input function these keys parameterize.
+struct ImageConfig {
+  ML_CONFIG_SECTION;
+  int64_t max_side = 512;
+  int64_t patch = 16;
+  int64_t max_pixels = 64'000'000;
+  template <class V>
+  void visit(V& v) {
+    v.field("max_side", max_side,
+            "Images are resized (PIL's bilinear filter) so that their longer side is at most "
+            "this, keeping the aspect ratio; never enlarged",
+            in_range(1, 1 << 16));
+    v.field("patch", patch, "Side p of the p x p x 3 patches an image is cut into (one token each)",
+            in_range(1, 1024));
+    v.field("max_pixels", max_pixels,
+            "Larger images (width x height, from the header) are skipped and reported",
+            at_least(1));
+  }
+};
+
 struct DataConfig {
   ML_CONFIG_SECTION;
   DataMode mode = DataMode::disaggregated;
@@ -278,6 +302,7 @@ struct DataConfig {
   std::vector<SourceConfig> sources;
   std::vector<ScheduleEntry> schedule;
   LongPolicyConfig long_policy;
+  ImageConfig image;
   template <class V>
   void visit(V& v) {
     v.field("mode", mode, "Where sources are loaded: loader ranks, or every trainer itself");
@@ -303,6 +328,7 @@ struct DataConfig {
     v.field("sources", sources, "Data sources");
     v.field("schedule", schedule, "Curriculum: mixture weights at given steps");
     v.field("long_policy", long_policy, "Long/short policy");
+    v.field("image", image, "Images of image-text (webdataset) sources");
   }
 };
 

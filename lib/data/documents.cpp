@@ -181,6 +181,7 @@ class WholeFileUnit final : public Unit {
       return false;
     }
     doc->name = path_;
+    doc->member.clear();
     doc->text.clear();
     if (!is_compressed_name(path_)) doc->text.reserve(static_cast<size_t>(size_));
     char buf[1 << 16];
@@ -241,6 +242,7 @@ class JsonlUnit final : public Unit {
         report->invalid_utf8_sequences += bad;
       }
       doc->name = where;
+      doc->member.clear();
       doc->text = std::move(it->get_ref<std::string&>());
       return true;
     }
@@ -359,6 +361,7 @@ class TarUnit final : public Unit {
         continue;
       }
       doc->name = name;
+      doc->member = member;
       doc->text.clear();
       if (archive_entry_size_is_set(entry))
         doc->text.reserve(static_cast<size_t>(archive_entry_size(entry)));

@@ -60,6 +60,7 @@ struct ReaderOptions {
 struct Document {
   std::string name;  // "path", "archive.tar.gz:member/path" or "file.jsonl:LINE"
   std::string text;
+  std::string member;  // tar: the member's path inside the archive (name's tail); else empty
 };
 
 struct InputReport {
