@@ -9,22 +9,12 @@
 
 #include "model/batch.hpp"
 #include "tests/common/test_util.hpp"
+#include "tiny_shape.hpp"
 
 namespace meshloom::model {
 namespace {
 
-Shape tiny(bool tied) {
-  Shape s;
-  s.vocab = 37;
-  s.d_model = 16;
-  s.n_layers = 2;
-  s.n_heads = 4;
-  s.n_kv_heads = 2;
-  s.head_dim = 4;
-  s.ffn_dim = 24;
-  s.tied = tied;
-  return s;
-}
+Shape tiny(bool tied) { return tiny_shape(tied); }
 
 TEST(ParamLayout, NamesShapesAndOffsets) {
   for (bool tied : {true, false}) {

@@ -15,25 +15,14 @@
 #include "model/transformer.hpp"
 #include "tests/common/test_util.hpp"
 #include "tests/model/image_batch.hpp"
+#include "tiny_shape.hpp"
 
 namespace meshloom::model {
 namespace {
 
 constexpr int64_t kPatch = 12;  // a 2×2 RGB patch
 
-Shape tiny(bool tied, int64_t patch_dim) {
-  Shape s;
-  s.vocab = 37;
-  s.d_model = 16;
-  s.n_layers = 2;
-  s.n_heads = 4;
-  s.n_kv_heads = 2;
-  s.head_dim = 4;
-  s.ffn_dim = 24;
-  s.tied = tied;
-  s.patch_dim = patch_dim;
-  return s;
-}
+Shape tiny(bool tied, int64_t patch_dim) { return tiny_shape(tied, patch_dim); }
 
 Batch text_batch(const std::vector<int32_t>& lengths, uint32_t seed) {
   std::mt19937 rng(seed);

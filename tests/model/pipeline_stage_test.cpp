@@ -17,21 +17,15 @@
 #include "model/transformer.hpp"
 #include "tests/common/test_util.hpp"
 #include "tests/model/image_batch.hpp"
+#include "tiny_shape.hpp"
 
 namespace meshloom::model {
 namespace {
 
 Shape shape(bool tied, int64_t patch_dim = 0) {
-  Shape s;
+  Shape s = tiny_shape(tied, patch_dim);
   s.vocab = 41;
-  s.d_model = 16;
   s.n_layers = 5;
-  s.n_heads = 4;
-  s.n_kv_heads = 2;
-  s.head_dim = 4;
-  s.ffn_dim = 24;
-  s.tied = tied;
-  s.patch_dim = patch_dim;
   return s;
 }
 

@@ -24,6 +24,7 @@
 #include "model/transformer.hpp"
 #include "tests/common/test_util.hpp"
 #include "tests/model/image_batch.hpp"
+#include "tiny_shape.hpp"
 
 namespace meshloom::model {
 namespace {
@@ -135,16 +136,10 @@ class ThreadComm final : public TpComm<T> {
 // n_heads, n_kv_heads and ffn_dim divisible by 4; the vocabulary by neither 2
 // nor 4 (blocks of 19 + 18 and 10 + 10 + 10 + 7 rows).
 Shape shape(bool tied, int64_t patch_dim = 0) {
-  Shape s;
-  s.vocab = 37;
+  Shape s = tiny_shape(tied, patch_dim);  // more heads, so that TP 4 splits them
   s.d_model = 32;
-  s.n_layers = 2;
   s.n_heads = 8;
   s.n_kv_heads = 4;
-  s.head_dim = 4;
-  s.ffn_dim = 24;
-  s.tied = tied;
-  s.patch_dim = patch_dim;
   return s;
 }
 
