@@ -1,8 +1,7 @@
 #include "parallel/mesh.hpp"
 
-#include <unordered_map>
-
 #include "base/strings.hpp"
+#include "parallel/nodes.hpp"
 
 namespace meshloom {
 
@@ -27,21 +26,14 @@ std::string groups_across_nodes(const TrainerMesh& mesh, int first_trainer_rank,
 
 TrainerNodes trainer_nodes(const TrainerMesh& mesh, int first_trainer_rank,
                            const std::vector<std::string>& hosts) {
+  const auto first = hosts.begin() + first_trainer_rank;
+  const NodeIndex nodes = index_nodes({first, first + mesh.trainers});
   TrainerNodes out;
-  std::unordered_map<std::string, int32_t> index;
-  std::vector<int32_t> node(size_t(mesh.trainers));
-  for (int t = 0; t < mesh.trainers; ++t) {
-    const std::string& host = hosts.at(size_t(first_trainer_rank + t));
-    const auto [at, added] = index.try_emplace(host, int32_t(out.names.size()));
-    if (added) {
-      out.names.push_back(host);
-      out.trainers.push_back(0);
-    }
-    node[size_t(t)] = at->second;
-    ++out.trainers[size_t(at->second)];
-  }
+  out.names = nodes.names;
+  out.trainers.assign(nodes.names.size(), 0);
+  for (int n : nodes.node) ++out.trainers[size_t(n)];
   for (int h = 0; h < mesh.hdp_ranks(); ++h)
-    out.hdp_rank_node.push_back(node[size_t(mesh.trainer_at(h, 0))]);
+    out.hdp_rank_node.push_back(nodes.node[size_t(mesh.trainer_at(h, 0))]);
   return out;
 }
 

@@ -23,26 +23,34 @@ std::string role_part(const RoleLayout& layout, Role role, const std::vector<int
 
 }  // namespace
 
+NodeIndex index_nodes(const std::vector<std::string>& hosts) {
+  NodeIndex out;
+  std::map<std::string, int> seen;
+  for (const std::string& host : hosts) {
+    const auto [at, added] = seen.try_emplace(host, int(out.names.size()));
+    if (added) out.names.push_back(host);
+    out.node.push_back(at->second);
+  }
+  return out;
+}
+
 std::vector<std::string> describe_nodes(const RoleLayout& layout, const TrainerMesh& mesh,
                                         const std::vector<std::string>& hosts) {
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<int>> ranks;
-  for (int r = 0; r < int(hosts.size()); ++r) {
-    if (!ranks.count(hosts[size_t(r)])) order.push_back(hosts[size_t(r)]);
-    ranks[hosts[size_t(r)]].push_back(r);
-  }
-  if (order.size() < 2) return {};
+  const NodeIndex nodes = index_nodes(hosts);
+  if (nodes.names.size() < 2) return {};
+  std::vector<std::vector<int>> ranks(nodes.names.size());  // per node, ascending
+  for (int r = 0; r < int(hosts.size()); ++r) ranks[size_t(nodes.node[size_t(r)])].push_back(r);
   size_t least = hosts.size(), most = 0;
-  for (const auto& [host, on] : ranks) {
+  for (const auto& on : ranks) {
     least = std::min(least, on.size());
     most = std::max(most, on.size());
   }
   std::vector<std::string> lines{
-      least == most ? strf("%zu nodes, %zu ranks each", order.size(), most)
-                    : strf("%zu nodes, %zu to %zu ranks each", order.size(), least, most)};
+      least == most ? strf("%zu nodes, %zu ranks each", ranks.size(), most)
+                    : strf("%zu nodes, %zu to %zu ranks each", ranks.size(), least, most)};
   const int first_trainer = layout.first_rank(Role::trainer);
-  for (const std::string& host : order) {
-    const std::vector<int>& on = ranks[host];
+  for (size_t n = 0; n < ranks.size(); ++n) {
+    const std::vector<int>& on = ranks[n];
     std::vector<std::string> parts;
     for (Role role : {Role::constructor, Role::loader, Role::trainer}) {
       std::string part = role_part(layout, role, on);
@@ -57,7 +65,7 @@ std::vector<std::string> describe_nodes(const RoleLayout& layout, const TrainerM
       }
       parts.push_back(part);
     }
-    lines.push_back(strf("%s: rank%s %s: %s", host.c_str(), on.size() > 1 ? "s" : "",
+    lines.push_back(strf("%s: rank%s %s: %s", nodes.names[n].c_str(), on.size() > 1 ? "s" : "",
                          index_runs(on).c_str(), join(parts, ", ").c_str()));
   }
   return lines;

@@ -15,6 +15,14 @@
 
 namespace meshloom {
 
+// Host names numbered in the order first met: `names` per node, and node[i]
+// the node of hosts[i]. What every per-node rule here counts by.
+struct NodeIndex {
+  std::vector<std::string> names;
+  std::vector<int> node;
+};
+NodeIndex index_nodes(const std::vector<std::string>& hosts);
+
 // One line per node, nodes in order of their first rank, after a heading
 // line; empty when every rank is on one host. `hosts`: one per world rank.
 std::vector<std::string> describe_nodes(const RoleLayout& layout, const TrainerMesh& mesh,

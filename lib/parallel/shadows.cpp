@@ -4,6 +4,7 @@
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "parallel/nodes.hpp"
 
 namespace meshloom {
 
@@ -29,17 +30,12 @@ ShadowPlan plan_shadows(const std::vector<int>& ranks, const std::vector<std::st
   ML_CHECK(ranks.size() == hosts.size(),
            strf("%zu loader ranks but %zu host names", ranks.size(), hosts.size()));
   ShadowPlan plan;
-  std::vector<std::string> nodes;
-  std::vector<std::vector<int>> on_node;
+  const NodeIndex nodes = index_nodes(hosts);
+  std::vector<std::vector<int>> on_node(nodes.names.size());
   for (size_t i = 0; i < ranks.size(); ++i) {
     ML_CHECK(plan.host.emplace(ranks[i], hosts[i]).second,
              strf("loader rank %d is listed twice", ranks[i]));
-    const size_t node = size_t(std::find(nodes.begin(), nodes.end(), hosts[i]) - nodes.begin());
-    if (node == nodes.size()) {
-      nodes.push_back(hosts[i]);
-      on_node.emplace_back();
-    }
-    on_node[node].push_back(ranks[i]);
+    on_node[size_t(nodes.node[i])].push_back(ranks[i]);
   }
   std::vector<Place> places;
   for (size_t h = 0; h < on_node.size(); ++h) {

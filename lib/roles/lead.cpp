@@ -108,11 +108,12 @@ Lead::Lead(const World& w) : w_(w) {
             std::find(shadows.begin(), shadows.end(), s) == shadows.end())
           shadows.push_back(s);
       }
-      std::string shadow_text;
-      for (int s : shadows) shadow_text += strf("%s%d", shadow_text.empty() ? "" : ",", s);
+      std::vector<std::string> shadow_ranks;
+      for (int s : shadows) shadow_ranks.push_back(std::to_string(s));
       served = strf("; loader rank%s %s, shadow%s %s",
                     assignment_.loaders_of_source[i].size() > 1 ? "s" : "", ranks.c_str(),
-                    shadows.size() > 1 ? "s" : "", shadows.empty() ? "none" : shadow_text.c_str());
+                    shadows.size() > 1 ? "s" : "",
+                    shadows.empty() ? "none" : join(shadow_ranks, ",").c_str());
     }
     LOG_INFO("source %-10s %lld documents (%s, %s%s)", sources[i].name.c_str(), (long long)docs[i],
              config::enum_name(sources[i].format), sources[i].path.c_str(), served.c_str());

@@ -63,6 +63,7 @@ run() {
     sbatch --wait --nodes=5 --ntasks-per-node=2 --output="$work/$name.out" \
     slurm/meshloom-multinode.sbatch >/dev/null || { cat "$work/$name.out"; exit 1; }
 }
+# shellcheck disable=SC2206  # RATES: rates split at spaces
 rates=($RATES)
 slurm/local-cluster.sh start --nodes 5 --bandwidth "${rates[0]}" >/dev/null
 run calib
