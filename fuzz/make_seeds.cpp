@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   protocol(p, 0, "assign", proto::encode(proto::Assign{{0, 2}, {1}, 5}));
   protocol(p, 1, "length_request", proto::encode(proto::LengthRequest{7, 1, {3, 9, 27, 81}}));
   protocol(p, 2, "length_reply",
-           proto::encode(proto::LengthReply{1, {3, 9, 27}, {512, 17, 4096}, 2.5e-6}));
+           proto::encode(proto::LengthReply{1, {3, 9, 27}, {512, 17, 4096}, {256, 0, 1024}, 2.5e-6}));
   proto::TokenRequest treq;
   treq.step = 7;
   treq.ranges = {{0, 3, 0, 128}, {1, 9, 64, 17}};
@@ -115,11 +115,11 @@ int main(int argc, char** argv) {
   c.v.assign(10, 0.001f);
   c.adam_step = 7;
   c.plane = dataplane::serialize(plane);
-  c.lengths = {{"pydocs", {0, 3, 9}, {512, 17, 4096}}};
+  c.lengths = {{"pydocs", {0, 3, 9}, {512, 17, 4096}, {}}, {"photos", {1}, {300}, {256}}};
   ckpt::write_checkpoint((out / "checkpoint" / "full.h5").string(), c);
   c.lengths_full = false;
   c.lengths_base = "step_00000006.h5";
-  c.lengths = {{"pydocs", {27}, {88}}};
+  c.lengths = {{"pydocs", {27}, {88}, {}}};
   ckpt::write_checkpoint((out / "checkpoint" / "delta.h5").string(), c);
   put(out / "checkpoint" / "plane_state", c.plane);  // not HDF5: the state decoder
   std::printf("seeds written to %s\n", out.c_str());

@@ -144,6 +144,7 @@ int64_t write_checkpoint(const std::string& path, const Checkpoint& c) {
     for (const auto& s : c.lengths) {
       w.put("data/lengths/" + s.source + "/docs", s.docs);
       w.put("data/lengths/" + s.source + "/lengths", s.lengths);
+      if (!s.images.empty()) w.put("data/lengths/" + s.source + "/images", s.images);
     }
     f.flush();
   }
@@ -204,7 +205,11 @@ Checkpoint read_checkpoint(const std::string& path, bool only_meta) {
       sl.source = s;
       sl.docs = r.get<int64_t>("data/lengths/" + s + "/docs");
       sl.lengths = r.get<int64_t>("data/lengths/" + s + "/lengths");
-      if (sl.docs.size() != sl.lengths.size()) throw Error(path + ": lengths of " + s + " torn");
+      if (f.exists("data/lengths/" + s + "/images"))
+        sl.images = r.get<int64_t>("data/lengths/" + s + "/images");
+      if (sl.docs.size() != sl.lengths.size() ||
+          (!sl.images.empty() && sl.images.size() != sl.docs.size()))
+        throw Error(path + ": lengths of " + s + " torn");
       c.lengths.push_back(std::move(sl));
     }
     if (only_meta) {

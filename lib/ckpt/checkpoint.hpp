@@ -34,6 +34,7 @@ namespace meshloom::ckpt {
 struct SourceLengths {
   std::string source;
   std::vector<int64_t> docs, lengths;
+  std::vector<int64_t> images;  // image-text sources: image positions per doc; else empty
 };
 
 struct Tensor {

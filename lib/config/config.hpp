@@ -274,6 +274,7 @@ struct ImageConfig {
   int64_t max_side = 512;
   int64_t patch = 16;
   int64_t max_pixels = 64'000'000;
+  int64_t cache_mib = 256;
   template <class V>
   void visit(V& v) {
     v.field("max_side", max_side,
@@ -285,6 +286,10 @@ struct ImageConfig {
     v.field("max_pixels", max_pixels,
             "Larger images (width x height, from the header) are skipped and reported",
             at_least(1));
+    v.field("cache_mib", cache_mib,
+            "Decoded, resized images a loader keeps per image source (LRU), in MiB: what it "
+            "prepared ahead waits there for the constructors",
+            at_least(0));
   }
 };
 
@@ -482,6 +487,15 @@ struct Config {
     v.field("log", log, "Logging and metrics");
   }
 };
+
+// The model's patch dimension P = 3 p² (data.image.patch p) when a source
+// holds images (format: webdataset), else 0: a text-only run's model has no
+// patch_embed (design.md, "The model").
+inline int64_t patch_dim(const Config& c) {
+  for (const SourceConfig& s : c.data.sources)
+    if (s.format == SourceFormat::webdataset) return 3 * c.data.image.patch * c.data.image.patch;
+  return 0;
+}
 
 // Reads `file`, applies `overrides` ("a.b=c", YAML values), checks every key
 // and every cross-key rule. Throws ConfigError naming file:line:column (or

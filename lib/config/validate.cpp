@@ -65,12 +65,6 @@ void validate(const Config& c, const Origin& origin) {
     if (!names.insert(s.name).second)
       origin.error(at + ".name", "source name '" + s.name + "' is used twice");
     name_list.push_back(s.name);
-    if (s.format == SourceFormat::webdataset)
-      origin.error(at + ".format",
-                   "'" + at +
-                       ".format' is webdataset: image-text shards can be read "
-                       "(lib/data/webdataset.hpp, scripts/data/pack_images.py) but not yet trained "
-                       "on (issue 22)");
     const std::string& t = s.tokenizer;
     if (t != "byte" && t != "gpt2" && !(starts_with(t, "tiktoken:") && t.size() > 9))
       origin.error(at + ".tokenizer",

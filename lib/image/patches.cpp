@@ -32,11 +32,15 @@ Patches cut_patches(const RgbImage& image, int patch) {
   return out;
 }
 
-Patches image_to_patches(std::string_view bytes, const ImageOptions& options) {
-  const RgbImage decoded = decode_image(bytes, options.max_pixels);
+RgbImage decode_fitted(std::string_view bytes, const ImageOptions& options) {
+  RgbImage decoded = decode_image(bytes, options.max_pixels);
   const ImageSize fitted = fit_size(decoded.size, options.max_side);
-  if (fitted == decoded.size) return cut_patches(decoded, options.patch);
-  return cut_patches(resize_bilinear(decoded, fitted), options.patch);
+  if (fitted == decoded.size) return decoded;
+  return resize_bilinear(decoded, fitted);
+}
+
+Patches image_to_patches(std::string_view bytes, const ImageOptions& options) {
+  return cut_patches(decode_fitted(bytes, options), options.patch);
 }
 
 }  // namespace meshloom::image

@@ -54,6 +54,9 @@ int64_t patch_count(ImageSize original, const ImageOptions& options);
 // Steps 3 and 4 on an image already resized.
 Patches cut_patches(const RgbImage& image, int patch);
 
+// Steps 1 and 2: the decoded image, resized to fit. Throws ImageError.
+RgbImage decode_fitted(std::string_view bytes, const ImageOptions& options);
+
 // Steps 1 to 4. Throws ImageError (decode_image()).
 Patches image_to_patches(std::string_view bytes, const ImageOptions& options);
 

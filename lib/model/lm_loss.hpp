@@ -40,6 +40,10 @@ namespace meshloom::model {
 struct LossSum {
   double sum = 0;     // Σ −log p(target) over the micro-batch's predictions
   int64_t count = 0;  // number of predictions (targets ≠ −1)
+  // −log p per token of the micro-batch (0 where nothing is predicted) when
+  // the backend hands them out (the CPU backend's trainers: per-source
+  // losses); else empty.
+  std::vector<double> token_loss;
 };
 
 // Combines per-token statistics over the shards of the vocabulary: element-

@@ -24,7 +24,7 @@ void Shape::validate() const {
   ML_CHECK(patch_dim >= 0, "patch_dim must not be negative");
 }
 
-Shape Shape::from_config(const config::ModelConfig& c) {
+Shape Shape::from_config(const config::ModelConfig& c, int64_t patch_dim) {
   Shape s;
   s.vocab = c.vocab_size;
   s.d_model = c.d_model;
@@ -36,6 +36,7 @@ Shape Shape::from_config(const config::ModelConfig& c) {
   s.tied = c.tied_embeddings;
   s.rope_theta = c.rope_theta;
   s.init_std = c.init_std;
+  s.patch_dim = patch_dim;
   s.validate();
   return s;
 }

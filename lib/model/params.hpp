@@ -87,7 +87,8 @@ struct Shape {
   // Fails (ML_CHECK) unless d_model = n_heads·head_dim, n_heads is a multiple
   // of n_kv_heads and head_dim is even (rotate-half RoPE pairs i with i+D/2).
   void validate() const;
-  static Shape from_config(const config::ModelConfig& c);
+  // patch_dim: config::patch_dim(config), 0 for a text-only run.
+  static Shape from_config(const config::ModelConfig& c, int64_t patch_dim = 0);
 };
 
 // Which share of the model a tensor-parallel rank holds (see above).

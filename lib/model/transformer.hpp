@@ -192,7 +192,9 @@ class Transformer {
   void swap_activations(Activations& other);
 
   // −log p per token of the last forward() (0 where the target is −1).
-  std::span<const double> token_losses() const { return token_loss_; }
+  std::span<const double> token_losses() const {
+    return std::span<const double>(token_loss_).first(static_cast<size_t>(n_));
+  }
 
   const Profile& profile() const { return profile_; }
   void reset_profile() { profile_ = Profile{}; }

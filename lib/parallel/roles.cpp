@@ -111,7 +111,7 @@ RoleLayout make_layout(int world, const config::Config& config) {
              "has %d: launch a multiple of %lld trainers or change parallel.tp / parallel.pp",
              (long long)tp, (long long)pp, l.trainers, (long long)(tp * pp)));
   // What runs on the CPU backend only so far (pipeline stages, Ulysses and
-  // hybrid attention, sequence parallelism): refused with cuda, by key.
+  // hybrid attention, sequence parallelism, images): refused with cuda, by key.
   if (config.run.backend == config::Backend::cuda) {
     const struct {
       bool used;
@@ -123,6 +123,8 @@ RoleLayout make_layout(int world, const config::Config& config) {
          "plan.cp_algorithm: ring"},
         {config.parallel.sequence_parallel && tp > 1, "parallel.sequence_parallel",
          "parallel.sequence_parallel: false"},
+        {config::patch_dim(config) > 0, "an image-text source (format: webdataset)",
+         "text sources only"},
     };
     for (const auto& c : cpu_only)
       if (c.used)

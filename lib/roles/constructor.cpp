@@ -1,34 +1,71 @@
 #include "roles/constructor.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include "base/bytes.hpp"
 #include "base/clock.hpp"
 #include "base/strings.hpp"
+#include "model/batch.hpp"
 #include "roles/report.hpp"
 
 namespace meshloom {
 
 namespace {
 
-// The whole token list of every sample that `trainers` touch.
-std::map<int32_t, std::vector<int32_t>> fetch_samples(
-    const config::Config& config, const proto::StepWork& work,
-    std::vector<std::unique_ptr<DocSource>>* local, LoaderRouter* router) {
-  std::map<int32_t, std::vector<int32_t>> tokens;
+// A sample's piece as a loader serves it: its tokens, and a patch for each of
+// its image positions (model::kImagePosition), which lead it.
+struct SampleData {
+  std::vector<int32_t> tokens;
+  std::vector<float> patches;
+};
+
+size_t image_positions(const std::vector<int32_t>& tokens) {
+  return size_t(std::count(tokens.begin(), tokens.end(), model::kImagePosition));
+}
+
+// Splits a token reply (roles/protocol.hpp, TokenRange) into the samples asked.
+void split_token_reply(const std::string& msg, int served, const proto::StepWork& work,
+                       const std::vector<int32_t>& idxs, size_t patch_dim,
+                       std::map<int32_t, SampleData>* data) {
+  ByteReader r(msg, "token reply", served);
+  const std::vector<int32_t> tokens = r.get_vector<int32_t>();
+  const std::vector<float> patches = r.get_vector<float>();
+  size_t at = 0, patch_at = 0;
+  for (int32_t idx : idxs) {
+    const int64_t n = work.samples[size_t(idx)].length;
+    if (n < 0 || at + size_t(n) > tokens.size()) r.fail_corrupt("fewer tokens than asked");
+    SampleData& d = (*data)[idx];
+    d.tokens.assign(tokens.begin() + int64_t(at), tokens.begin() + int64_t(at) + n);
+    at += size_t(n);
+    const size_t floats = image_positions(d.tokens) * patch_dim;
+    if (patch_at + floats > patches.size()) r.fail_corrupt("fewer patches than image positions");
+    d.patches.assign(patches.begin() + int64_t(patch_at),
+                     patches.begin() + int64_t(patch_at + floats));
+    patch_at += floats;
+  }
+  if (at != tokens.size()) r.fail_corrupt("more tokens than asked");
+  if (patch_at != patches.size()) r.fail_corrupt("more patches than image positions");
+  if (!r.done()) r.fail_corrupt("bytes after the patches");
+}
+
+// The whole piece of every sample that `trainers` touch.
+std::map<int32_t, SampleData> fetch_samples(const config::Config& config,
+                                            const proto::StepWork& work,
+                                            std::vector<std::unique_ptr<DocSource>>* local,
+                                            LoaderRouter* router) {
+  std::map<int32_t, SampleData> data;
   std::map<int32_t, std::vector<int32_t>> by_owner;  // owner rank -> sample indices
   for (const auto& t : work.trainers)
     for (const auto& mb : t.micro)
-      for (const auto& seg : mb.segments) tokens[seg.sample];
-  for (auto& [idx, unused] : tokens) {
-    (void)unused;
+      for (const auto& seg : mb.segments) data[seg.sample];
+  for (auto& [idx, d] : data) {
     const proto::Sample& s = work.samples[size_t(idx)];
     if (local) {
       auto& src = (*local)[size_t(s.source)];
-      if (!src)
-        src = open_doc_source(config.data.sources[size_t(s.source)], config.data.cache_tokens,
-                              config.model.vocab_size);
-      src->read(s.doc, s.offset, s.length, &tokens[idx]);
+      if (!src) src = open_doc_source(config, size_t(s.source));
+      src->read(s.doc, s.offset, s.length, &d.tokens);
+      src->read_patches(s.doc, s.offset, s.length, &d.patches);
     } else {
       by_owner[s.owner].push_back(idx);
     }
@@ -43,22 +80,33 @@ std::map<int32_t, std::vector<int32_t>> fetch_samples(
     int served = owner;
     std::string msg = router->request(owner, proto::kTokenReq, proto::encode(req), proto::kTokenRep,
                                       "a token request", &served);
-    ByteReader r(msg, "token reply", served);
-    std::vector<int32_t> all = r.get_vector<int32_t>();
-    size_t at = 0;
-    for (int32_t idx : idxs) {
-      const int64_t n = work.samples[size_t(idx)].length;
-      if (n < 0 || at + size_t(n) > all.size()) r.fail_corrupt("fewer tokens than asked");
-      tokens[idx].assign(all.begin() + int64_t(at), all.begin() + int64_t(at) + n);
-      at += size_t(n);
-    }
-    if (at != all.size()) r.fail_corrupt("more tokens than asked");
+    split_token_reply(msg, served, work, idxs, size_t(config::patch_dim(config)), &data);
   }
-  return tokens;
+  return data;
+}
+
+// A segment's tokens into the micro-batch: each predicts the next token of
+// its sample, except the piece's last and image positions, which predict
+// nothing; an image position brings its patch. Images lead their sample, so
+// the k-th image position holds the k-th patch.
+void append_segment(const SampleData& d, const proto::Segment& seg, size_t patch_dim,
+                    proto::MicroBatch* mb) {
+  const std::vector<int32_t>& s = d.tokens;
+  for (int64_t p = seg.begin; p < seg.begin + seg.length; ++p) {
+    const int32_t token = s[size_t(p)];
+    const bool image = token == model::kImagePosition;
+    mb->tokens.push_back(token);
+    mb->targets.push_back(!image && p + 1 < int64_t(s.size()) ? s[size_t(p) + 1] : -1);
+    mb->positions.push_back(int32_t(p));
+    if (image)
+      mb->patches.insert(mb->patches.end(), d.patches.begin() + p * int64_t(patch_dim),
+                         d.patches.begin() + (p + 1) * int64_t(patch_dim));
+  }
+  mb->segments.push_back(seg);
 }
 
 proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& t,
-                  const std::map<int32_t, std::vector<int32_t>>& tokens) {
+                  const std::map<int32_t, SampleData>& data, size_t patch_dim) {
   proto::Batch b;
   b.step = work.step;
   b.last = work.last;
@@ -70,15 +118,7 @@ proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& t,
   if (t.trainer == 0) b.ckpt_data = work.ckpt_data;
   for (const auto& mbw : t.micro) {
     proto::MicroBatch mb;
-    for (const auto& seg : mbw.segments) {
-      const std::vector<int32_t>& s = tokens.at(seg.sample);
-      for (int64_t p = seg.begin; p < seg.begin + seg.length; ++p) {
-        mb.tokens.push_back(s[size_t(p)]);
-        mb.targets.push_back(p + 1 < int64_t(s.size()) ? s[size_t(p) + 1] : -1);
-        mb.positions.push_back(int32_t(p));
-      }
-      mb.segments.push_back(seg);
-    }
+    for (const auto& seg : mbw.segments) append_segment(data.at(seg.sample), seg, patch_dim, &mb);
     mb.group = mbw.group;
     mb.member = mbw.member;
     mb.offload = mbw.offload;
@@ -98,15 +138,16 @@ proto::Batch local_batch(const config::Config& config, const proto::StepWork& wo
                          std::vector<std::unique_ptr<DocSource>>* local) {
   ML_CHECK(work.trainers.size() == 1, "colocated step work is for one trainer");
   if (local->empty()) local->resize(config.data.sources.size());
-  return pack(work, work.trainers[0], fetch_samples(config, work, local, nullptr));
+  return pack(work, work.trainers[0], fetch_samples(config, work, local, nullptr),
+              size_t(config::patch_dim(config)));
 }
 
 int64_t Constructor::construct(const proto::StepWork& work) {
-  auto tokens = fetch_samples(w_.config, work, nullptr, router_);
+  const auto data = fetch_samples(w_.config, work, nullptr, router_);
   int64_t packed = 0;
   const int first_trainer = w_.layout.first_rank(Role::trainer);
   for (const auto& t : work.trainers) {
-    proto::Batch b = pack(work, t, tokens);
+    proto::Batch b = pack(work, t, data, size_t(config::patch_dim(w_.config)));
     for (const auto& mb : b.micro) packed += int64_t(mb.tokens.size());
     // Packed once, sent to every trainer of the HDP rank (TP group, stages).
     const std::string bytes = proto::encode(b);

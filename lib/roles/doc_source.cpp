@@ -1,89 +1,22 @@
 #include "roles/doc_source.hpp"
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <exception>
 #include <filesystem>
-#include <functional>
-#include <list>
 #include <mutex>
-#include <thread>
-#include <unordered_map>
 
 #include "base/check.hpp"
+#include "base/clock.hpp"
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "data/documents.hpp"
 #include "data/indexed_dataset.hpp"
+#include "roles/bounded_cache.hpp"
+#include "roles/image_source.hpp"
+#include "roles/worker_pool.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace meshloom {
 namespace {
-
-// Worker threads shared by the raw sources of this process and kept for its
-// lifetime. The BPE piece caches are per thread: threads that live on keep
-// them warm and allocated, where threads started per request began cold and
-// allocated (and faulted in) a fresh 3 MiB cache every time. One job at a
-// time; never destroyed (idle workers just wait at exit).
-class TokenizePool {
- public:
-  static TokenizePool& instance() {
-    static TokenizePool* pool = new TokenizePool;
-    return *pool;
-  }
-  // Runs fn(i) for every i in [0, n) on `threads` workers and waits; the
-  // first exception a call throws is rethrown here.
-  void run(size_t n, int threads, const std::function<void(size_t)>& fn) {
-    if (n == 0) return;
-    std::lock_guard<std::mutex> one_job(job_mutex_);
-    std::unique_lock<std::mutex> lock(mutex_);
-    const size_t k = size_t(std::max(1, threads));
-    while (workers_ < k) std::thread([this, id = workers_++] { work(id); }).detach();
-    fn_ = &fn;
-    n_ = n;
-    next_ = 0;
-    active_ = k;
-    pending_ = k;
-    error_ = nullptr;
-    ++generation_;
-    start_.notify_all();
-    done_.wait(lock, [&] { return pending_ == 0; });
-    fn_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
-  }
-
- private:
-  void work(size_t id) {
-    uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (true) {
-      start_.wait(lock, [&] { return generation_ != seen; });
-      seen = generation_;
-      if (id >= active_) continue;  // not needed for this job
-      lock.unlock();
-      std::exception_ptr error;
-      try {
-        for (size_t i = next_++; i < n_; i = next_++) (*fn_)(i);
-      } catch (...) {
-        error = std::current_exception();
-        next_ = n_;  // the others stop too
-      }
-      lock.lock();
-      if (error && !error_) error_ = error;
-      if (--pending_ == 0) done_.notify_all();
-    }
-  }
-
-  std::mutex job_mutex_, mutex_;
-  std::condition_variable start_, done_;
-  size_t workers_ = 0, active_ = 0, pending_ = 0;
-  uint64_t generation_ = 0;
-  const std::function<void(size_t)>* fn_ = nullptr;
-  size_t n_ = 0;
-  std::atomic<size_t> next_{0};
-  std::exception_ptr error_;
-};
 
 // Why a raw source delivered no document: "3 unreadable (first: f.jsonl:1:
 // not valid JSON), 1 empty".
@@ -198,7 +131,7 @@ class RawDocSource final : public DocSource {
   RawDocSource(const config::SourceConfig& source, int64_t cache_tokens)
       : tokenizer_(make_tokenizer(source.tokenizer)),
         narrow_(tokenizer_->vocab_size() <= 65536),
-        cache_limit_(cache_tokens) {
+        cache_(cache_tokens) {
     data::ReaderOptions opt;
     opt.format = raw_format(source.format);
     data::DocumentReader reader({source.path}, opt);
@@ -218,12 +151,9 @@ class RawDocSource final : public DocSource {
   }
   void prepare(const std::vector<int64_t>& docs, int threads) override {
     std::vector<int64_t> todo;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (int64_t d : docs)
-        if (!cache_.count(d)) todo.push_back(d);
-    }
-    TokenizePool::instance().run(todo.size(), threads, [&](size_t i) { tokens(todo[i]); });
+    for (int64_t d : docs)
+      if (!cache_.contains(d)) todo.push_back(d);
+    run_on_workers(todo.size(), threads, [&](size_t i) { tokens(todo[i]); });
   }
   double seconds_per_token() const override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -231,59 +161,52 @@ class RawDocSource final : public DocSource {
   }
 
  private:
-  using Tokens = std::shared_ptr<const CachedTokens>;
+  using Tokens = BoundedCache<CachedTokens>::Value;
   Tokens tokens(int64_t doc) {
     ML_CHECK(doc >= 0 && doc < docs(), "document index out of range");
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = cache_.find(doc);
-      if (it != cache_.end()) return it->second.first;
-    }
-    const auto start = std::chrono::steady_clock::now();
+    if (Tokens hit = cache_.find(doc)) return hit;
+    const auto start = Clock::now();
     std::string_view text(arena_.data() + offsets_[size_t(doc)],
                           size_t(offsets_[size_t(doc) + 1] - offsets_[size_t(doc)]));
-    std::vector<int32_t> encoded = tokenizer_->encode(text);
-    if (tokenizer_->eot_id() >= 0) encoded.push_back(tokenizer_->eot_id());
-    auto ids = std::make_shared<const CachedTokens>(std::move(encoded), narrow_);
-    const double took =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::lock_guard<std::mutex> lock(mutex_);
-    seconds_ += took;
-    tokens_made_ += ids->size();
-    auto it = cache_.find(doc);
-    if (it != cache_.end()) return it->second.first;  // another thread was faster
-    lru_.push_front(doc);
-    cache_[doc] = {ids, lru_.begin()};
-    cached_ += ids->size();
-    while (cached_ > cache_limit_ && lru_.size() > 1) {
-      int64_t old = lru_.back();
-      lru_.pop_back();
-      cached_ -= cache_[old].first->size();
-      cache_.erase(old);
+    auto ids = std::make_shared<const CachedTokens>(encode_document(*tokenizer_, text), narrow_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      seconds_ += seconds_since(start);
+      tokens_made_ += ids->size();
     }
-    return ids;
+    return cache_.insert(doc, ids, ids->size());
   }
 
   std::unique_ptr<Tokenizer> tokenizer_;
   const bool narrow_;  // ids fit in 16 bits
-  int64_t cache_limit_;
+  BoundedCache<CachedTokens> cache_;
   std::string arena_;
   std::vector<int64_t> offsets_;
-  mutable std::mutex mutex_;
-  std::unordered_map<int64_t, std::pair<Tokens, std::list<int64_t>::iterator>> cache_;
-  std::list<int64_t> lru_;
-  int64_t cached_ = 0, tokens_made_ = 0;
+  mutable std::mutex mutex_;  // the cost counters
+  int64_t tokens_made_ = 0;
   double seconds_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source, int64_t cache_tokens,
-                                           int64_t vocab_size) {
+std::vector<int32_t> encode_document(const Tokenizer& tokenizer, std::string_view text) {
+  std::vector<int32_t> ids = tokenizer.encode(text);
+  if (tokenizer.eot_id() >= 0) ids.push_back(tokenizer.eot_id());
+  return ids;
+}
+
+std::unique_ptr<DocSource> open_doc_source(const config::Config& config, size_t index) {
+  const config::SourceConfig& source = config.data.sources.at(index);
   try {
-    if (source.format == config::SourceFormat::indexed)
-      return std::make_unique<IndexedDocSource>(source.name, source.path, vocab_size);
-    return std::make_unique<RawDocSource>(source, cache_tokens);
+    switch (source.format) {
+      case config::SourceFormat::indexed:
+        return std::make_unique<IndexedDocSource>(source.name, source.path,
+                                                  config.model.vocab_size);
+      case config::SourceFormat::webdataset:
+        return open_image_source(source, config.data);
+      default:
+        return std::make_unique<RawDocSource>(source, config.data.cache_tokens);
+    }
   } catch (const TokenError&) {
     throw;
   } catch (const Error& e) {
@@ -291,23 +214,56 @@ std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source, i
   }
 }
 
+namespace {
+
+void check_tokenizer(const config::SourceConfig& s, int64_t vocab) {
+  const auto tokenizer = make_tokenizer(s.tokenizer);  // vocabulary files present
+  if (tokenizer->vocab_size() > vocab)
+    throw Error(
+        strf("source '%s': tokenizer '%s' has %d ids, more than model.vocab_size %lld "
+             "(which must cover the tokenizer's ids)",
+             s.name.c_str(), s.tokenizer.c_str(), tokenizer->vocab_size(), (long long)vocab));
+}
+
+// The shards read once from their headers: no usable sample is an error,
+// anything skipped a warning naming the first few (the loaders skip the same).
+void check_image_source(const config::SourceConfig& s, const config::Config& config) {
+  check_tokenizer(s, config.model.vocab_size);
+  data::WebDatasetReport r;
+  try {
+    r = scan_image_source(s, config.data.image);
+  } catch (const Error& e) {
+    throw Error("source '" + s.name + "': " + e.what());
+  }
+  std::string first;
+  for (const std::string& p : r.problems) first += "\n  " + p;
+  if (r.samples == 0)
+    throw Error("source '" + s.name + "': '" + s.path +
+                "' holds no image-text sample: " + r.summary() + first);
+  if (r.skipped_samples() > 0 || !r.problems.empty())
+    LOG_WARN("source '%s' (%s): %s (first %zu below)%s", s.name.c_str(), s.path.c_str(),
+             r.summary().c_str(), r.problems.size(), first.c_str());
+}
+
+}  // namespace
+
 void check_sources(const config::Config& config) {
   const int64_t vocab = config.model.vocab_size;
-  for (const auto& s : config.data.sources) {
+  for (size_t i = 0; i < config.data.sources.size(); ++i) {
+    const config::SourceConfig& s = config.data.sources[i];
     if (s.format == config::SourceFormat::indexed) {
-      open_doc_source(s, int64_t(1) << 20, vocab);  // checks the first documents' ids
+      open_doc_source(config, i);  // checks the first documents' ids
+      continue;
+    }
+    if (s.format == config::SourceFormat::webdataset) {
+      check_image_source(s, config);
       continue;
     }
     std::error_code ec;
     if (!std::filesystem::exists(s.path, ec))
       throw Error("source '" + s.name + "': cannot read input " + s.path +
                   ": No such file or directory");
-    const auto tokenizer = make_tokenizer(s.tokenizer);  // vocabulary files present
-    if (tokenizer->vocab_size() > vocab)
-      throw Error(
-          strf("source '%s': tokenizer '%s' has %d ids, more than model.vocab_size %lld "
-               "(which must cover the tokenizer's ids)",
-               s.name.c_str(), s.tokenizer.c_str(), tokenizer->vocab_size(), (long long)vocab));
+    check_tokenizer(s, vocab);
     // Read the text once here: the loaders drop bad lines and repair bad
     // UTF-8 as `meshloom prepare` does, and this is the one place to say so.
     data::ReaderOptions opt;

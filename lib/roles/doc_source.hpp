@@ -4,13 +4,17 @@
 // free. Raw sources (jsonl, text, tar) are tokenized on demand; their token
 // lists are cached (bounded), so the length asked by the planner and the
 // tokens fetched a moment later by a constructor cost one tokenization.
-// prepare() tokenizes a list of documents on the loader's worker threads.
-// Every method is safe to call from several threads.
+// Image-text sources (webdataset, image_source.hpp) deliver a sample as its
+// image positions (token model::kImagePosition, -1, with a patch each) and
+// then its caption's tokens. prepare() tokenizes (and decodes) a list of
+// documents on the loader's worker threads. Every method is safe to call from
+// several threads.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.hpp"
@@ -24,21 +28,34 @@ class DocSource {
   virtual int64_t length(int64_t doc) = 0;
   // Tokens [offset, offset + n) of `doc` appended to *out.
   virtual void read(int64_t doc, int64_t offset, int64_t n, std::vector<int32_t>* out) = 0;
-  // Makes `docs` ready (tokenized) using up to `threads` threads.
+  // The document's leading image positions (0 for text sources): they
+  // predict nothing.
+  virtual int64_t image_positions(int64_t doc) {
+    (void)doc;
+    return 0;
+  }
+  // The patches of the image positions among [offset, offset + n) of `doc`,
+  // patch_dim() floats each, appended to *out.
+  virtual void read_patches(int64_t doc, int64_t offset, int64_t n, std::vector<float>* out) {
+    (void)doc, (void)offset, (void)n, (void)out;
+  }
+  // Makes `docs` ready (tokenized, decoded) using up to `threads` threads.
   virtual void prepare(const std::vector<int64_t>& docs, int threads) { (void)docs, (void)threads; }
   // Seconds of preparation per token so far (0 for indexed sources): the
   // loader auto-partitioning weighs sources by it.
   virtual double seconds_per_token() const { return 0.0; }
 };
 
-// Opens data.sources[i]; throws meshloom::Error naming the source and file.
-// `cache_tokens`: for raw sources, the token cache's size. `vocab_size` > 0:
-// an indexed source's read() throws Error naming the source, file and
-// document for an id outside [0, vocab_size) (raw sources' tokenizers are
-// checked by check_sources).
-std::unique_ptr<DocSource> open_doc_source(const config::SourceConfig& source,
-                                           int64_t cache_tokens = int64_t(1) << 20,
-                                           int64_t vocab_size = 0);
+// Opens data.sources[index]; throws meshloom::Error naming the source and
+// file. Raw sources cache data.cache_tokens tokens; an indexed source's read()
+// throws Error naming the source, file and document for an id outside
+// [0, model.vocab_size) (raw sources' tokenizers are checked by check_sources).
+std::unique_ptr<DocSource> open_doc_source(const config::Config& config, size_t index);
+
+class Tokenizer;
+// A raw document's tokens as `meshloom prepare` makes them: its text's ids,
+// then the tokenizer's end-of-text id (if it has one).
+std::vector<int32_t> encode_document(const Tokenizer& tokenizer, std::string_view text);
 
 // Validates every source and throws the first problem: indexed ones are
 // opened (their indexes and first documents' ids checked, documents not all

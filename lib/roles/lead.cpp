@@ -47,6 +47,15 @@ std::vector<std::vector<int32_t>> step_groups(const plan::Plan& plan) {
 }
 
 constexpr int64_t kLengthBatch = 256;  // lengths asked per request, in stream order
+
+// Predictions of the piece [offset, offset + length) of a document whose first
+// `images` positions are image patches: every position but the piece's last
+// predicts the next, except image positions (they predict nothing).
+int64_t predictions(int64_t offset, int64_t length, int64_t images) {
+  const int64_t end = offset + length - 1;  // positions that have a next one in the piece
+  return std::max<int64_t>(0, length - 1) -
+         std::max<int64_t>(0, std::min(images, end) - offset);
+}
 }  // namespace
 
 Lead::Lead(const World& w) : w_(w) {
@@ -59,8 +68,7 @@ Lead::Lead(const World& w) : w_(w) {
   if (colocated) {
     // No loader ranks: the lead reads lengths itself, trainers read tokens.
     for (size_t i = 0; i < n; ++i) {
-      local_.push_back(
-          open_doc_source(sources[i], w.config.data.cache_tokens, w.config.model.vocab_size));
+      local_.push_back(open_doc_source(w.config, i));
       docs[i] = local_.back()->docs();
     }
   } else {
@@ -86,6 +94,7 @@ Lead::Lead(const World& w) : w_(w) {
     own_constructor_ = std::make_unique<Constructor>(w, router_.get());
   }
   lengths_.resize(n);
+  images_.resize(n);
   owner_.resize(n);
   learned_.resize(n);
   logged_.assign(n, 0);
@@ -94,6 +103,7 @@ Lead::Lead(const World& w) : w_(w) {
   inverse_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     lengths_[i].assign(size_t(docs[i]), -1);
+    if (sources[i].format == config::SourceFormat::webdataset) images_[i].assign(size_t(docs[i]), 0);
     owner_[i].assign(size_t(docs[i]), -1);
     // Who serves it, so that a drill (faults.inject) can aim at a loader that is asked.
     std::string served;
@@ -196,6 +206,7 @@ void Lead::fetch_lengths(int source, int64_t doc) {
   const size_t s = size_t(source);
   if (!local_.empty()) {
     lengths_[s][size_t(doc)] = local_[s]->length(doc);
+    if (!images_[s].empty()) images_[s][size_t(doc)] = local_[s]->image_positions(doc);
     learned_[s].push_back(doc);
     return;
   }
@@ -234,9 +245,12 @@ void Lead::fetch_lengths(int source, int64_t doc) {
       targets, payloads, proto::kLengthReq, proto::kLengthRep, "a length request", &served);
   for (size_t j = 0; j < replies.size(); ++j) {
     proto::LengthReply rep = proto::decode_length_reply(replies[j], served[j]);
-    ML_CHECK(rep.docs.size() == rep.lengths.size(),
-             strf("the length reply from rank %d has %zu documents but %zu lengths", served[j],
-                  rep.docs.size(), rep.lengths.size()));
+    ML_CHECK(rep.docs.size() == rep.lengths.size() &&
+                 (rep.images.empty() || (!images_[s].empty() && rep.images.size() == rep.docs.size())),
+             strf("the length reply from rank %d has %zu documents, %zu lengths and %zu image "
+                  "counts for source %d (%s)",
+                  served[j], rep.docs.size(), rep.lengths.size(), rep.images.size(), source,
+                  images_[s].empty() ? "text" : "image-text"));
     for (size_t i = 0; i < rep.docs.size(); ++i) {
       ML_CHECK(rep.docs[i] >= 0 && size_t(rep.docs[i]) < lengths_[s].size(),
                strf("the length reply from rank %d names document %lld of source %d, which has "
@@ -244,6 +258,7 @@ void Lead::fetch_lengths(int source, int64_t doc) {
                     served[j], (long long)rep.docs[i], source, lengths_[s].size()));
       if (lengths_[s][size_t(rep.docs[i])] < 0) learned_[s].push_back(rep.docs[i]);
       lengths_[s][size_t(rep.docs[i])] = rep.lengths[i];
+      if (!rep.images.empty()) images_[s][size_t(rep.docs[i])] = rep.images[i];
       owner_[s][size_t(rep.docs[i])] = served[j];
     }
     if (rep.seconds_per_token > 0) cost_[s] = rep.seconds_per_token;
@@ -268,7 +283,9 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
     s.offset = p.offset;
     s.length = p.length;
     work.samples.push_back(s);
-    work.global_predictions += std::max<int64_t>(0, p.length - 1);
+    const std::vector<int64_t>& images = images_[size_t(p.source)];
+    work.global_predictions +=
+        predictions(p.offset, p.length, images.empty() ? 0 : images[size_t(p.doc)]);
     lengths.push_back(p.length);
   }
   const int T = w_.mesh.hdp_ranks();  // the planner's "trainers" are HDP ranks
@@ -336,11 +353,15 @@ std::string Lead::checkpoint_data() {
   out.put(uint64_t(learned_.size()));
   for (size_t s = 0; s < learned_.size(); ++s) {
     const size_t from = full ? 0 : logged_[s];
-    std::vector<int64_t> docs(learned_[s].begin() + int64_t(from), learned_[s].end()), lengths;
+    std::vector<int64_t> docs(learned_[s].begin() + int64_t(from), learned_[s].end()), lengths,
+        images;
     for (int64_t d : docs) lengths.push_back(lengths_[s][size_t(d)]);
+    if (!images_[s].empty())
+      for (int64_t d : docs) images.push_back(images_[s][size_t(d)]);
     out.put_string(w_.config.data.sources[s].name);
     out.put_vector(docs);
     out.put_vector(lengths);
+    out.put_vector(images);
     logged_[s] = learned_[s].size();
   }
   ++checkpoints_;
@@ -355,11 +376,14 @@ void Lead::resume(const ckpt::Checkpoint& c, const std::vector<ckpt::SourceLengt
     size_t s = 0;
     while (s < w_.config.data.sources.size() && w_.config.data.sources[s].name != sl.source) ++s;
     if (s == w_.config.data.sources.size()) continue;  // a source no longer in the config
+    // An image-text source needs its image counts too: without them, ask again.
+    if (!images_[s].empty() && sl.images.size() != sl.docs.size()) continue;
     for (size_t i = 0; i < sl.docs.size(); ++i) {
       const int64_t d = sl.docs[i];
       if (d < 0 || d >= int64_t(lengths_[s].size())) continue;  // the source changed size
       if (lengths_[s][size_t(d)] < 0) learned_[s].push_back(d);
       lengths_[s][size_t(d)] = sl.lengths[i];
+      if (!images_[s].empty()) images_[s][size_t(d)] = sl.images[i];
       ++known;
     }
   }

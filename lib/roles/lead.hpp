@@ -82,6 +82,9 @@ class Lead {
   std::vector<double> cost_;  // seconds per token per source (measured by loaders)
   // Per source: known lengths (-1: unknown) and which loader answered.
   std::vector<std::vector<int64_t>> lengths_;
+  // Per image-text source: each document's leading image positions (0:
+  // unknown or none); empty for text sources.
+  std::vector<std::vector<int64_t>> images_;
   std::vector<std::vector<int32_t>> owner_;
   // Per source: permutation of the epoch last asked about, and its inverse.
   std::vector<int64_t> perm_epoch_;

@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -48,8 +49,7 @@ void run_loader(const World& w) {
   auto source_at = [&](int32_t s) -> DocSource& {
     ML_CHECK(s >= 0 && size_t(s) < sources.size(), "request for an unknown source");
     if (!open[s])
-      open[s] = open_doc_source(sources[s], w.config.data.cache_tokens,
-                                w.config.model.vocab_size);  // a reassignment may bring new sources
+      open[s] = open_doc_source(w.config, size_t(s));  // a reassignment may bring new sources
     return *open[s];
   };
   proto::Report report;
@@ -122,6 +122,9 @@ void run_loader(const World& w) {
       rep.source = req.source;
       rep.docs = req.docs;
       for (int64_t d : req.docs) rep.lengths.push_back(src.length(d));
+      for (int64_t d : req.docs) rep.images.push_back(src.image_positions(d));
+      if (std::all_of(rep.images.begin(), rep.images.end(), [](int64_t n) { return n == 0; }))
+        rep.images.clear();  // text: nothing to say
       rep.seconds_per_token = src.seconds_per_token();
       send_bytes(proto::encode(rep), from, proto::kLengthRep, MPI_COMM_WORLD);
       // The shadow gets the delta: which documents this loader now holds ready.
@@ -139,10 +142,16 @@ void run_loader(const World& w) {
       inject(req.step);
       if (hung) continue;
       std::vector<int32_t> tokens;
-      for (const auto& r : req.ranges) source_at(r.source).read(r.doc, r.offset, r.length, &tokens);
+      std::vector<float> patches;
+      for (const auto& r : req.ranges) {
+        DocSource& src = source_at(r.source);
+        src.read(r.doc, r.offset, r.length, &tokens);
+        src.read_patches(r.doc, r.offset, r.length, &patches);
+      }
       report.tokens += int64_t(tokens.size());
       ByteWriter out;
       out.put_vector(tokens);
+      out.put_vector(patches);
       send_bytes(out.bytes(), from, proto::kTokenRep, MPI_COMM_WORLD);
     } else if (tag == proto::kStop) {
       break;

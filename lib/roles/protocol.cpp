@@ -159,6 +159,7 @@ void layout(IO& io, M& m) {
   io(m.source);
   io(m.docs);
   io(m.lengths);
+  io(m.images);
   io(m.seconds_per_token);
 }
 
@@ -207,13 +208,14 @@ void layout(IO& io, M& m) {
 template <class IO, Is<Batch> M>
 void layout(IO& io, M& m) {
   step_head(io, m);
-  // A micro-batch takes at least 56 bytes (five counts, member, offload,
+  // A micro-batch takes at least 64 bytes (six counts, member, offload,
   // slot, ulysses).
-  io.list(m.micro, 56, [&](auto& mb) {
+  io.list(m.micro, 64, [&](auto& mb) {
     io(mb.tokens);
     io(mb.targets);
     io(mb.positions);
     io.segments(mb.segments, m.samples.size());
+    io(mb.patches);
     io(mb.group);
     io(mb.member);
     io(mb.offload);
@@ -254,6 +256,8 @@ void layout(IO& io, M& m) {
   io(m.group_hits);
   io(m.group_misses);
   io(m.group_split_seconds);
+  io(m.source_loss);
+  io(m.source_predictions);
 }
 
 template <class M>

@@ -51,10 +51,15 @@ struct LengthRequest {
 struct LengthReply {
   int32_t source = 0;
   std::vector<int64_t> docs, lengths;
+  // Image-text sources: each document's image positions (its leading
+  // patches, which predict nothing); empty for text sources.
+  std::vector<int64_t> images;
   double seconds_per_token = 0;
 };
 
-// Tokens [offset, offset + length) of a document.
+// Tokens [offset, offset + length) of a document. The reply: the tokens of
+// every range, then the patches of their image positions (token
+// model::kImagePosition), data.image's patch_dim floats each, in order.
 struct TokenRange {
   int32_t source = 0;
   int64_t doc = 0, offset = 0, length = 0;
@@ -101,7 +106,7 @@ struct TrainerWork {
 struct StepWork {
   int64_t step = 0;
   bool last = false;
-  int64_t global_predictions = 0;  // sum over samples of (length - 1)
+  int64_t global_predictions = 0;  // sum over samples of (length - 1 - image positions)
   int64_t capacity = 0;            // the plan's tokens per trainer (ring block sizes)
   std::vector<Sample> samples;
   std::vector<std::vector<int32_t>> groups;  // as Batch::groups
@@ -112,10 +117,11 @@ struct StepWork {
 
 // One packed micro-batch as a trainer receives it.
 struct MicroBatch {
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> targets;    // next token in the sample, -1 at its end
+  std::vector<int32_t> tokens;     // -1 (model::kImagePosition): an image patch
+  std::vector<int32_t> targets;    // next token in the sample, -1 at its end and at images
   std::vector<int32_t> positions;  // position inside the sample
   std::vector<Segment> segments;   // where each run of tokens comes from
+  std::vector<float> patches;      // patch_dim floats per image position, in order
   std::vector<int32_t> group;      // CP ring (trainer indices); empty or one: none
   int32_t member = 0;
   float offload = 0;    // share of the layers' activations kept in host memory (CUDA)
@@ -166,6 +172,10 @@ struct Ack {
   // member sets found in the cache, split, and the seconds splitting took.
   int64_t group_hits = 0, group_misses = 0;
   double group_split_seconds = 0;
+  // Per source (index in data.sources): Σ −log p and predictions of this
+  // trainer's tokens; empty when its backend gives no per-token losses.
+  std::vector<double> source_loss;
+  std::vector<int64_t> source_predictions;
 };
 constexpr size_t kMicroColumns = 4;  // numbers per micro-batch in Ack::micro
 

@@ -12,6 +12,7 @@
 #include "ckpt/h5.hpp"
 #include "dataplane/schedule.hpp"
 #include "roles/lead.hpp"
+#include "roles/reassemble.hpp"
 #include "runtime/run_role.hpp"
 #include "runtime/step_loops.hpp"
 
@@ -22,6 +23,7 @@ namespace {
 // The global batches as rank 0 reassembles them from what trainers received.
 struct Assembled {
   std::vector<int32_t> tokens, length, source;
+  std::vector<float> patches;  // image positions' patches, in token order (--dump)
   std::vector<int64_t> doc, offset, epoch, first_sample{0};
   std::vector<double> source_tokens;
   uint64_t hash = 1469598103934665603ULL;  // FNV-1a over the batches' content
@@ -54,48 +56,21 @@ std::vector<proto::Batch> group_echoes(int64_t step, const TrainerMesh& mesh,
 }
 
 // Checks that every token of every sample arrived exactly once (at one HDP
-// rank), with the right positions and targets, and appends the step to `out`.
+// rank), with the right positions, and appends the step to `out` (the hash
+// covers image patches too).
 void assemble(int64_t step, const TrainerMesh& mesh, const std::vector<proto::Ack>& acks,
               Assembled* out) {
   const std::vector<proto::Batch> echoes = group_echoes(step, mesh, acks);
-  ML_CHECK(!echoes.empty(), "no echo for a step");
-  // Trainer 0's echo names every sample; the others only those they hold.
-  std::vector<proto::Sample> samples = echoes[0].samples;
-  for (const auto& b : echoes) {
-    ML_CHECK(b.samples.size() == samples.size(), "echoes disagree on the step's sample count");
-    for (size_t i = 0; i < samples.size(); ++i)
-      if (samples[i].length == 0) samples[i] = b.samples[i];
-  }
-  std::vector<std::vector<int32_t>> got(samples.size());
-  std::vector<std::vector<char>> seen(samples.size());
+  const std::vector<proto::Sample> samples = proto::merged_manifest(echoes);
+  const std::vector<proto::SampleContent> got = proto::reassemble(step, samples, echoes);
   for (size_t i = 0; i < samples.size(); ++i) {
-    got[i].assign(size_t(samples[i].length), 0);
-    seen[i].assign(size_t(samples[i].length), 0);
-  }
-  for (const auto& b : echoes) {
-    ML_CHECK(b.step == step, "echo of another step");
-    for (const auto& mb : b.micro) {
-      size_t k = 0;
-      for (const auto& seg : mb.segments) {
-        for (int64_t p = seg.begin; p < seg.begin + seg.length; ++p, ++k) {
-          auto& flag = seen[size_t(seg.sample)][size_t(p)];
-          if (flag)
-            ML_FAIL(strf("step %lld: token %lld of sample %d reached two HDP ranks",
-                         (long long)step, (long long)p, seg.sample));
-          flag = 1;
-          got[size_t(seg.sample)][size_t(p)] = mb.tokens[k];
-          ML_CHECK(mb.positions[k] == p, "wrong position id");
-        }
-      }
-      ML_CHECK(k == mb.tokens.size(), "segments do not cover the micro-batch");
-    }
-  }
-  for (size_t i = 0; i < samples.size(); ++i) {
-    for (char f : seen[i])
-      if (!f) ML_FAIL(strf("step %lld: sample %zu lost tokens on the way", (long long)step, i));
     const auto& s = samples[i];
-    if (out->keep_tokens) out->tokens.insert(out->tokens.end(), got[i].begin(), got[i].end());
-    out->token_count += int64_t(got[i].size());
+    const std::vector<int32_t>& tokens = got[i].tokens;
+    if (out->keep_tokens) {
+      out->tokens.insert(out->tokens.end(), tokens.begin(), tokens.end());
+      out->patches.insert(out->patches.end(), got[i].patches.begin(), got[i].patches.end());
+    }
+    out->token_count += int64_t(tokens.size());
     out->length.push_back(int32_t(s.length));
     out->source.push_back(s.source);
     out->doc.push_back(s.doc);
@@ -105,7 +80,8 @@ void assemble(int64_t step, const TrainerMesh& mesh, const std::vector<proto::Ac
     out->source_tokens[size_t(s.source)] += double(s.length);
     int64_t key[4] = {s.source, s.doc, s.offset, s.length};
     out->mix(key, sizeof(key));
-    out->mix(got[i].data(), got[i].size() * sizeof(int32_t));
+    out->mix(tokens.data(), tokens.size() * sizeof(int32_t));
+    out->mix(got[i].patches.data(), got[i].patches.size() * sizeof(float));
   }
   out->first_sample.push_back(int64_t(out->length.size()));
 }
@@ -113,6 +89,8 @@ void assemble(int64_t step, const TrainerMesh& mesh, const std::vector<proto::Ac
 void write_dump(const std::string& path, const World& w, const Assembled& a) {
   H5File f(path, "w");
   f.write("tokens", a.tokens);
+  if (const int64_t P = config::patch_dim(w.config); P > 0)
+    f.write("patches", a.patches, {int64_t(a.patches.size()) / P, P});
   f.write("samples/length", a.length);
   f.write("samples/source", a.source);
   f.write("samples/doc", a.doc);

@@ -32,6 +32,12 @@ StepFigures step_figures(const std::vector<proto::Ack>& acks) {
     f.grad_norm = a.grad_norm;
     f.peak += a.peak_flops;
     compute.push_back(a.compute_seconds);
+    f.source_loss.resize(std::max(f.source_loss.size(), a.source_loss.size()), 0.0);
+    f.source_predictions.resize(f.source_loss.size(), 0);
+    for (size_t i = 0; i < a.source_loss.size() && i < a.source_predictions.size(); ++i) {
+      f.source_loss[i] += a.source_loss[i];
+      f.source_predictions[i] += a.source_predictions[i];
+    }
   }
   f.loss /= double(std::max<int64_t>(predictions, 1));
   std::sort(compute.begin(), compute.end());
@@ -86,6 +92,7 @@ void TrainMetrics::step(int64_t s, const std::vector<proto::Ack>& acks) {
     }
   if (s == first_) first_loss_ = f.loss;
   last_loss_ = f.loss;
+  add_to_windows(s, f);
   if (s == first_ && f.peak > 0)
     LOG_INFO("MFU is against %.1f GFLOP/s, the trainers' %s %s peak%s", f.peak / 1e9,
              w_.config.run.peak_gflops > 0 ? "configured" : "measured",
@@ -143,6 +150,48 @@ void TrainMetrics::show_progress(int64_t s) {
   std::fflush(stdout);
 }
 
+void TrainMetrics::SourceWindow::add(const StepFigures& f) {
+  loss.resize(std::max(loss.size(), f.source_loss.size()), 0.0);
+  predictions.resize(loss.size(), 0);
+  for (size_t i = 0; i < f.source_loss.size(); ++i) {
+    loss[i] += f.source_loss[i];
+    predictions[i] += f.source_predictions[i];
+  }
+}
+
+void TrainMetrics::add_to_windows(int64_t s, const StepFigures& f) {
+  const int64_t window = std::max<int64_t>(1, (end_ - first_) / 10);
+  if (s < first_ + window) early_.add(f);
+  if (s >= end_ - window) late_.add(f);
+}
+
+// "loss by source, first -> last tenth of the steps: pydocs 10.81 -> 6.95,
+// clipart 10.79 -> 5.40 (captions)"; empty with one text source or none known.
+std::string TrainMetrics::describe_source_losses() const {
+  const auto& sources = w_.config.data.sources;
+  if (sources.size() < 2 && config::patch_dim(w_.config) == 0) return "";
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (i >= early_.loss.size() || i >= late_.loss.size() || early_.predictions[i] == 0 ||
+        late_.predictions[i] == 0)
+      continue;
+    parts.push_back(strf("%s %.3f -> %.3f%s", sources[i].name.c_str(),
+                         early_.loss[i] / double(early_.predictions[i]),
+                         late_.loss[i] / double(late_.predictions[i]),
+                         sources[i].format == config::SourceFormat::webdataset ? " (captions)" : ""));
+  }
+  return parts.empty() ? "" : "loss by source, first -> last tenth of the steps: " + join(parts, ", ");
+}
+
+// {"name": mean loss} of the sources with predictions in the step.
+Json TrainMetrics::source_losses(const StepFigures& f) const {
+  Json out = Json::object();
+  for (size_t i = 0; i < f.source_loss.size(); ++i)
+    if (f.source_predictions[i] > 0)
+      out[w_.config.data.sources.at(i).name] = f.source_loss[i] / double(f.source_predictions[i]);
+  return out;
+}
+
 void TrainMetrics::write_step(int64_t s, const StepFigures& f, const std::vector<proto::Ack>& acks,
                               const std::vector<int>& stragglers) {
   if (!jsonl_) return;
@@ -186,6 +235,7 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f, const std::vector
                      {"data_wait_max", f.max_wait},
                      {"stragglers", slow},
                      {"group_comms", groups},
+                     {"source_loss", source_losses(f)},
                      {"trainers", trainers}};
   std::fprintf(jsonl_, "%s\n", line.dump().c_str());
   std::fflush(jsonl_);
@@ -213,6 +263,8 @@ void TrainMetrics::finish(std::vector<proto::Report> reports) {
       "trained steps %lld-%lld in %s: loss %.4f -> %.4f%s", (long long)first_, (long long)end_ - 1,
       human_seconds(seconds_since(start_)).c_str(), first_loss_, last_loss_,
       end_ < steps ? strf("; stopped before step %lld (--stop-at)", (long long)end_).c_str() : "");
+  if (const std::string by_source = describe_source_losses(); !by_source.empty())
+    LOG_INFO("%s", by_source.c_str());
 }
 
 }  // namespace meshloom

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ struct StepFigures {
   // Micro-batches of the HDP rank that ran the fewest and the most: with
   // PP-Balance or HDP, pipelines may run different numbers.
   int64_t micro_min = 0, micro_max = 0;
+  // Per source: Σ −log p and predictions (empty where trainers keep no
+  // per-token losses, as on the GPU).
+  std::vector<double> source_loss;
+  std::vector<int64_t> source_predictions;
   double imbalance() const { return mean_compute > 0 ? max_compute / mean_compute : 1.0; }
   // Useful FLOPs over what the peak allows in the slowest trainer's compute time.
   double mfu() const { return peak > 0 ? flops / (std::max(max_compute, 1e-9) * peak) : 0; }
@@ -76,6 +81,9 @@ class TrainMetrics {
   void warn_mfu(const StepFigures& f);
   void write_step(int64_t s, const StepFigures& f, const std::vector<proto::Ack>& acks,
                   const std::vector<int>& stragglers);
+  nlohmann::ordered_json source_losses(const StepFigures& f) const;
+  void add_to_windows(int64_t s, const StepFigures& f);
+  std::string describe_source_losses() const;
 
   const World& w_;
   const Lead& lead_;
@@ -85,6 +93,14 @@ class TrainMetrics {
   Clock::time_point start_ = Clock::now();
   StragglerWatch stragglers_;
   double first_loss_ = 0, last_loss_ = 0;
+  // Per source, over the run's first and last tenth of steps: Σ −log p and
+  // predictions, for the summary's loss by source.
+  struct SourceWindow {
+    std::vector<double> loss;
+    std::vector<int64_t> predictions;
+    void add(const StepFigures& f);
+  };
+  SourceWindow early_, late_;
   bool warned_mfu_ = false;
 };
 

@@ -59,7 +59,13 @@ model::LossSum CpuBackend::forward_backward(const model::Batch& batch, double sc
                                             const RingGroup* ring, float, bool) {
   // The model keeps the attention backend from forward to backward.
   const auto attention = make_ring(ring, model_->threads());
-  return model_->forward_backward(batch, scale, attention.get());
+  return with_token_losses(model_->forward_backward(batch, scale, attention.get()));
+}
+
+model::LossSum CpuBackend::with_token_losses(model::LossSum ls) const {
+  const auto losses = model_->token_losses();
+  ls.token_loss.assign(losses.begin(), losses.end());
+  return ls;
 }
 
 std::vector<float> CpuBackend::forward_stage(const model::Batch& batch,
@@ -82,7 +88,8 @@ model::LossSum CpuBackend::last_stage(const model::Batch& batch, double scale,
                                       std::span<const float> input, const RingGroup* ring,
                                       std::vector<float>* input_grad) {
   const auto attention = make_ring(ring, model_->threads());
-  const model::LossSum ls = model_->forward_backward(batch, scale, attention.get(), input);
+  const model::LossSum ls =
+      with_token_losses(model_->forward_backward(batch, scale, attention.get(), input));
   if (!model_->layout().first_stage())
     input_grad->assign(model_->input_grad().begin(), model_->input_grad().end());
   return ls;

@@ -48,6 +48,8 @@ class CpuBackend final : public TrainerBackend {
 
  private:
   bool zero1() const { return opt_.shard_size > 0; }
+  // `ls` with the model's per-token losses of its last forward.
+  model::LossSum with_token_losses(model::LossSum ls) const;
   // The data axis's reduction of the gradients and its share of the norm².
   double reduce_over_data();
   double square_sum(const float* g, int64_t begin, int64_t end) const;

@@ -4,6 +4,7 @@
 #include "base/log.hpp"
 #include "ckpt/h5.hpp"
 #include "comm/mpi_check.hpp"
+#include "roles/reassemble.hpp"
 
 namespace meshloom {
 
@@ -32,30 +33,32 @@ void write_step_dump(const std::string& path, MPI_Comm trainers, const proto::Ba
   MPI_CHECK(MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), counts.data(), displs.data(),
                         MPI_BYTE, 0, trainers));
   if (rank != 0) return;
-  const auto& samples = batch.samples;
-  std::vector<std::vector<int32_t>> tokens(samples.size());
-  for (size_t i = 0; i < samples.size(); ++i) tokens[i].assign(size_t(samples[i].length), -1);
-  for (int r = 0; r < size; ++r) {
-    proto::Batch b =
-        proto::decode_batch(all.substr(size_t(displs[size_t(r)]), size_t(counts[size_t(r)])));
-    for (const auto& mb : b.micro) {
-      size_t k = 0;
-      for (const auto& seg : mb.segments)
-        for (int64_t p = seg.begin; p < seg.begin + seg.length; ++p)
-          tokens[size_t(seg.sample)][size_t(p)] = mb.tokens[k++];
-    }
-  }
+  std::vector<proto::Batch> batches;
+  for (int r = 0; r < size; ++r)
+    batches.push_back(
+        proto::decode_batch(all.substr(size_t(displs[size_t(r)]), size_t(counts[size_t(r)]))));
+  const std::vector<proto::Sample>& samples = batch.samples;  // trainer 0's: all of them
+  const std::vector<proto::SampleContent> got = proto::reassemble(batch.step, samples, batches);
   std::vector<int32_t> flat, lengths, source;
+  std::vector<float> patches;
   for (size_t i = 0; i < samples.size(); ++i) {
-    for (int32_t t : tokens[i]) ML_CHECK(t >= 0, "step dump: a token of the batch is missing");
-    flat.insert(flat.end(), tokens[i].begin(), tokens[i].end());
+    flat.insert(flat.end(), got[i].tokens.begin(), got[i].tokens.end());
+    patches.insert(patches.end(), got[i].patches.begin(), got[i].patches.end());
     lengths.push_back(int32_t(samples[i].length));
     source.push_back(samples[i].source);
   }
   H5File f(path, "w");
   f.write("batch/tokens", flat);
+  const model::Shape& shape = layout.shape();
+  if (shape.patch_dim > 0)
+    f.write("batch/patches", patches, {int64_t(patches.size()) / shape.patch_dim, shape.patch_dim});
   f.write("batch/sample_lengths", lengths);
   f.write("batch/source", source);
+  // What the parameters' shapes leave open, for an independent reimplementation.
+  f.write_scalar("model/n_heads", int64_t(shape.n_heads));
+  f.write_scalar("model/n_kv_heads", int64_t(shape.n_kv_heads));
+  f.write_scalar("model/rope_theta", double(shape.rope_theta));
+  f.write_scalar("model/norm_eps", 1e-5);
   f.write_scalar("loss", batch.global_predictions ? total / double(batch.global_predictions) : 0.0);
   for (const auto& t : layout.tensors()) {
     std::vector<float> p(params.begin() + t.offset, params.begin() + t.offset + t.numel);

@@ -41,21 +41,11 @@ model::Batch to_model_batch(const proto::MicroBatch& mb) {
   b.tokens = mb.tokens;
   b.targets = mb.targets;
   b.positions = mb.positions;
+  b.patches = mb.patches;
   b.samples.reserve(mb.tokens.size());
   for (const auto& seg : mb.segments)
     b.samples.insert(b.samples.end(), size_t(seg.length), seg.sample);
   return b;
-}
-
-double Trainer::flops(const model::Shape& s, int64_t tokens, double attn_pairs) {
-  const double d = double(s.d_model);
-  const double per_token_layer =
-      2.0 * (d * double(s.qkv_dim()) + double(s.q_dim()) * d + 3.0 * d * double(s.ffn_dim));
-  const double head = 2.0 * d * double(s.vocab);
-  const double attn = 4.0 * double(s.head_dim) * double(s.n_heads) * attn_pairs;  // QKᵀ and PV
-  const double forward =
-      double(tokens) * (per_token_layer * double(s.n_layers) + head) + attn * double(s.n_layers);
-  return 3.0 * forward;  // backward costs twice the forward
 }
 
 static int threads_per_trainer(const World& w) {
@@ -79,7 +69,7 @@ Trainer::Trainer(const World& w, const StepComms& comms)
       pp_(comms.size(Axis::pipeline)),
       stage_(comms.rank(Axis::pipeline)),
       groups_(comms.comm(Axis::data)),
-      whole_layout_(model::Shape::from_config(w.config.model)) {
+      whole_layout_(model::Shape::from_config(w.config.model, config::patch_dim(w.config))) {
   int64_t first = 0;
   for (int layers : plan::stage_layers_for_run(w.config)) {
     stages_.push_back({first, first + layers});
@@ -315,6 +305,7 @@ ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
     sl.source = r.get_string();
     sl.docs = r.get_vector<int64_t>();
     sl.lengths = r.get_vector<int64_t>();
+    sl.images = r.get_vector<int64_t>();
     c.lengths.push_back(std::move(sl));
   }
   return c;
@@ -370,17 +361,37 @@ RingGroup Trainer::ring_of(const proto::Batch& batch, const proto::MicroBatch& m
   return ring;
 }
 
-void Trainer::account(const proto::MicroBatch& mb, const model::Batch& b, const model::LossSum* ls,
-                      double attn_l2, double seconds, proto::Ack& ack) const {
-  double pairs = 0;
-  for (int32_t p : mb.positions) pairs += double(p) + 1.0;
+// Each prediction's loss to its sample's source (a micro-batch's tokens run
+// segment by segment).
+void Trainer::add_source_losses(const proto::Batch& batch, const proto::MicroBatch& mb,
+                                const model::Batch& b, const std::vector<double>& token_loss,
+                                proto::Ack& ack) const {
+  if (token_loss.size() != size_t(b.size())) return;  // the backend keeps none
+  const size_t sources = w_.config.data.sources.size();
+  ack.source_loss.resize(sources, 0.0);
+  ack.source_predictions.resize(sources, 0);
+  size_t k = 0;
+  for (const proto::Segment& seg : mb.segments) {
+    const size_t source = size_t(batch.samples.at(size_t(seg.sample)).source);
+    for (int64_t i = 0; i < seg.length; ++i, ++k)
+      if (b.targets[k] >= 0) {
+        ack.source_loss.at(source) += token_loss[k];
+        ++ack.source_predictions.at(source);
+      }
+  }
+}
+
+void Trainer::account(const proto::Batch& batch, const proto::MicroBatch& mb, const model::Batch& b,
+                      const model::LossSum* ls, double attn_l2, double seconds,
+                      proto::Ack& ack) const {
   // An HDP rank's trainers run the same tokens: each does about 1/(tp x pp)
   // of the FLOPs, and one reports the tokens and the loss.
-  ack.flops += flops(model_->shape(), b.size(), pairs) / (tp_ * pp_);
+  ack.flops += model::model_flops(model_->shape(), b) / (tp_ * pp_);
   if (reports()) {
     ack.tokens += b.size();
     ack.loss_sum += ls->sum;
     ack.predictions += ls->count;
+    add_source_losses(batch, mb, b, ls->token_loss, ack);
   }
   ack.micro.insert(ack.micro.end(), {double(b.size()), attn_l2,
                                      double(std::max<size_t>(1, mb.group.size())), seconds});
@@ -395,7 +406,7 @@ void Trainer::run_micro_batches(const proto::Batch& batch, double scale, proto::
     const RingGroup ring = ring_of(batch, mb, &attn_l2);
     const model::LossSum ls = backend_->forward_backward(
         b, scale, ring.members.empty() ? nullptr : &ring, mb.offload, i + 1 == batch.micro.size());
-    account(mb, b, &ls, attn_l2, seconds_since(mb_start), ack);
+    account(batch, mb, b, &ls, attn_l2, seconds_since(mb_start), ack);
   }
 }
 

@@ -67,9 +67,6 @@ class Trainer {
   // the moments). `lead_data` is what the lead sent for it.
   ckpt::Checkpoint snapshot(int64_t step, const std::string& lead_data);
 
-  // Model FLOPs (forward + backward) of a micro-batch, counting attention
-  // exactly over the visible (query, key) pairs.
-  static double flops(const model::Shape& s, int64_t tokens, double attn_pairs);
 
  private:
   const World& w_;
@@ -105,8 +102,11 @@ class Trainer {
   bool reports() const { return tp_rank_ == 0 && stage_ == pp_ - 1; }
   // Micro-batch `mb`'s measures into `ack`: its share of the FLOPs, its
   // tokens and loss where this trainer reports them, its timing row.
-  void account(const proto::MicroBatch& mb, const model::Batch& b, const model::LossSum* ls,
-               double attn_l2, double seconds, proto::Ack& ack) const;
+  void account(const proto::Batch& batch, const proto::MicroBatch& mb, const model::Batch& b,
+               const model::LossSum* ls, double attn_l2, double seconds, proto::Ack& ack) const;
+  void add_source_losses(const proto::Batch& batch, const proto::MicroBatch& mb,
+                         const model::Batch& b, const std::vector<double>& token_loss,
+                         proto::Ack& ack) const;
   // The micro-batches one after another (pp = 1), or this stage's 1F1B
   // schedule of them (trainer_pipeline.cpp).
   void run_micro_batches(const proto::Batch& batch, double scale, proto::Ack& ack);

@@ -117,7 +117,7 @@ void Trainer::run_pipeline(const proto::Batch& batch, double scale, proto::Ack& 
     sends.clear();
   }
   for (size_t i = 0; i < count; ++i)
-    account(batch.micro[i], batches[i], &losses[i], attn_l2[i], seconds[i], ack);
+    account(batch, batch.micro[i], batches[i], &losses[i], attn_l2[i], seconds[i], ack);
 }
 
 }  // namespace meshloom

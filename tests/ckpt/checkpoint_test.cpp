@@ -26,7 +26,7 @@ ckpt::Checkpoint sample(int64_t step, bool full) {
   c.plane = std::string("\x01\x02\x00\x03", 4);
   c.lengths_full = full;
   c.lengths_base = full ? "" : "step_00000001.h5";
-  c.lengths = {{"docs", {5, 2}, {100, 7}}};
+  c.lengths = {{"docs", {5, 2}, {100, 7}, {}}, {"photos", {3}, {290}, {256}}};
   return c;
 }
 }  // namespace
@@ -42,8 +42,10 @@ TEST(Checkpoint, RoundTripsEverything) {
   EXPECT_EQ(c.plane, std::string("\x01\x02\x00\x03", 4));
   EXPECT_FALSE(c.lengths_full);
   EXPECT_EQ(c.lengths_base, "step_00000001.h5");
-  ASSERT_EQ(c.lengths.size(), 1u);
+  ASSERT_EQ(c.lengths.size(), 2u);
   EXPECT_EQ(c.lengths[0].lengths, (std::vector<int64_t>{100, 7}));
+  EXPECT_TRUE(c.lengths[0].images.empty());  // a text source has none
+  EXPECT_EQ(c.lengths[1].images, (std::vector<int64_t>{256}));
   ASSERT_EQ(c.tensors.size(), 2u);
   // Tensors come back by name; values follow their tensor.
   for (const auto& t : c.tensors) {
