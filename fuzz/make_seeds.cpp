@@ -40,8 +40,9 @@ int main(int argc, char** argv) {
   const fs::path p = out / "protocol";
   protocol(p, 0, "assign", proto::encode(proto::Assign{{0, 2}, {1}, 5}));
   protocol(p, 1, "length_request", proto::encode(proto::LengthRequest{7, 1, {3, 9, 27, 81}}));
-  protocol(p, 2, "length_reply",
-           proto::encode(proto::LengthReply{1, {3, 9, 27}, {512, 17, 4096}, {256, 0, 1024}, 2.5e-6}));
+  protocol(
+      p, 2, "length_reply",
+      proto::encode(proto::LengthReply{1, {3, 9, 27}, {512, 17, 4096}, {256, 0, 1024}, 2.5e-6}));
   proto::TokenRequest treq;
   treq.step = 7;
   treq.ranges = {{0, 3, 0, 128}, {1, 9, 64, 17}};

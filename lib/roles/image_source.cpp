@@ -74,9 +74,7 @@ class ImageTextSource final : public DocSource {
   }
 
   int64_t docs() const override { return int64_t(samples_.size()); }
-  int64_t length(int64_t doc) override {
-    return at(doc).patches + int64_t(caption(doc)->size());
-  }
+  int64_t length(int64_t doc) override { return at(doc).patches + int64_t(caption(doc)->size()); }
   int64_t image_positions(int64_t doc) override { return at(doc).patches; }
 
   void read(int64_t doc, int64_t offset, int64_t n, std::vector<int32_t>* out) override {
@@ -150,8 +148,8 @@ class ImageTextSource final : public DocSource {
     const Sample& s = at(doc);
     const auto start = Clock::now();
     auto ids = std::make_shared<const std::vector<int32_t>>(encode_document(
-        *tokenizer_, std::string_view(arena_).substr(size_t(s.caption_begin),
-                                                     size_t(s.caption_bytes))));
+        *tokenizer_,
+        std::string_view(arena_).substr(size_t(s.caption_begin), size_t(s.caption_bytes))));
     count_cost(start, int64_t(ids->size()));
     return captions_.insert(doc, ids, int64_t(ids->size()));
   }

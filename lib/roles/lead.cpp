@@ -53,8 +53,7 @@ constexpr int64_t kLengthBatch = 256;  // lengths asked per request, in stream o
 // predicts the next, except image positions (they predict nothing).
 int64_t predictions(int64_t offset, int64_t length, int64_t images) {
   const int64_t end = offset + length - 1;  // positions that have a next one in the piece
-  return std::max<int64_t>(0, length - 1) -
-         std::max<int64_t>(0, std::min(images, end) - offset);
+  return std::max<int64_t>(0, length - 1) - std::max<int64_t>(0, std::min(images, end) - offset);
 }
 }  // namespace
 
@@ -103,7 +102,8 @@ Lead::Lead(const World& w) : w_(w) {
   inverse_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     lengths_[i].assign(size_t(docs[i]), -1);
-    if (sources[i].format == config::SourceFormat::webdataset) images_[i].assign(size_t(docs[i]), 0);
+    if (sources[i].format == config::SourceFormat::webdataset)
+      images_[i].assign(size_t(docs[i]), 0);
     owner_[i].assign(size_t(docs[i]), -1);
     // Who serves it, so that a drill (faults.inject) can aim at a loader that is asked.
     std::string served;
@@ -245,12 +245,13 @@ void Lead::fetch_lengths(int source, int64_t doc) {
       targets, payloads, proto::kLengthReq, proto::kLengthRep, "a length request", &served);
   for (size_t j = 0; j < replies.size(); ++j) {
     proto::LengthReply rep = proto::decode_length_reply(replies[j], served[j]);
-    ML_CHECK(rep.docs.size() == rep.lengths.size() &&
-                 (rep.images.empty() || (!images_[s].empty() && rep.images.size() == rep.docs.size())),
-             strf("the length reply from rank %d has %zu documents, %zu lengths and %zu image "
-                  "counts for source %d (%s)",
-                  served[j], rep.docs.size(), rep.lengths.size(), rep.images.size(), source,
-                  images_[s].empty() ? "text" : "image-text"));
+    ML_CHECK(
+        rep.docs.size() == rep.lengths.size() &&
+            (rep.images.empty() || (!images_[s].empty() && rep.images.size() == rep.docs.size())),
+        strf("the length reply from rank %d has %zu documents, %zu lengths and %zu image "
+             "counts for source %d (%s)",
+             served[j], rep.docs.size(), rep.lengths.size(), rep.images.size(), source,
+             images_[s].empty() ? "text" : "image-text"));
     for (size_t i = 0; i < rep.docs.size(); ++i) {
       ML_CHECK(rep.docs[i] >= 0 && size_t(rep.docs[i]) < lengths_[s].size(),
                strf("the length reply from rank %d names document %lld of source %d, which has "

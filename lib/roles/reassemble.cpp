@@ -31,8 +31,8 @@ std::vector<SampleContent> reassemble(int64_t step, const std::vector<Sample>& s
   for (const auto& b : batches) {
     ML_CHECK(b.step == step, "a batch of another step");
     for (const auto& mb : b.micro) {
-      const auto images = size_t(
-          std::count(mb.tokens.begin(), mb.tokens.end(), model::kImagePosition));
+      const auto images =
+          size_t(std::count(mb.tokens.begin(), mb.tokens.end(), model::kImagePosition));
       if (images > 0 && patch_dim == 0) patch_dim = mb.patches.size() / images;
       if (mb.patches.size() != images * patch_dim)
         ML_FAIL(strf("step %lld: a micro-batch has %zu image positions and %zu patch values",

@@ -175,12 +175,14 @@ std::string TrainMetrics::describe_source_losses() const {
     if (i >= early_.loss.size() || i >= late_.loss.size() || early_.predictions[i] == 0 ||
         late_.predictions[i] == 0)
       continue;
-    parts.push_back(strf("%s %.3f -> %.3f%s", sources[i].name.c_str(),
-                         early_.loss[i] / double(early_.predictions[i]),
-                         late_.loss[i] / double(late_.predictions[i]),
-                         sources[i].format == config::SourceFormat::webdataset ? " (captions)" : ""));
+    parts.push_back(
+        strf("%s %.3f -> %.3f%s", sources[i].name.c_str(),
+             early_.loss[i] / double(early_.predictions[i]),
+             late_.loss[i] / double(late_.predictions[i]),
+             sources[i].format == config::SourceFormat::webdataset ? " (captions)" : ""));
   }
-  return parts.empty() ? "" : "loss by source, first -> last tenth of the steps: " + join(parts, ", ");
+  return parts.empty() ? ""
+                       : "loss by source, first -> last tenth of the steps: " + join(parts, ", ");
 }
 
 // {"name": mean loss} of the sources with predictions in the step.

@@ -170,8 +170,9 @@ int run_train_trainer(const World& w, const TrainRun& run, const std::string& re
         if (dump) {
           writer.wait();  // one HDF5 user at a time
           // Unsharded, whatever parallel.tp: the whole model on trainer 0.
-          write_step_dump(run.dump_file, w.role_comm, b, trainer.whole_layout(),
-                          trainer.whole(before), trainer.whole(trainer.full_grads()), ack.loss_sum);
+          write_step_dump(run.dump_file, w.role_comm, b, w.mesh.member_of(w.role_index) == 0,
+                          trainer.whole_layout(), trainer.whole(before),
+                          trainer.whole(trainer.full_grads()), ack.loss_sum);
           if (w.role_index == 0)
             ack.note = strf("step %lld dumped to %s", (long long)b.step, run.dump_file.c_str());
         }

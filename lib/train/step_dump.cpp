@@ -9,15 +9,16 @@
 namespace meshloom {
 
 void write_step_dump(const std::string& path, MPI_Comm trainers, const proto::Batch& batch,
-                     const model::ParamLayout& layout, const std::vector<float>& params,
-                     const std::vector<float>& grads, double loss_sum) {
+                     bool holds_batch, const model::ParamLayout& layout,
+                     const std::vector<float>& params, const std::vector<float>& grads,
+                     double loss_sum) {
   int rank = 0, size = 1;
   MPI_CHECK(MPI_Comm_rank(trainers, &rank));
   MPI_CHECK(MPI_Comm_size(trainers, &size));
   double total = 0;
   MPI_CHECK(MPI_Allreduce(&loss_sum, &total, 1, MPI_DOUBLE, MPI_SUM, trainers));
   // Every trainer's tokens, with where they belong.
-  std::string mine = proto::encode(batch);
+  const std::string mine = holds_batch ? proto::encode(batch) : std::string();
   int n = int(mine.size());
   std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
   MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, trainers));
@@ -35,8 +36,9 @@ void write_step_dump(const std::string& path, MPI_Comm trainers, const proto::Ba
   if (rank != 0) return;
   std::vector<proto::Batch> batches;
   for (int r = 0; r < size; ++r)
-    batches.push_back(
-        proto::decode_batch(all.substr(size_t(displs[size_t(r)]), size_t(counts[size_t(r)]))));
+    if (counts[size_t(r)] > 0)
+      batches.push_back(
+          proto::decode_batch(all.substr(size_t(displs[size_t(r)]), size_t(counts[size_t(r)]))));
   const std::vector<proto::Sample>& samples = batch.samples;  // trainer 0's: all of them
   const std::vector<proto::SampleContent> got = proto::reassemble(batch.step, samples, batches);
   std::vector<int32_t> flat, lengths, source;

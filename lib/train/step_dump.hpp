@@ -19,10 +19,13 @@
 
 namespace meshloom {
 
-// Collective over `trainers`. `params` are the parameters before the update,
-// `grads` the full reduced gradient; `loss_sum` this trainer's part.
+// Collective over `trainers`. `holds_batch`: this trainer sends its batch
+// (one of each HDP rank: the others of its TP group and pipeline have the
+// same). `params` are the parameters before the update, `grads` the full
+// reduced gradient; `loss_sum` this trainer's part.
 void write_step_dump(const std::string& path, MPI_Comm trainers, const proto::Batch& batch,
-                     const model::ParamLayout& layout, const std::vector<float>& params,
-                     const std::vector<float>& grads, double loss_sum);
+                     bool holds_batch, const model::ParamLayout& layout,
+                     const std::vector<float>& params, const std::vector<float>& grads,
+                     double loss_sum);
 
 }  // namespace meshloom

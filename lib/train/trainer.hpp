@@ -67,7 +67,6 @@ class Trainer {
   // the moments). `lead_data` is what the lead sent for it.
   ckpt::Checkpoint snapshot(int64_t step, const std::string& lead_data);
 
-
  private:
   const World& w_;
   const StepComms& comms_;

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Compare two step dumps (meshloom train --dump-step N FILE).
 
-The batch must be identical; the loss and every gradient tensor must agree to
+The batch (tokens, and image patches where there are any) must be identical; the loss and every gradient tensor must agree to
 a relative error of at most TOL (default 1e-5): |a - b| / |a| for the loss,
 ||a - b|| / ||a|| per gradient tensor. The parameters (before the step's
 update) must be equal, or, with PARAMS_TOL, agree per tensor to that relative
@@ -22,8 +22,11 @@ def main():
     tol = float(sys.argv[3]) if len(sys.argv) >= 4 else 1e-5
     params_tol = float(sys.argv[4]) if len(sys.argv) == 5 else None
     a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-    for name in ("batch/tokens", "batch/sample_lengths", "batch/source"):
-        if not np.array_equal(a[name][()], b[name][()]):
+    names = ["batch/tokens", "batch/sample_lengths", "batch/source"]
+    if "batch/patches" in a or "batch/patches" in b:  # image positions' inputs
+        names.append("batch/patches")
+    for name in names:
+        if name not in a or name not in b or not np.array_equal(a[name][()], b[name][()]):
             print(f"FAIL: /{name} differs: the batches are not the same")
             return 1
     la, lb = float(a["loss"][()]), float(b["loss"][()])

@@ -4,52 +4,23 @@
 // arrive.
 #include "data/webdataset.hpp"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
+#include "tests/common/shards.hpp"
 #include "tests/common/test_util.hpp"
 
 namespace meshloom::data {
 namespace {
 
-using Members = std::vector<std::pair<std::string, std::string>>;
+using test::Members;
 using test::TempDir;
+using test::write_shard;
 
-std::string image(const std::string& name) {
-  std::ifstream in(std::string(MESHLOOM_SOURCE_DIR) + "/tests/data/images/" + name,
-                   std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-const std::string kJpeg = image("hopper_gray_37x23.jpg");
-const std::string kPng = image("hopper_palette_64x75.png");
-
-void write_shard(const std::string& path, const Members& members, bool gzip = false) {
-  struct archive* a = archive_write_new();
-  if (gzip) archive_write_add_filter_gzip(a);
-  archive_write_set_format_pax_restricted(a);
-  ASSERT_EQ(archive_write_open_filename(a, path.c_str()), ARCHIVE_OK) << archive_error_string(a);
-  for (const auto& [name, content] : members) {
-    struct archive_entry* e = archive_entry_new();
-    archive_entry_set_pathname(e, name.c_str());
-    archive_entry_set_filetype(e, AE_IFREG);
-    archive_entry_set_perm(e, 0644);
-    archive_entry_set_size(e, static_cast<la_int64_t>(content.size()));
-    ASSERT_EQ(archive_write_header(a, e), ARCHIVE_OK) << archive_error_string(a);
-    archive_write_data(a, content.data(), content.size());
-    archive_entry_free(e);
-  }
-  archive_write_close(a);
-  archive_write_free(a);
-}
+const std::string kJpeg = test::test_image("hopper_gray_37x23.jpg");
+const std::string kPng = test::test_image("hopper_palette_64x75.png");
 
 struct Read {
   std::vector<ImageTextSample> samples;
@@ -150,7 +121,7 @@ TEST(WebDataset, TruncatedImageIsCountedAndNamed) {
   // Damage past the header shows when decoding; a cut header always does.
   WebDatasetOptions decode;
   decode.decode = true;
-  const std::string jpeg = image("hopper_171x200.jpg");
+  const std::string jpeg = test::test_image("hopper_171x200.jpg");
   Read r = read_one_bad({{"cut.jpg", jpeg.substr(0, jpeg.size() / 2)}, {"cut.txt", "x"}}, decode);
   EXPECT_EQ(r.report.truncated_images, 1u);
   ASSERT_EQ(r.report.problems.size(), 1u);
