@@ -133,7 +133,7 @@ int64_t capacity_for_memory(DeviceMemoryInput in, double bytes) {
 
 DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool nccl) {
   DeviceMemoryInput in;
-  in.shape = shape_from_config(c.model);
+  in.shape = shape_from_config(c);
   in.elem_bytes = c.run.precision == config::Precision::fp32 ? 4 : 2;
   in.tp = int(c.parallel.tp);
   in.trainers = std::max(1, trainers / in.tp);  // the HDP ranks

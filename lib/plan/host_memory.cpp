@@ -71,7 +71,7 @@ std::string HostMemory::describe(int most) const { return describe_terms(terms()
 
 HostMemory host_memory_for_run(const config::Config& c, int trainers) {
   HostMemoryInput in;
-  in.shape = shape_from_config(c.model);
+  in.shape = shape_from_config(c);
   in.tokens = largest_micro_batch(c);
   in.tp = int(c.parallel.tp);
   const int pp = int(c.parallel.pp);

@@ -11,7 +11,8 @@ double ModelShape::linear_flops_per_token() const {
   const double kv_dim = double(kv_heads) * double(head_dim());
   // wq, wk, wv, wo, then SwiGLU w1, w3, w2 for each active expert.
   const double per_layer = d * q_dim + 2.0 * d * kv_dim + q_dim * d + 3.0 * d * double(ffn) * top_k;
-  return 2.0 * (double(layers) * per_layer + d * double(vocab));
+  return 2.0 * (double(layers) * per_layer + d * double(vocab) +
+                d * double(patch_dim) * image_share);
 }
 
 double ModelShape::attention_flops_per_token2() const {
@@ -32,7 +33,7 @@ double ModelShape::parameters() const {
   const double kv_dim = double(kv_heads) * double(head_dim());
   const double per_layer =
       d * q_dim * 2.0 + 2.0 * d * kv_dim + 3.0 * d * double(ffn) * experts + 2.0 * d;
-  return double(layers) * per_layer + 2.0 * d * double(vocab);
+  return double(layers) * per_layer + 2.0 * d * double(vocab) + d * double(patch_dim);
 }
 
 ModelShape::TpShare ModelShape::tp_share(int tp) const {
@@ -49,7 +50,8 @@ int64_t ModelShape::stage_numel(int tp, int64_t stage_layers, bool first, bool l
   // attn_norm, wq, wk, wv, wo, mlp_norm, w1, w3, w2.
   const int64_t per_layer = 2 * d + (q_dim + 2 * kv_dim) * d + d * q_dim + 3 * d * f;
   const bool embed = first || (last && tied);
-  return (embed ? rows * d : 0) + stage_layers * per_layer + (last ? d + (tied ? 0 : rows * d) : 0);
+  return (embed ? rows * d : 0) + stage_layers * per_layer +
+         (last ? d + (tied ? 0 : rows * d) : 0) + (first ? d * patch_dim : 0);
 }
 
 namespace {
@@ -91,7 +93,8 @@ ModelShape model_shape(const std::string& name) {
                    join(model_shape_names(), ", ").c_str()));
 }
 
-ModelShape shape_from_config(const config::ModelConfig& model) {
+ModelShape shape_from_config(const config::Config& c) {
+  const config::ModelConfig& model = c.model;
   ModelShape s;
   s.name = "config";
   s.layers = int(model.n_layers);
@@ -101,6 +104,13 @@ ModelShape shape_from_config(const config::ModelConfig& model) {
   s.ffn = model.ffn_dim;
   s.vocab = model.vocab_size;
   s.tied = model.tied_embeddings;
+  s.patch_dim = config::patch_dim(c);
+  double images = 0, all = 0;
+  for (const config::SourceConfig& source : c.data.sources) {
+    all += source.weight;
+    if (source.format == config::SourceFormat::webdataset) images += source.weight;
+  }
+  s.image_share = all > 0 ? images / all : 0;
   return s;
 }
 

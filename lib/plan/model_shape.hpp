@@ -29,6 +29,12 @@ struct ModelShape {
   int experts = 1;    // feed-forward experts per layer (1: dense)
   int top_k = 1;      // experts each token goes through
   bool tied = false;  // the LM head is the embedding (model.tied_embeddings)
+  // Images (config::patch_dim): patch_embed [hidden, patch_dim] on stage 0,
+  // and the share of tokens priced as image positions: the image sources'
+  // share of the mixture's initial weights (the mixture counts an image
+  // sample's patches and caption alike, so this overestimates a little).
+  int64_t patch_dim = 0;
+  double image_share = 0;
 
   int64_t head_dim() const { return hidden / heads; }
   // Forward FLOPs per token of every matrix product: the projections and
@@ -69,7 +75,8 @@ struct ModelShape {
 ModelShape model_shape(const std::string& name);
 std::vector<std::string> model_shape_names();
 
-// The shape of the experiment's own model (the `model:` config section).
-ModelShape shape_from_config(const config::ModelConfig& model);
+// The shape of the experiment's own model (the `model:` config section, and
+// the patch embedding when the data has image sources).
+ModelShape shape_from_config(const config::Config& c);
 
 }  // namespace meshloom::plan

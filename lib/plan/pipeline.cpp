@@ -123,7 +123,7 @@ std::vector<int> stage_layers_for_run(const config::Config& c) {
     return given;
   }
   if (pp == 1) return {int(c.model.n_layers)};
-  const ModelShape shape = shape_from_config(c.model);
+  const ModelShape shape = shape_from_config(c);
   const CostModel cost =
       CostModel::from_shape(shape, hardware_from_config(c.plan, int(c.parallel.tp)));
   return balance_stages(layer_costs(shape, cost), pp,
@@ -131,7 +131,7 @@ std::vector<int> stage_layers_for_run(const config::Config& c) {
 }
 
 RunCosts run_costs(const config::Config& c) {
-  const ModelShape shape = shape_from_config(c.model);
+  const ModelShape shape = shape_from_config(c);
   const int tp = int(c.parallel.tp), pp = int(c.parallel.pp);
   RunCosts out;
   out.hdp_rank = CostModel::from_shape(shape, hardware_from_config(c.plan, tp * pp));

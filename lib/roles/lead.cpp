@@ -125,8 +125,11 @@ Lead::Lead(const World& w) : w_(w) {
                     shadows.size() > 1 ? "s" : "",
                     shadows.empty() ? "none" : join(shadow_ranks, ",").c_str());
     }
-    LOG_INFO("source %-10s %lld documents (%s, %s%s)", sources[i].name.c_str(), (long long)docs[i],
-             config::enum_name(sources[i].format), sources[i].path.c_str(), served.c_str());
+    const bool images = sources[i].format == config::SourceFormat::webdataset;
+    LOG_INFO("source %-10s %lld %s (%s, %s%s)%s", sources[i].name.c_str(), (long long)docs[i],
+             images ? "image-text samples" : "documents", config::enum_name(sources[i].format),
+             sources[i].path.c_str(), served.c_str(),
+             images ? "; its mixture share counts image patches and caption tokens alike" : "");
   }
   plane_ = std::make_unique<dataplane::DataPlane>(
       w.config, docs, [this](int s, int64_t d) { return length(s, d); });

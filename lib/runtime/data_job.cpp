@@ -111,11 +111,18 @@ void print_source_shares(const World& w, const DataRun& run, const Assembled& al
   }
   const double total = double(all.token_count);
   std::printf("%-14s %10s %9s %9s\n", "source", "tokens", "share", "schedule");
+  bool images = false;
   for (size_t i = 0; i < w.config.data.sources.size(); ++i) {
+    const config::SourceConfig& source = w.config.data.sources[i];
+    const bool image = source.format == config::SourceFormat::webdataset;
+    images |= image;
     const double got = i < all.source_tokens.size() ? all.source_tokens[i] : 0.0;
-    std::printf("%-14s %10.0f %8.2f%% %8.2f%%\n", w.config.data.sources[i].name.c_str(), got,
+    std::printf("%-14s %10.0f %8.2f%% %8.2f%%\n", (source.name + (image ? " *" : "")).c_str(), got,
                 100.0 * got / total, 100.0 * expected[i]);
   }
+  if (images)
+    std::printf("* image-text source: its tokens are image patches and caption tokens, which the "
+                "mixture weighs alike\n");
 }
 
 // Per role: ranks, peak RSS (max and sum) and PSS, printed; returned as JSON.

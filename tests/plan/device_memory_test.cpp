@@ -91,22 +91,29 @@ TEST(DeviceMemory, SmallShapeByHand) {
 }
 
 TEST(DeviceMemory, NumelIsTheParamLayouts) {
-  for (bool tied : {true, false}) {
-    config::ModelConfig mc;
-    mc.n_kv_heads = 2;
-    mc.tied_embeddings = tied;
-    EXPECT_EQ(shape_from_config(mc).numel(),
-              model::ParamLayout(model::Shape::from_config(mc)).numel())
-        << tied;
-    // TP rank 0's shard (the largest vocabulary block: V = 50257 splits
-    // unevenly).
-    for (int tp : {2, 4}) {
-      mc.n_kv_heads = 4;
-      EXPECT_EQ(shape_from_config(mc).numel(tp),
-                model::ParamLayout(model::Shape::from_config(mc), {tp, 0}).numel())
-          << tied << " tp " << tp;
+  for (bool images : {false, true})
+    for (bool tied : {true, false}) {
+      config::Config c;
+      config::ModelConfig& mc = c.model;
+      mc.n_kv_heads = 2;
+      mc.tied_embeddings = tied;
+      if (images) {  // patch_embed [d, 3 p^2] joins the layout
+        c.data.sources.push_back({});
+        c.data.sources.back().format = config::SourceFormat::webdataset;
+      }
+      const int64_t P = config::patch_dim(c);
+      EXPECT_EQ(shape_from_config(c).numel(),
+                model::ParamLayout(model::Shape::from_config(mc, P)).numel())
+          << tied << " images " << images;
+      // TP rank 0's shard (the largest vocabulary block: V = 50257 splits
+      // unevenly).
+      for (int tp : {2, 4}) {
+        mc.n_kv_heads = 4;
+        EXPECT_EQ(shape_from_config(c).numel(tp),
+                  model::ParamLayout(model::Shape::from_config(mc, P), {tp, 0}).numel())
+            << tied << " tp " << tp << " images " << images;
+      }
     }
-  }
 }
 
 TEST(DeviceMemory, TotalIsTheSumOfTheTerms) {

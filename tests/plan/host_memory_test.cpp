@@ -68,7 +68,7 @@ TEST(HostMemory, TermsAreWhatTheModelAllocates) {
           m.forward_backward(model::Batch::pack(tokens, std::vector<int32_t>{int32_t(n)}), 1e-3);
 
           HostMemoryInput in;
-          in.shape = shape_from_config(c.model);
+          in.shape = shape_from_config(c);
           in.tokens = n;
           in.tp = tp;
           in.loss_chunk = c.model.loss_chunk;
@@ -115,7 +115,7 @@ TEST(HostMemory, StagesHoldTheirLayersAndTheirEnds) {
           m.backward_stage(rows);
         }
         HostMemoryInput in;
-        in.shape = shape_from_config(c.model);
+        in.shape = shape_from_config(c);
         in.tokens = n;
         in.tp = tp;
         in.loss_chunk = c.model.loss_chunk;
@@ -146,7 +146,7 @@ TEST(HostMemory, FloorIsWeightsGradientsMomentsAndTheLossChunk) {
   c.model.n_kv_heads = 4;
   c.model.ffn_dim = 128;
   c.data.tokens_per_step = 4096;
-  const int64_t P = plan::shape_from_config(c.model).numel();
+  const int64_t P = plan::shape_from_config(c).numel();
   // Tied embedding 1000x64, per layer 4 64x64 projections, 3 64x128 MLP
   // matrices and 2 norms, and the final norm.
   EXPECT_EQ(P, 1000 * 64 + 2 * (4 * 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64);
@@ -177,7 +177,7 @@ TEST(HostMemory, TensorParallelRanksHoldTheirShard) {
   const int64_t one = host_memory_floor(c, 4);
   c.parallel.tp = 2;
   const int64_t two = host_memory_floor(c, 4);
-  const ModelShape shape = shape_from_config(c.model);
+  const ModelShape shape = shape_from_config(c);
   const int64_t norms = shape.hidden * (2 * shape.layers + 1);
   // weights + grads + 2 moments = 4 fp32 copies; the loss buffers halve too.
   const int64_t expected_saving = 4 * 4 * (shape.numel() - norms) / 2;

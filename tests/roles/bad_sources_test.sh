@@ -8,6 +8,11 @@
 #    preflight, naming the file;
 #  - a raw JSONL source with bad lines: a warning with the counts and the
 #    first bad lines; an all-bad one says why it holds no document;
+#  - an image-text (webdataset) shard with a truncated header, a lone image, a
+#    lone caption, a member of another format and an image over max_pixels:
+#    one warning counting each and naming the first shards and members; a
+#    JPEG damaged past its header: the loader's warning, blank patches; a
+#    shard with no usable sample: one message naming it and the first problem;
 #  - a long/short policy whose threshold no document reaches is a warning;
 #  - a model larger than a node's memory is refused at start-up.
 #   bad_sources_test.sh MESHLOOM MPIEXEC
@@ -89,6 +94,38 @@ warned "source 's': 4 of 7 items in $dir/mixed.jsonl skipped as unreadable" --se
 grep -qF "$dir/mixed.jsonl:2: not valid JSON" "$dir/out.txt" || fail "the first bad line is not named"
 grep -qF "source 's': invalid UTF-8 in 1 of 3 documents of $dir/mixed.jsonl" "$dir/out.txt" ||
   { cat "$dir/out.txt"; fail "no invalid UTF-8 warning"; }
+# Image-text shards (tests/data/images): every bad case beside good samples.
+/usr/bin/python3 - "$root/tests/data/images" "$dir" <<'PY'
+import io, sys, tarfile
+images, out = sys.argv[1], sys.argv[2]
+jpeg = open(f"{images}/hopper_171x200.jpg", "rb").read()
+png = open(f"{images}/hopper_palette_64x75.png", "rb").read()
+def shard(name, members):
+    with tarfile.open(f"{out}/{name}", "w") as t:
+        for key, data in members:
+            info = tarfile.TarInfo(key)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+shard("pics-0.tar", [("good.png", png), ("good.txt", b"a palette hopper"),
+                     ("bad.jpg", b"\xff\xd8\xff\xe0 then garbage, no JPEG"), ("bad.txt", b"corrupt"),
+                     ("lonely.png", png),
+                     ("words.txt", b"no picture"),
+                     ("anim.gif", b"GIF89a"), ("anim.txt", b"x")])
+shard("pics-1.tar", [("big.jpg", jpeg), ("big.txt", b"over max_pixels"),
+                     ("cut.jpg", jpeg[:len(jpeg) * 6 // 10]), ("cut.txt", b"cut after its header"),
+                     ("fine.jpg", jpeg), ("fine.txt", b"a hopper")])
+shard("none.tar", [("x.jpg", b"not a jpeg"), ("x.txt", b"caption")])
+PY
+pics() { echo "data.sources=[{name: s, path: $dir/ok}, {name: pics, path: '$1', format: webdataset, tokenizer: byte}]"; }
+warned "source 'pics' ($dir/pics-*.tar): 4 samples, 4 images; skipped: 1 truncated image, 1 image without caption, 2 captions without image, 1 member of an unsupported format" \
+  --set "$(pics "$dir/pics-*.tar")" --set data.image.max_side=32 --set data.image.patch=8
+grep -qF "$dir/pics-0.tar:bad.jpg" "$dir/out.txt" || { cat "$dir/out.txt"; fail "the truncated image is not named"; }
+grep -qF "pics-1.tar:cut image 0 passed the header check but does not decode" "$dir/out.txt" ||
+  { cat "$dir/out.txt"; fail "no warning for the JPEG damaged past its header"; }
+warned "3 images over max_pixels" --set "$(pics "$dir/pics-*.tar")" --set data.image.max_pixels=20000 \
+  --set data.image.max_side=32 --set data.image.patch=8
+bad "source 'pics': '$dir/none.tar' holds no image-text sample: 0 samples, 0 images; skipped: 1 image neither JPEG nor PNG" \
+  --set "$(pics "$dir/none.tar")"
 warned "no document is longer than data.long_policy.threshold 100000 (the longest seen has 450 tokens)" \
   --set data.long_policy.threshold=100000 --set data.long_policy.share=0.5
 (($(grep -c 'long_policy' "$dir/out.txt") == 1)) || fail "the long/short warning is not once"
