@@ -9,10 +9,11 @@ scripts/setup.sh
 scripts/data/prepare_data.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 NP=${NP:-8}
-echo "[quickstart] mpirun -np $NP build/app/meshloom train --config configs/quickstart.yaml $*"
+CONFIG=${CONFIG:-configs/quickstart.yaml}  # configs/quickstart_images.yaml: with clip art
+echo "[quickstart] mpirun -np $NP build/app/meshloom train --config $CONFIG $*"
 mpirun --oversubscribe --bind-to none -np "$NP" build/app/meshloom train \
-  --config configs/quickstart.yaml "$@"
-dir=$(build/app/meshloom config show --config configs/quickstart.yaml "$@" 2>/dev/null |
+  --config "$CONFIG" "$@"
+dir=$(build/app/meshloom config show --config "$CONFIG" "$@" 2>/dev/null |
   sed -n 's/^  dir: //p' | head -1)
 if [[ -f $dir/metrics.jsonl ]]; then
   /usr/bin/python3 scripts/plot/plot_metrics.py "$dir/metrics.jsonl" "$dir/metrics.png"

@@ -25,6 +25,7 @@ PKGS=(
   python3-numpy python3-h5py python3-matplotlib            # plots and h5py readers
   strace                                                   # the GPU bundle selftest
   python3.11-doc bible-kjv bible-kjv-text fortunes         # real text for the quickstart
+  openclipart-png                                          # real images (quickstart_images.yaml)
 )
 [[ ${WITH_SLURM:-1} == 1 ]] && PKGS+=(slurm-wlm munge)
 [[ ${WITH_FUZZ:-0} == 1 ]] && PKGS+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)  # fuzz/

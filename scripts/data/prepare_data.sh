@@ -4,6 +4,8 @@
 #   pydocs    Python 3.11 documentation sources (*.rst.txt), one document per file
 #   bible     King James Bible, one document per book
 #   fortunes  fortune cookies, one document per cookie
+# and packs Debian's clip art (openclipart-png) into WebDataset shards
+# data/images/clipart-*.tar for configs/quickstart_images.yaml.
 # TOKENIZER=byte scripts/data/prepare_data.sh uses the byte tokenizer instead of gpt2.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,3 +26,9 @@ prep() {  # name format input...
 prep pydocs text /usr/share/doc/python3.11/html/_sources
 prep bible jsonl data/raw/bible.jsonl
 prep fortunes jsonl data/raw/fortunes.jsonl
+if [[ -f data/images/clipart-000000.tar ]]; then
+  echo "[prepare] data/images/clipart-*.tar ready"
+elif [[ -d /usr/share/openclipart/png ]]; then
+  mkdir -p data/images
+  /usr/bin/python3 scripts/data/pack_images.py data/images/clipart /usr/share/openclipart/png
+fi
