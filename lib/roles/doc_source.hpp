@@ -39,8 +39,14 @@ class DocSource {
   virtual void read_patches(int64_t doc, int64_t offset, int64_t n, std::vector<float>* out) {
     (void)doc, (void)offset, (void)n, (void)out;
   }
-  // Makes `docs` ready (tokenized, decoded) using up to `threads` threads.
+  // Makes `docs` ready for length() and read() (tokenized) using up to
+  // `threads` threads.
   virtual void prepare(const std::vector<int64_t>& docs, int threads) { (void)docs, (void)threads; }
+  // What can wait until the loader is idle, after the lengths went out:
+  // decoding the images that read_patches() will cut (image sources).
+  virtual void prefetch(const std::vector<int64_t>& docs, int threads) {
+    (void)docs, (void)threads;
+  }
   // Seconds of preparation per token so far (0 for indexed sources): the
   // loader auto-partitioning weighs sources by it.
   virtual double seconds_per_token() const { return 0.0; }

@@ -114,11 +114,14 @@ class ImageTextSource final : public DocSource {
   void prepare(const std::vector<int64_t>& docs, int threads) override {
     std::vector<int64_t> todo;
     for (int64_t d : docs)
-      if (!decoded_.contains(d) || !captions_.contains(d)) todo.push_back(d);
-    run_on_workers(todo.size(), threads, [&](size_t i) {
-      caption(todo[i]);
-      decoded(todo[i]);
-    });
+      if (!captions_.contains(d)) todo.push_back(d);
+    run_on_workers(todo.size(), threads, [&](size_t i) { caption(todo[i]); });
+  }
+  void prefetch(const std::vector<int64_t>& docs, int threads) override {
+    std::vector<int64_t> todo;
+    for (int64_t d : docs)
+      if (!decoded_.contains(d)) todo.push_back(d);
+    run_on_workers(todo.size(), threads, [&](size_t i) { decoded(todo[i]); });
   }
 
   double seconds_per_token() const override {

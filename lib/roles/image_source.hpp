@@ -6,9 +6,11 @@
 // the source's state, as a raw text source keeps its text. A sample's
 // document is its images' patches, in order (token model::kImagePosition),
 // then its caption's tokens and the end-of-text id, so length() needs no
-// decoding. prepare() decodes and resizes the images on the loader's worker
-// threads and keeps them as 8-bit RGB in a cache of data.image.cache_mib;
-// read_patches() cuts the patches from there (image/patches.hpp).
+// decoding: prepare() tokenizes captions only. prefetch(), which the loader
+// runs when idle after answering the lengths, decodes and resizes the images
+// on its worker threads and keeps them as 8-bit RGB in a cache of
+// data.image.cache_mib; read_patches() cuts the patches from there
+// (image/patches.hpp), decoding what is not cached.
 //
 // An image whose header is sound but whose data is damaged further on (a
 // truncated or corrupt JPEG body) cannot change the length already planned:

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -60,6 +61,10 @@ void run_loader(const World& w) {
   int shadow = -1;  // where this loader mirrors what it prepares
   std::vector<PendingSend> mirrors;
   std::vector<proto::LengthRequest> to_mirror;  // deltas received as a shadow, not yet prepared
+  // Documents whose lengths went out, for prefetch() when idle (images to
+  // decode), oldest first, a few at a time so that requests are not kept waiting.
+  std::deque<std::pair<int32_t, int64_t>> to_prefetch;
+  const int workers = int(w.config.data.workers);
   // A fault fires on the first request for its step or later.
   auto inject = [&](int64_t step) {
     if (faults.crash_at(step)) {
@@ -86,11 +91,24 @@ void run_loader(const World& w) {
   while (true) {
     int from = -1, tag = -1;
     if (!poll_message(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &from, &tag)) {
-      // Idle: prepare what the loaders this one shadows have prepared.
+      // Idle: decode ahead what was asked about; prepare what the loaders
+      // this one shadows have prepared.
+      if (!to_prefetch.empty() && !hung) {
+        const int32_t source = to_prefetch.front().first;
+        std::vector<int64_t> docs;
+        while (!to_prefetch.empty() && to_prefetch.front().first == source &&
+               docs.size() < size_t(2 * workers)) {
+          docs.push_back(to_prefetch.front().second);
+          to_prefetch.pop_front();
+        }
+        source_at(source).prefetch(docs, workers);
+        trim.worked();
+        continue;
+      }
       if (!to_mirror.empty() && !hung) {
         proto::LengthRequest m = std::move(to_mirror.back());
         to_mirror.pop_back();
-        source_at(m.source).prepare(m.docs, int(w.config.data.workers));
+        source_at(m.source).prepare(m.docs, workers);
         trim.worked();
         continue;
       }
@@ -117,7 +135,7 @@ void run_loader(const World& w) {
       inject(req.step);
       if (hung) continue;
       DocSource& src = source_at(req.source);
-      src.prepare(req.docs, int(w.config.data.workers));
+      src.prepare(req.docs, workers);
       proto::LengthReply rep;
       rep.source = req.source;
       rep.docs = req.docs;
@@ -127,6 +145,8 @@ void run_loader(const World& w) {
         rep.images.clear();  // text: nothing to say
       rep.seconds_per_token = src.seconds_per_token();
       send_bytes(proto::encode(rep), from, proto::kLengthRep, MPI_COMM_WORLD);
+      if (!rep.images.empty())
+        for (int64_t d : req.docs) to_prefetch.emplace_back(req.source, d);
       // The shadow gets the delta: which documents this loader now holds ready.
       if (shadow >= 0 && shadow != w.rank) {
         mirrors.emplace_back(msg, shadow, proto::kMirror, MPI_COMM_WORLD);

@@ -15,6 +15,13 @@ job_exit() {
        END { print (worst > 0 ? worst : (lead ? 0 : 1)) }' "$1" 2>/dev/null || echo 1
 }
 
+# pack_test_images NAME: the committed test images (tests/data/images) as a
+# WebDataset shard $dir/shards/NAME-000000.tar, captions from the file names.
+pack_test_images() {
+  /usr/bin/python3 "$root/scripts/data/pack_images.py" "$dir/shards/$1" "$root/tests/data/images" \
+    >/dev/null || fail "pack_images.py"
+}
+
 # prepare_docs NAME GLOB: the Python library docs matching GLOB (installed by
 # scripts/setup.sh) as $dir/NAME.bin/.idx, byte tokenizer.
 prepare_docs() {

@@ -15,8 +15,7 @@ source "$(dirname "$0")/../common/testlib.sh"
 # shellcheck source=tests/train/invariance_cases.sh
 source "$(dirname "$0")/invariance_cases.sh"
 prepare_docs docs 'a*'
-/usr/bin/python3 "$root/scripts/data/pack_images.py" "$dir/shards/img" "$root/tests/data/images" \
-  >/dev/null || fail "pack_images.py"
+pack_test_images img
 cat >"$dir/c.yaml" <<YAML
 run: {timeout: 120, steps: 1, dir: $dir/run}
 cluster: {roles: {constructors: 1, loaders: 1}}
