@@ -4,9 +4,10 @@
 # a tiny model trained on text and on the test images (tests/data/images,
 # packed into a WebDataset shard), with one trainer and with four trainers
 # whose capacity splits samples, image positions included, over CP rings;
-# then text only, and an untied head on two trainers. The reference must
-# also reject each bug it can plant (--break), so the check is known to have
-# teeth. Fails, never skips, without torch (python3-torch, scripts/setup.sh).
+# samples cut inside an image; text only; an untied head on two trainers.
+# The reference must also reject each bug it can plant (--break), so the
+# check is known to have teeth. Fails, never skips, without torch
+# (python3-torch, scripts/setup.sh).
 #   dump_torch_reference.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
@@ -72,6 +73,10 @@ for k in ("batch/tokens", "batch/patches", "batch/sample_lengths"):
 PY
 check img1
 check img4
+# Samples of 12: a document's image positions continue in its next sample,
+# which then starts in the middle of the image.
+run short3 images 3 --set data.seq_len=12 --set plan.capacity=4 --set data.tokens_per_step=200
+check short3
 run text4 text 4 --set plan.capacity=16
 check text4
 run untied2 images 2 --set plan.capacity=24 --set model.tied_embeddings=false
