@@ -4,7 +4,7 @@
 # a tiny model trained on text and on the test images (tests/data/images,
 # packed into a WebDataset shard), with one trainer and with four trainers
 # whose capacity splits samples, image positions included, over CP rings;
-# samples cut inside an image; text only; an untied head on two trainers.
+# samples cut inside an image; text only; an untied head; TP and PP rings.
 # The reference must also reject each bug it can plant (--break), so the
 # check is known to have teeth. Fails, never skips, without torch
 # (python3-torch, scripts/setup.sh).
@@ -81,6 +81,13 @@ run text4 text 4 --set plan.capacity=16
 check text4
 run untied2 images 2 --set plan.capacity=24 --set model.tied_embeddings=false
 check untied2
+# Tensor and pipeline parallelism with images, in rings of two HDP ranks:
+# only TP rank 0 (stage 0) embeds the patches; the dump takes each HDP rank's
+# batch once.
+run tp2_ring2 images 4 --set parallel.tp=2 --set plan.capacity=24
+check tp2_ring2
+run pp2_ring2 images 4 --set parallel.pp=2 --set plan.capacity=24
+check pp2_ring2
 
 for bug in rope patch image_predicts mask gqa; do
   if $python "$reference" --break "$bug" "$dir/img4.h5" >"$dir/break_$bug.txt" 2>&1; then
