@@ -22,6 +22,7 @@ PKGS=(
   libopenblas-dev                                          # CPU GEMMs
   libarchive-dev nlohmann-json3-dev libicu-dev             # tar/.gz/.xz sources, JSON, Unicode
   libjpeg62-turbo-dev libpng-dev python3-pil               # image sources; PIL checks lib/image
+  python3-torch                                            # torch reference of step dumps
   python3-numpy python3-h5py python3-matplotlib            # plots and h5py readers
   strace                                                   # the GPU bundle selftest
   python3.11-doc bible-kjv bible-kjv-text fortunes         # real text for the quickstart
