@@ -146,6 +146,14 @@ int64_t write_checkpoint(const std::string& path, const Checkpoint& c) {
       w.put("data/lengths/" + s.source + "/lengths", s.lengths);
       if (!s.images.empty()) w.put("data/lengths/" + s.source + "/images", s.images);
     }
+    std::vector<int32_t> members;
+    std::vector<int64_t> ends;
+    for (const auto& set : c.group_sets) {
+      members.insert(members.end(), set.begin(), set.end());
+      ends.push_back(int64_t(members.size()));
+    }
+    w.put("data/group_sets/members", members);
+    w.put("data/group_sets/ends", ends);
     f.flush();
   }
   // Make the bytes durable before the name says the checkpoint exists.
@@ -211,6 +219,16 @@ Checkpoint read_checkpoint(const std::string& path, bool only_meta) {
           (!sl.images.empty() && sl.images.size() != sl.docs.size()))
         throw Error(path + ": lengths of " + s + " torn");
       c.lengths.push_back(std::move(sl));
+    }
+    if (f.exists("data/group_sets/ends")) {  // absent in older checkpoints: no preference
+      const std::vector<int32_t> members = r.get<int32_t>("data/group_sets/members");
+      const std::vector<int64_t> ends = r.get<int64_t>("data/group_sets/ends");
+      int64_t at = 0;
+      for (int64_t end : ends) {
+        if (end < at || end > int64_t(members.size())) throw Error(path + ": group sets torn");
+        c.group_sets.emplace_back(members.begin() + at, members.begin() + end);
+        at = end;
+      }
     }
     if (only_meta) {
       // Still verify the large datasets, without keeping them.

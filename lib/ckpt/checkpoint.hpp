@@ -55,6 +55,10 @@ struct Checkpoint {
   bool lengths_full = true;
   std::string lengths_base;
   std::vector<SourceLengths> lengths;
+  // The lead's replay of the trainers' group-communicator cache after the
+  // step (member sets, least recently used first): a resumed run's planner
+  // prefers the same sets as the uninterrupted run's (plan/cache_relabel.hpp).
+  std::vector<std::vector<int32_t>> group_sets;
 };
 
 // "DIR/step_00000042.h5"

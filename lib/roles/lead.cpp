@@ -10,6 +10,7 @@
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
 #include "parallel/mesh.hpp"
+#include "plan/cache_relabel.hpp"
 #include "plan/cp_algorithm.hpp"
 #include "plan/pipeline_schedule.hpp"
 #include "plan/pipeline_slots.hpp"
@@ -296,6 +297,7 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
   plan::PlannerOptions options =
       plan::options_from_config(w_.config.plan, T, w_.config.data.seq_len);
   last_plan_ = plan::make_step_plan(w_.config.plan, lengths, options, plan_cost_, pipe_model_);
+  prefer_cached_groups();
   // Which CP attention the split sequences got, once, when it is not all rings.
   if (!cp_logged_ && w_.config.plan.cp_algorithm != config::CpAlgorithm::ring &&
       plan::plan_stats(last_plan_).split_sequences > 0) {
@@ -318,6 +320,7 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
   plan::PipelineSlots slots;
   if (w_.mesh.pp > 1) slots = plan::pipeline_slots(last_plan_);
   work.groups = step_groups(last_plan_);
+  group_history_.prepare(distinct_member_sets(work.groups));  // as every trainer's cache does
   work.trainers.resize(size_t(T));
   for (int t = 0; t < T; ++t) {
     proto::TrainerWork& tw = work.trainers[size_t(t)];
@@ -341,6 +344,21 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
     }
   }
   return work;
+}
+
+// Relabels the plan's HDP ranks, within nodes, so that its CP groups fall
+// on member sets the trainers have cached (free: plan/cache_relabel.hpp).
+void Lead::prefer_cached_groups() {
+  std::vector<MemberSet> cached = group_history_.sets();
+  if (cached.empty()) return;
+  std::reverse(cached.begin(), cached.end());  // most recent first
+  const std::vector<int32_t> new_rank =
+      plan::cache_relabeling(last_plan_, cached, plan_cost_.nodes());
+  for (size_t r = 0; r < new_rank.size(); ++r)
+    if (new_rank[r] != int32_t(r)) {
+      last_plan_ = plan::relabel_ranks(last_plan_, new_rank);
+      return;
+    }
 }
 
 // What the lead puts into a checkpoint: the data plane's state after choosing
@@ -368,12 +386,18 @@ std::string Lead::checkpoint_data() {
     out.put_vector(images);
     logged_[s] = learned_[s].size();
   }
+  const std::vector<MemberSet> sets = group_history_.sets();
+  out.put(uint64_t(sets.size()));
+  for (const MemberSet& set : sets) out.put_vector(set);
   ++checkpoints_;
   return std::move(out.bytes());
 }
 
 void Lead::resume(const ckpt::Checkpoint& c, const std::vector<ckpt::SourceLengths>& lengths) {
   plane_->restore(dataplane::deserialize_state(c.plane));
+  // The cache replay, least recent first; sets of ranks this run lacks go.
+  for (const auto& set : c.group_sets)
+    if (!set.empty() && set.back() < w_.mesh.hdp_ranks()) group_history_.prepare({set});
   next_step_ = first_step_ = c.step + 1;
   int64_t known = 0;
   for (const auto& sl : lengths) {

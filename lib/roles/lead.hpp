@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "ckpt/checkpoint.hpp"
+#include "comm/group_comms.hpp"
+#include "comm/member_sets.hpp"
 #include "comm/p2p.hpp"
 #include "dataplane/data_plane.hpp"
 #include "dataplane/partition.hpp"
@@ -72,6 +74,7 @@ class Lead {
   void maybe_reassign();
   void send_assignment();
   proto::StepWork place(const dataplane::StepManifest& m, bool last);
+  void prefer_cached_groups();
   void receive_ack();
   std::string checkpoint_data();
   void warn_unfired_faults(const std::vector<proto::Report>& reports) const;
@@ -112,6 +115,9 @@ class Lead {
   bool cp_logged_ = false;     // the CP attention mix was logged
   bool rings_logged_ = false;  // the rings' nodes were logged
   plan::Plan last_plan_;
+  // A replay of the trainers' group-communicator caches (the step groups
+  // sent so far), for prefer_cached_groups().
+  MemberSetLru group_history_{MpiGroupComms::kDefaultCapacity};
 };
 
 }  // namespace meshloom

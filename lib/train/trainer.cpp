@@ -308,6 +308,8 @@ ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
     sl.images = r.get_vector<int64_t>();
     c.lengths.push_back(std::move(sl));
   }
+  const uint64_t sets = r.get<uint64_t>();
+  for (uint64_t i = 0; i < sets; ++i) c.group_sets.push_back(r.get_vector<int32_t>());
   return c;
 }
 
