@@ -8,7 +8,7 @@ cat >"$dir/c.yaml" <<YAML
 run: {timeout: 120, steps: 20}
 cluster: {roles: {constructors: 1, loaders: 2}}
 model: {vocab_size: 257, d_model: 128, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_dim: 352}
-optim: {lr: 6.0e-3, min_lr: 6.0e-4, warmup_steps: 5}
+optim: {lr: 3.0e-3, min_lr: 3.0e-4, warmup_steps: 5}
 plan: {capacity: 512}
 data:
   seq_len: 1024
