@@ -28,7 +28,8 @@
 #                                            so parts not run show earlier results)
 #
 # Without BENCH_NO_BUILD it installs what is missing (scripts/setup.sh) and
-# builds the meshloom target only. About 2.5 minutes of benchmarks on 2 cores.
+# builds the meshloom target only. About 2.5 minutes of benchmarks on 2 cores for
+# parts 1-3, and 4 more for part 4.
 #
 # Generated sources and configs go to WORK (data/bench, git-ignored). Every
 # mpirun is bounded by TIMEOUT seconds.
