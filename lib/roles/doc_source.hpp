@@ -39,17 +39,30 @@ class DocSource {
   virtual void read_patches(int64_t doc, int64_t offset, int64_t n, std::vector<float>* out) {
     (void)doc, (void)offset, (void)n, (void)out;
   }
-  // Makes `docs` ready for length() and read() (tokenized) using up to
-  // `threads` threads.
+  // Makes `docs` ready (tokenized, decoded) using up to `threads` threads.
   virtual void prepare(const std::vector<int64_t>& docs, int threads) { (void)docs, (void)threads; }
-  // What can wait until the loader is idle, after the lengths went out:
-  // decoding the images that read_patches() will cut (image sources).
-  virtual void prefetch(const std::vector<int64_t>& docs, int threads) {
-    (void)docs, (void)threads;
+  // Makes the lengths of `docs` known (what a length request needs), using
+  // up to `threads` threads. Returns true when prepare() still has work to do
+  // on them: image sources know a sample's patches from the image header and
+  // only tokenize the caption here; decoding waits for prepare(), which the
+  // loader runs when idle, so a length reply never waits on decoding.
+  virtual bool prepare_lengths(const std::vector<int64_t>& docs, int threads) {
+    prepare(docs, threads);
+    return false;
   }
   // Seconds of preparation per token so far (0 for indexed sources): the
   // loader auto-partitioning weighs sources by it.
   virtual double seconds_per_token() const { return 0.0; }
+  // Image sources: what decoding has cost so far. A sample decoded more than
+  // once left the decoded cache (data.image.cache_mib) before it was read;
+  // one decoded at read was asked for before the loader had prepared it.
+  struct DecodeStats {
+    int64_t decodes = 0;  // samples decoded (their images) and resized, counting repeats
+    int64_t docs = 0;     // distinct samples decoded
+    int64_t at_read = 0;  // decodes when a constructor asked for patches (not ready yet)
+    double seconds = 0;   // spent decoding (summed over threads)
+  };
+  virtual DecodeStats decode_stats() const { return {}; }
 };
 
 // Opens data.sources[index]; throws meshloom::Error naming the source and

@@ -66,11 +66,24 @@ class ImageTextSource final : public DocSource {
       arena_ += s.caption;
       samples_.push_back(std::move(sample));
     }
+    decodes_of_.assign(samples_.size(), 0);
     if (samples_.empty()) {
       const data::WebDatasetReport r = reader.report();
       throw Error("'" + source.path + "' holds no image-text sample: " + r.summary() +
                   (r.problems.empty() ? "" : " (first: " + r.problems.front() + ")"));
     }
+  }
+
+  DecodeStats decode_stats() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DecodeStats d;
+    for (int32_t n : decodes_of_) {
+      d.docs += n > 0;
+      d.decodes += n;
+    }
+    d.at_read = read_misses_.load();
+    d.seconds = decode_seconds_;
+    return d;
   }
 
   int64_t docs() const override { return int64_t(samples_.size()); }
@@ -92,7 +105,7 @@ class ImageTextSource final : public DocSource {
     const int64_t end = std::min(offset + n, s.patches);
     if (offset >= end) return;
     const size_t per_patch = size_t(options_.patch) * size_t(options_.patch) * 3;
-    const auto pixels = decoded(doc);
+    const auto pixels = decoded(doc, true);
     int64_t first = 0;  // the image's first position in the document
     for (int64_t i = 0; i < s.images; ++i) {
       const int64_t count = images_[size_t(s.first_image + i)].patches;
@@ -111,22 +124,49 @@ class ImageTextSource final : public DocSource {
     }
   }
 
-  void prepare(const std::vector<int64_t>& docs, int threads) override {
+  // Captions only; the images are decoded later (prepare). The first call
+  // also decodes one sample, so that the first length reply already carries
+  // a decoding cost (seconds_per_token).
+  bool prepare_lengths(const std::vector<int64_t>& docs, int threads) override {
     std::vector<int64_t> todo;
     for (int64_t d : docs)
       if (!captions_.contains(d)) todo.push_back(d);
     run_on_workers(todo.size(), threads, [&](size_t i) { caption(todo[i]); });
-  }
-  void prefetch(const std::vector<int64_t>& docs, int threads) override {
-    std::vector<int64_t> todo;
-    for (int64_t d : docs)
-      if (!decoded_.contains(d)) todo.push_back(d);
-    run_on_workers(todo.size(), threads, [&](size_t i) { decoded(todo[i]); });
+    bool measured;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      measured = decoded_patches_ > 0;
+    }
+    if (!measured)
+      for (int64_t d : docs)
+        if (at(d).patches > 0) {
+          decoded(d);
+          break;
+        }
+    return true;
   }
 
+  void prepare(const std::vector<int64_t>& docs, int threads) override {
+    std::vector<int64_t> todo;
+    for (int64_t d : docs)
+      if (!decoded_.contains(d) || !captions_.contains(d)) todo.push_back(d);
+    run_on_workers(todo.size(), threads, [&](size_t i) {
+      caption(todo[i]);
+      decoded(todo[i]);
+    });
+  }
+
+  // The cost of preparing the samples whose lengths were asked, per
+  // position: their captions' measured tokenizing time plus their patches at
+  // the measured decoding time per patch (decoding comes after the length
+  // reply, so most of them are not decoded yet). 0 (unknown) until a sample
+  // was decoded: captions alone would make the source look as cheap as text.
   double seconds_per_token() const override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return positions_ ? seconds_ / double(positions_) : 0.0;
+    if (decoded_patches_ == 0 || caption_tokens_ + caption_patches_ == 0) return 0.0;
+    const double per_patch = decode_seconds_ / double(decoded_patches_);
+    return (caption_seconds_ + per_patch * double(caption_patches_)) /
+           double(caption_tokens_ + caption_patches_);
   }
 
  private:
@@ -153,12 +193,18 @@ class ImageTextSource final : public DocSource {
     auto ids = std::make_shared<const std::vector<int32_t>>(encode_document(
         *tokenizer_,
         std::string_view(arena_).substr(size_t(s.caption_begin), size_t(s.caption_bytes))));
-    count_cost(start, int64_t(ids->size()));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      caption_seconds_ += seconds_since(start);
+      caption_tokens_ += int64_t(ids->size());
+      caption_patches_ += s.patches;
+    }
     return captions_.insert(doc, ids, int64_t(ids->size()));
   }
 
-  BoundedCache<DecodedSample>::Value decoded(int64_t doc) {
+  BoundedCache<DecodedSample>::Value decoded(int64_t doc, bool at_read = false) {
     if (auto hit = decoded_.find(doc)) return hit;
+    if (at_read) ++read_misses_;
     const Sample& s = at(doc);
     const auto start = Clock::now();
     auto out = std::make_shared<DecodedSample>();
@@ -178,16 +224,14 @@ class ImageTextSource final : public DocSource {
         damaged(s, i, e.what());
       }
     }
-    count_cost(start, s.patches);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++decodes_of_[size_t(doc)];
+      decode_seconds_ += seconds_since(start);
+      decoded_patches_ += s.patches;
+    }
     std::shared_ptr<const DecodedSample> value = std::move(out);
     return decoded_.insert(doc, value, value->bytes());
-  }
-
-  void count_cost(Clock::time_point start, int64_t positions) {
-    const double took = seconds_since(start);
-    std::lock_guard<std::mutex> lock(mutex_);
-    seconds_ += took;
-    positions_ += positions;
   }
 
   // Counted, and named while few: its positions get blank patches.
@@ -211,9 +255,13 @@ class ImageTextSource final : public DocSource {
   BoundedCache<std::vector<int32_t>> captions_;
   BoundedCache<DecodedSample> decoded_;
   mutable std::mutex mutex_;  // the cost counters
-  double seconds_ = 0;
-  int64_t positions_ = 0;
+  double caption_seconds_ = 0;
+  int64_t caption_tokens_ = 0, caption_patches_ = 0;  // of the samples whose captions were made
+  double decode_seconds_ = 0;
+  int64_t decoded_patches_ = 0;
+  std::vector<int32_t> decodes_of_;  // per sample
   std::atomic<int64_t> damaged_{0};
+  std::atomic<int64_t> read_misses_{0};
 };
 
 }  // namespace

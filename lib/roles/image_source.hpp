@@ -6,9 +6,9 @@
 // the source's state, as a raw text source keeps its text. A sample's
 // document is its images' patches, in order (token model::kImagePosition),
 // then its caption's tokens and the end-of-text id, so length() needs no
-// decoding: prepare() tokenizes captions only. prefetch(), which the loader
-// runs when idle after answering the lengths, decodes and resizes the images
-// on its worker threads and keeps them as 8-bit RGB in a cache of
+// decoding: prepare_lengths() tokenizes captions only. prepare(), which the
+// loader runs when idle after answering the lengths, decodes and resizes the
+// images on its worker threads and keeps them as 8-bit RGB in a cache of
 // data.image.cache_mib; read_patches() cuts the patches from there
 // (image/patches.hpp), decoding what is not cached.
 //

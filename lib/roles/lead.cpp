@@ -163,12 +163,15 @@ void Lead::send_assignment() {
   assignment_ = a;
   if (!first) {
     ++reassignments_;
-    std::string text;
-    for (size_t s = 0; s < a.loaders_of_source.size(); ++s)
+    std::string text, costs;
+    for (size_t s = 0; s < a.loaders_of_source.size(); ++s) {
       text +=
           strf(" %s:%zu", w_.config.data.sources[s].name.c_str(), a.loaders_of_source[s].size());
-    LOG_INFO("preparing step %lld: loaders re-partitioned by measured cost:%s",
-             (long long)next_step_, text.c_str());
+      costs += strf("%s%s %.3g", s ? ", " : "", w_.config.data.sources[s].name.c_str(), cost_[s]);
+    }
+    LOG_INFO(
+        "preparing step %lld: loaders re-partitioned by measured cost:%s (seconds per token: %s)",
+        (long long)next_step_, text.c_str(), costs.c_str());
   }
   // Only the first assignment is sent: later ones change who is asked (loaders
   // open a source on its first request), so nothing has to move.

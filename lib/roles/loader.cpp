@@ -61,10 +61,26 @@ void run_loader(const World& w) {
   int shadow = -1;  // where this loader mirrors what it prepares
   std::vector<PendingSend> mirrors;
   std::vector<proto::LengthRequest> to_mirror;  // deltas received as a shadow, not yet prepared
-  // Documents whose lengths went out, for prefetch() when idle (images to
-  // decode), oldest first, a few at a time so that requests are not kept waiting.
-  std::deque<std::pair<int32_t, int64_t>> to_prefetch;
-  const int workers = int(w.config.data.workers);
+  // Documents whose lengths this loader sent but which it has not prepared yet
+  // (image sources decode after the reply), oldest first: constructors ask in
+  // that order.
+  std::deque<proto::LengthRequest> to_prepare;
+  // Idle work goes in chunks of this many documents, so that a request that
+  // arrives meanwhile waits for one chunk (a few images), not a whole batch.
+  const size_t idle_chunk = size_t(4 * std::max<int64_t>(1, w.config.data.workers));
+  // A shadow readies its loader's documents for lengths only (captions, not
+  // images): decoding them too would double the image sources' decode work
+  // for a standby that may never serve; once it serves, it decodes on demand.
+  auto prepare_chunk = [&](proto::LengthRequest* m, bool standby) {  // its first documents
+    const auto end = m->docs.begin() + long(std::min(idle_chunk, m->docs.size()));
+    const std::vector<int64_t> chunk(m->docs.begin(), end);
+    m->docs.erase(m->docs.begin(), end);
+    DocSource& src = source_at(m->source);
+    if (standby)
+      src.prepare_lengths(chunk, int(w.config.data.workers));
+    else
+      src.prepare(chunk, int(w.config.data.workers));
+  };
   // A fault fires on the first request for its step or later.
   auto inject = [&](int64_t step) {
     if (faults.crash_at(step)) {
@@ -91,24 +107,17 @@ void run_loader(const World& w) {
   while (true) {
     int from = -1, tag = -1;
     if (!poll_message(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &from, &tag)) {
-      // Idle: decode ahead what was asked about; prepare what the loaders
-      // this one shadows have prepared.
-      if (!to_prefetch.empty() && !hung) {
-        const int32_t source = to_prefetch.front().first;
-        std::vector<int64_t> docs;
-        while (!to_prefetch.empty() && to_prefetch.front().first == source &&
-               docs.size() < size_t(2 * workers)) {
-          docs.push_back(to_prefetch.front().second);
-          to_prefetch.pop_front();
-        }
-        source_at(source).prefetch(docs, workers);
+      // Idle: prepare what this loader sent lengths of, then what the
+      // loaders this one shadows have prepared.
+      if (!to_prepare.empty() && !hung) {
+        prepare_chunk(&to_prepare.front(), false);
+        if (to_prepare.front().docs.empty()) to_prepare.pop_front();
         trim.worked();
         continue;
       }
       if (!to_mirror.empty() && !hung) {
-        proto::LengthRequest m = std::move(to_mirror.back());
-        to_mirror.pop_back();
-        source_at(m.source).prepare(m.docs, workers);
+        prepare_chunk(&to_mirror.back(), true);
+        if (to_mirror.back().docs.empty()) to_mirror.pop_back();
         trim.worked();
         continue;
       }
@@ -135,7 +144,7 @@ void run_loader(const World& w) {
       inject(req.step);
       if (hung) continue;
       DocSource& src = source_at(req.source);
-      src.prepare(req.docs, workers);
+      const bool more = src.prepare_lengths(req.docs, int(w.config.data.workers));
       proto::LengthReply rep;
       rep.source = req.source;
       rep.docs = req.docs;
@@ -145,8 +154,7 @@ void run_loader(const World& w) {
         rep.images.clear();  // text: nothing to say
       rep.seconds_per_token = src.seconds_per_token();
       send_bytes(proto::encode(rep), from, proto::kLengthRep, MPI_COMM_WORLD);
-      if (!rep.images.empty())
-        for (int64_t d : req.docs) to_prefetch.emplace_back(req.source, d);
+      if (more) to_prepare.push_back(req);
       // The shadow gets the delta: which documents this loader now holds ready.
       if (shadow >= 0 && shadow != w.rank) {
         mirrors.emplace_back(msg, shadow, proto::kMirror, MPI_COMM_WORLD);
@@ -183,6 +191,14 @@ void run_loader(const World& w) {
   }
   // Mirrors to a dead shadow never complete: let them go.
   for (auto& m : mirrors) m.abandon();
+  for (const auto& src : open)
+    if (src) {
+      const DocSource::DecodeStats d = src->decode_stats();
+      report.decodes += d.decodes;
+      report.decoded_docs += d.docs;
+      report.decodes_at_read += d.at_read;
+      report.decode_seconds += d.seconds;
+    }
   send_final_report(report);
 }
 

@@ -235,6 +235,10 @@ void layout(IO& io, M& m) {
   io(m.busy_seconds);
   io(m.tokens);
   io(m.faults_fired);
+  io(m.decodes);
+  io(m.decoded_docs);
+  io(m.decodes_at_read);
+  io(m.decode_seconds);
 }
 
 template <class IO, Is<Ack> M>

@@ -188,6 +188,9 @@ struct Report {
   double busy_seconds = 0;
   int64_t tokens = 0;
   int32_t faults_fired = 0;  // faults.inject entries of this rank that fired
+  // Loaders: image decoding over their sources (DocSource::decode_stats).
+  int64_t decodes = 0, decoded_docs = 0, decodes_at_read = 0;
+  double decode_seconds = 0;
 };
 
 // `all` with only the samples `work`'s segments touch kept (the others

@@ -25,7 +25,7 @@ struct Assembled {
   std::vector<int32_t> tokens, length, source;
   std::vector<float> patches;  // image positions' patches, in token order (--dump)
   std::vector<int64_t> doc, offset, epoch, first_sample{0};
-  std::vector<double> source_tokens;
+  std::vector<double> source_tokens, source_samples;
   uint64_t hash = 1469598103934665603ULL;  // FNV-1a over the batches' content
   bool keep_tokens = false;                // only for --dump: rank 0 need not hold every token
   int64_t token_count = 0;
@@ -78,6 +78,8 @@ void assemble(int64_t step, const TrainerMesh& mesh, const std::vector<proto::Ac
     out->epoch.push_back(s.epoch);
     if (out->source_tokens.size() <= size_t(s.source)) out->source_tokens.resize(s.source + 1);
     out->source_tokens[size_t(s.source)] += double(s.length);
+    if (out->source_samples.size() <= size_t(s.source)) out->source_samples.resize(s.source + 1);
+    out->source_samples[size_t(s.source)] += 1;
     int64_t key[4] = {s.source, s.doc, s.offset, s.length};
     out->mix(key, sizeof(key));
     out->mix(tokens.data(), tokens.size() * sizeof(int32_t));
@@ -101,8 +103,10 @@ void write_dump(const std::string& path, const World& w, const Assembled& a) {
   f.write_string("config", w.config_text);
 }
 
-// Per source: tokens delivered, their share, and the schedule's mean weight.
-void print_source_shares(const World& w, const DataRun& run, const Assembled& all) {
+// Per source: tokens and samples delivered, the tokens' share, and the
+// schedule's mean weight. Returns the samples per source, as JSON.
+nlohmann::ordered_json print_source_shares(const World& w, const DataRun& run,
+                                           const Assembled& all) {
   dataplane::MixtureSchedule schedule(w.config.data);
   std::vector<double> expected(w.config.data.sources.size(), 0.0);
   for (int64_t s = 0; s < run.steps; ++s) {
@@ -110,30 +114,44 @@ void print_source_shares(const World& w, const DataRun& run, const Assembled& al
     for (size_t i = 0; i < weights.size(); ++i) expected[i] += weights[i] / double(run.steps);
   }
   const double total = double(all.token_count);
-  std::printf("%-14s %10s %9s %9s\n", "source", "tokens", "share", "schedule");
+  std::printf("%-14s %10s %9s %9s %9s\n", "source", "tokens", "share", "schedule", "samples");
+  nlohmann::ordered_json samples = nlohmann::ordered_json::object();
   bool images = false;
   for (size_t i = 0; i < w.config.data.sources.size(); ++i) {
     const config::SourceConfig& source = w.config.data.sources[i];
     const bool image = source.format == config::SourceFormat::webdataset;
     images |= image;
     const double got = i < all.source_tokens.size() ? all.source_tokens[i] : 0.0;
-    std::printf("%-14s %10.0f %8.2f%% %8.2f%%\n", (source.name + (image ? " *" : "")).c_str(), got,
-                100.0 * got / total, 100.0 * expected[i]);
+    const double n = i < all.source_samples.size() ? all.source_samples[i] : 0.0;
+    std::printf("%-14s %10.0f %8.2f%% %8.2f%% %9.0f\n", (source.name + (image ? " *" : "")).c_str(),
+                got, 100.0 * got / total, 100.0 * expected[i], n);
+    samples[source.name] = int64_t(n);
   }
   if (images)
-    std::printf("* image-text source: its tokens are image patches and caption tokens, which the "
-                "mixture weighs alike\n");
+    std::printf(
+        "* image-text source: its tokens are image patches and caption tokens, which the "
+        "mixture weighs alike\n");
+  return samples;
 }
 
 // Per role: ranks, peak RSS (max and sum) and PSS, printed; returned as JSON.
 nlohmann::ordered_json memory_by_role(const std::vector<proto::Report>& reports) {
-  std::printf("%-12s %6s %14s %14s %12s\n", "role", "ranks", "peak RSS max", "peak RSS sum",
-              "PSS sum");
+  std::printf("%-12s %6s %14s %14s %12s %12s\n", "role", "ranks", "peak RSS max", "peak RSS sum",
+              "PSS sum", "busy s max");
   nlohmann::ordered_json roles = nlohmann::ordered_json::object();
   for (Role role : {Role::constructor, Role::loader, Role::trainer}) {
     int64_t mx = 0, sum = 0, pss = 0, worker_pss = 0, n = 0;
+    int64_t decodes = 0, decoded_docs = 0, at_read = 0;
+    double decode_seconds = 0;
+    double busy = 0, busy_max = 0;  // loaders: serving requests; trainers: 0 in data runs
     for (const auto& r : reports)
       if (r.role == int(role)) {
+        busy += r.busy_seconds;
+        decodes += r.decodes;
+        decoded_docs += r.decoded_docs;
+        at_read += r.decodes_at_read;
+        decode_seconds += r.decode_seconds;
+        busy_max = std::max(busy_max, r.busy_seconds);
         mx = std::max(mx, r.peak_rss_kib);
         sum += r.peak_rss_kib;
         pss += r.pss_kib;
@@ -141,14 +159,27 @@ nlohmann::ordered_json memory_by_role(const std::vector<proto::Report>& reports)
         ++n;
       }
     if (!n) continue;
-    std::printf("%-12s %6lld %14s %14s %12s\n", role_name(role), (long long)n,
+    std::printf("%-12s %6lld %14s %14s %12s %12.2f\n", role_name(role), (long long)n,
                 human_bytes(double(mx) * 1024).c_str(), human_bytes(double(sum) * 1024).c_str(),
-                human_bytes(double(pss) * 1024).c_str());
+                human_bytes(double(pss) * 1024).c_str(), busy_max);
     roles[role_name(role)] = {{"ranks", n},
                               {"peak_rss_max_kib", mx},
                               {"peak_rss_sum_kib", sum},
                               {"pss_sum_kib", pss},
-                              {"worker_pss_sum_kib", worker_pss}};
+                              {"worker_pss_sum_kib", worker_pss},
+                              {"busy_seconds_sum", busy},
+                              {"busy_seconds_max", busy_max}};
+    if (decodes > 0) {
+      roles[role_name(role)]["decodes"] = decodes;
+      roles[role_name(role)]["decoded_samples"] = decoded_docs;
+      roles[role_name(role)]["decodes_at_read"] = at_read;
+      roles[role_name(role)]["decode_seconds"] = decode_seconds;
+      std::printf(
+          "  %s image decoding: %lld decodes of %lld samples (%lld at read: not prepared "
+          "ahead, or dropped by the decoded cache), %.2f s\n",
+          role_name(role), (long long)decodes, (long long)decoded_docs, (long long)at_read,
+          decode_seconds);
+    }
   }
   return roles;
 }
@@ -171,16 +202,18 @@ int run_data_lead(const World& w, const DataRun& run) {
         std::fflush(stdout);
       });
   const double seconds = seconds_since(start), total = double(all.token_count);
+  const double samples = double(all.length.size());  // (pieces of) documents delivered
   if (progress.redraw()) std::printf("\n");
   std::printf(
       "data path: %lld steps, %.0f tokens in %.2f s: %.0f tokens/s delivered to %d trainer(s)\n",
       (long long)run.steps, total, seconds, total / seconds, w.layout.trainers);
+  std::printf("samples: %.0f delivered, %.1f samples/s\n", samples, samples / seconds);
   std::printf(
       "layout: %d constructor(s), %d loader(s), %d trainer(s), mode %s; %d loader "
       "re-partition(s)\n",
       w.layout.constructors, w.layout.loaders, w.layout.trainers,
       config::enum_name(w.config.data.mode), lead.reassignments());
-  print_source_shares(w, run, all);
+  const nlohmann::ordered_json source_samples = print_source_shares(w, run, all);
   const nlohmann::ordered_json roles = memory_by_role(reports);
   if (!run.report.empty()) {
     std::FILE* f = std::fopen(run.report.c_str(), "w");
@@ -189,11 +222,14 @@ int run_data_lead(const World& w, const DataRun& run) {
                                             {"tokens", all.token_count},
                                             {"seconds", seconds},
                                             {"tokens_per_s", total / seconds},
+                                            {"samples", int64_t(samples)},
+                                            {"samples_per_s", samples / seconds},
                                             {"mode", config::enum_name(w.config.data.mode)},
                                             {"constructors", w.layout.constructors},
                                             {"loaders", w.layout.loaders},
                                             {"trainers", w.layout.trainers},
                                             {"hash", strf("%016llx", (unsigned long long)all.hash)},
+                                            {"source_samples", source_samples},
                                             {"roles", roles}};
     std::fprintf(f, "%s\n", summary.dump().c_str());
     std::fclose(f);

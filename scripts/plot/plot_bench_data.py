@@ -5,6 +5,8 @@
   data_prepare_runs.csv  -> data_prepare.csv, data_prepare.png
   data_loaders_runs.csv  -> data_loaders.csv, data_loaders.png
   data_memory_runs.csv   -> data_memory.csv,  data_memory.png
+  data_images_tput_runs.csv   -> data_images_tput.csv,   data_images_tput.png    (part 4)
+  data_images_memory_runs.csv -> data_images_memory.csv, data_images_memory.png  (part 4)
 
 Usage: plot_bench_data.py RESULTS_DIR [--headline-loaders L]
 
@@ -190,10 +192,13 @@ def loaders(res):
 
 
 # --- 3. memory ---------------------------------------------------------------------------
-def memory(res, headline):
-    runs = read(os.path.join(res, "data_memory_runs.csv"))
+def memory(res, headline, name="data_memory", part="3", what="8 sources: 7 raw, 1 indexed",
+           lean="no token cache"):
+    runs = read(os.path.join(res, name + "_runs.csv"))
     if not runs:
         return None
+    modes = {r["mode"] for r in runs}
+    has_col, has_colp = "colocated" in modes, "colocated_processes" in modes
     summary, rows, notes = [], [], []
     by_t = {}
     for r in runs:
@@ -225,9 +230,9 @@ def memory(res, headline):
             ranks = 1 + L + T
             ratio = col_dp / dp if col_dp else float("nan")
             ratio_p = colp_dp / dp if colp_dp else float("nan")
-            name = {"colocated": "colocated, in the trainer",
+            label = {"colocated": "colocated, in the trainer",
                     "colocated_processes": "colocated, worker processes (DataLoader-style)",
-                    "lean": f"lean: {L} loader(s), no shadows, no token cache"}.get(
+                    "lean": f"lean: {L} loader(s), no shadows, " + lean}.get(
                         r["mode"], f"disaggregated, {L} loader(s)")
             total = float(r["constructor_pss_kib"]) + load + float(r["trainer_pss_kib"])
             summary.append([T, r["mode"], L, ranks, r["steps"], round(base), round(lead),
@@ -236,12 +241,12 @@ def memory(res, headline):
             colocated = r["mode"].startswith("colocated")
             head = colocated or (r["mode"] == "disaggregated" and L == headline)
             fmt = (lambda s: f"**{s}**") if head else (lambda s: s)  # noqa: E731
-            rows.append([T, steps, name, ranks, f"{base / MIB:.1f}", f"{lead / MIB:.1f}",
+            rows.append([T, steps, label, ranks, f"{base / MIB:.1f}", f"{lead / MIB:.1f}",
                          f"{load / MIB:.1f}", f"{excess / MIB:.1f}", fmt(f"{dp / MIB:.1f}"),
-                         f"{total / MIB:.1f}",
-                         "-" if colocated else fmt(f"{ratio:.2f}x"),
-                         "-" if colocated else fmt(f"{ratio_p:.2f}x")])
-    write(os.path.join(res, "data_memory.csv"),
+                         f"{total / MIB:.1f}"] +
+                        (["-" if colocated else fmt(f"{ratio:.2f}x")] if has_col else []) +
+                        (["-" if colocated else fmt(f"{ratio_p:.2f}x")] if has_colp else []))
+    write(os.path.join(res, name + ".csv"),
           ["trainers", "mode", "loaders", "ranks", "steps", "trainer_base_pss_kib",
            "rank0_pss_kib", "loaders_pss_kib", "trainers_pss_kib", "trainer_excess_pss_kib",
            "data_path_pss_kib", "job_pss_kib", "colocated_over_this",
@@ -266,19 +271,19 @@ def memory(res, headline):
     ax.set_ylabel("data path memory, PSS (MiB)")
     ax.set_title("Data path memory: colocated (every trainer, or each of its worker processes, "
                  "opens every source)\n"
-                 "vs disaggregated loaders; 8 sources (7 raw, 1 indexed); %d steps unless noted"
-                 % first_steps)
+                 "vs disaggregated loaders; %s; %d steps unless noted" % (what, first_steps))
     ax.legend()
     fig.tight_layout()
-    fig.savefig(os.path.join(res, "data_memory.png"), dpi=110)
+    fig.savefig(os.path.join(res, name + ".png"), dpi=110)
     plt.close(fig)
-    text = ("### 3. Data path memory, PSS in MiB (8 sources: 7 raw, 1 indexed)\n\n" +
+    ratios = ((["colocated in the trainer / this"] if has_col else []) +
+              (["colocated worker processes / this"] if has_colp else []))
+    text = ("### %s. Data path memory, PSS in MiB (%s)\n\n" % (part, what) +
             table(["trainers", "steps", "layout", "ranks", "bare trainer P_base", "rank 0",
                    "loaders", "trainers beyond T x P_base", "data path memory",
-                   "whole job", "colocated in the trainer / this",
-                   "colocated worker processes / this"], rows,
-                  ["---:", "---:", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:",
-                   "---:", "---:"]) +
+                   "whole job"] + ratios, rows,
+                  ["---:", "---:", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:"] +
+                  ["---:"] * len(ratios)) +
             "\n\nData path memory = (sum of PSS over all ranks) - T x P_base, where P_base is "
             "the mean PSS of a trainer that holds no source (trainers of the disaggregated "
             "run with %d loaders, the same T and the same steps). PSS is read from /proc/self/smaps_rollup "
@@ -292,6 +297,88 @@ def memory(res, headline):
     return text
 
 
+# --- 4. an image-text source ----------------------------------------------------------------
+def images_tput(res):
+    runs = read(os.path.join(res, "data_images_tput_runs.csv"))
+    if not runs:
+        return None
+    counts = sorted({int(r["loaders"]) for r in runs})
+    hashes = {r["hash"] for r in runs}
+    summary, rows, stats = [], [], {}
+    base = None
+    for L in counts:
+        rs = [r for r in runs if int(r["loaders"]) == L]
+        sps = statistics.median(float(r["samples_per_s"]) for r in rs)
+        tps = statistics.median(float(r["tokens_per_s"]) for r in rs)
+        secs = statistics.median(float(r["seconds"]) for r in rs)
+        isps = statistics.median(float(r["image_samples"]) / float(r["seconds"]) for r in rs)
+        base = base or sps
+        r0 = rs[len(rs) // 2]
+        T = int(r0["trainers"])
+        stats[L] = (sps, tps, isps)
+        split = (f"{r0['clipart_loaders']} : {r0['bible_loaders']}" if r0["clipart_loaders"]
+                 else ("1 : 1 (fixed)" if L == 2 else "shared" if L == 1 else "-"))
+        summary.append([L, T, 1 + L + T, r0["steps"], r0["tokens"], len(rs), round(secs, 2),
+                        round(sps, 1), round(isps, 1), round(tps), round(sps / base, 3),
+                        r0["repartitions"], r0["clipart_loaders"], r0["bible_loaders"],
+                        r0["clipart_s_per_token"], r0["bible_s_per_token"], r0["decodes"],
+                        r0["decoded_samples"], r0["decodes_at_read"], r0["decode_seconds"],
+                        r0["loader_busy_s_max"], r0["load1"]])
+        cost = (f"{float(r0['clipart_s_per_token']) * 1e6:.2f} / "
+                f"{float(r0['bible_s_per_token']) * 1e6:.3f}" if r0["clipart_s_per_token"] else "-")
+        rows.append([L, 1 + L + T, f"{secs:.1f}", f"**{sps:.0f}**", f"{isps:.0f}",
+                     f"{tps / 1e3:.1f}", f"{sps / base:.2f}", split, cost,
+                     f"{r0['decodes']} ({r0['decoded_samples']}, {r0['decodes_at_read']})",
+                     f"{float(r0['decode_seconds']):.1f}", f"{float(r0['loader_busy_s_max']):.1f}",
+                     r0["load1"]])
+    write(os.path.join(res, "data_images_tput.csv"),
+          ["loaders", "trainers", "ranks", "steps", "tokens", "reps", "seconds",
+           "samples_per_s", "image_samples_per_s", "tokens_per_s", "samples_vs_1_loader",
+           "repartitions", "clipart_loaders", "bible_loaders", "clipart_s_per_token",
+           "bible_s_per_token", "decodes", "decoded_samples", "decodes_at_read", "decode_seconds",
+           "loader_busy_s_max", "load1"], summary)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.2))
+    a1.plot(counts, [stats[L][0] for L in counts], marker="o", label="all samples")
+    a1.plot(counts, [stats[L][2] for L in counts], marker="s", label="image samples")
+    a1.set_ylabel("delivered samples/s")
+    a2.plot(counts, [stats[L][1] / 1e3 for L in counts], marker="o", color="tab:green")
+    a2.set_ylabel("delivered tokens/s (thousands)")
+    for a in (a1, a2):
+        a.set_xscale("log", base=2)
+        a.set_xticks(counts, [str(c) for c in counts])
+        a.set_ylim(bottom=0)
+        a.set_xlabel("loader ranks")
+    a1.legend(fontsize=8)
+    fig.suptitle("Image + text data path, %d trainers (openclipart PNGs : Bible, 1:1 by tokens)"
+                 % T)
+    fig.tight_layout()
+    fig.savefig(os.path.join(res, "data_images_tput.png"), dpi=110)
+    plt.close(fig)
+    r0 = runs[0]
+    return ("### 4a. Image + text: delivered samples/s versus loader ranks (%s trainers, "
+            "data.workers %s, %s steps of 16,384 tokens, %d run(s) each)\n\n"
+            % (r0["trainers"], r0["workers"], r0["steps"], len(runs) // len(counts)) +
+            table(["loaders", "ranks", "seconds", "samples/s", "image samples/s",
+                   "k tokens/s", "samples/s vs 1 loader",
+                   "loaders clipart : bible (after re-partitioning)",
+                   "measured us/token clipart / bible",
+                   "decodes (distinct samples, at read)", "decode s (all loaders)",
+                   "busiest loader busy s", "load1"], rows) +
+            "\n\nSources of equal mixture weight: 'clipart' (openclipart PNGs in WebDataset "
+            "shards, decoded and resized by the loaders, 16x16 patches) and 'bible' (raw JSON "
+            "Lines, GPT-2 tokenized by the loaders). The lead re-partitions the loaders by "
+            "weight x measured seconds per token every 10 steps; the split is the last one logged. "
+            "Decodes count every process that decoded (with L >= 2 the shadow loader decodes "
+            "what it mirrors). Same batches in every run: %s." %
+            ("yes" if len(hashes) == 1 else "NO (%d different hashes)" % len(hashes)) +
+            load_note(runs))
+
+
+def images_memory(res, headline):
+    return memory(res, headline, name="data_images_memory", part="4b",
+                  what="openclipart PNGs + Bible text, 1:1", lean="small decoded-image cache")
+
+
 def main():
     args = sys.argv[1:]
     if not args or args[0].startswith("-"):
@@ -300,7 +387,8 @@ def main():
     headline = 2
     if "--headline-loaders" in args:
         headline = int(args[args.index("--headline-loaders") + 1])
-    parts = [p for p in (prepare(res), loaders(res), memory(res, headline)) if p]
+    parts = [p for p in (prepare(res), loaders(res), memory(res, headline), images_tput(res),
+                         images_memory(res, headline)) if p]
     if not parts:
         sys.exit(f"{res}: no data_*_runs.csv")
     print("\n\n".join(parts))
