@@ -368,8 +368,9 @@ def images_tput(res):
             "shards, decoded and resized by the loaders, 16x16 patches) and 'bible' (raw JSON "
             "Lines, GPT-2 tokenized by the loaders). The lead re-partitions the loaders by "
             "weight x measured seconds per token every 10 steps; the split is the last one logged. "
-            "Decodes count every process that decoded (with L >= 2 the shadow loader decodes "
-            "what it mirrors). Same batches in every run: %s." %
+            "Decodes count every loader that decoded (shadows decode only once they serve; a "
+            "loader given a source by re-partitioning decodes its samples anew). Same batches "
+            "in every run: %s." %
             ("yes" if len(hashes) == 1 else "NO (%d different hashes)" % len(hashes)) +
             load_note(runs))
 
