@@ -258,13 +258,17 @@ TEST(Config, ImageKeysHaveDefaultsAndRanges) {
   EXPECT_NE(e.find("out of range"), std::string::npos) << e;
 }
 
-TEST(Config, WebdatasetSourcesParseButAreNotYetTrainedOn) {
-  // The format is known (lib/data/webdataset.hpp reads it); training refuses
-  // it by name until loaders deliver image patches (issue 22).
-  const std::string e =
-      error_of("data:\n  sources:\n    - {name: pics, path: 'shards/*.tar', format: webdataset}\n");
-  EXPECT_NE(e.find("'data.sources[0].format' is webdataset"), std::string::npos) << e;
-  EXPECT_NE(e.find("not yet trained on"), std::string::npos) << e;
+TEST(Config, WebdatasetSourcesGiveTheModelAPatchEmbedding) {
+  // An image-text source makes the model's patch dimension 3 p^2
+  // (data.image.patch p); text-only configs keep none.
+  const config::Config c = config::parse_config(
+      "data:\n  sources:\n    - {name: docs, path: data/docs}\n"
+      "    - {name: pics, path: 'shards/*.tar', format: webdataset}\n  image: {patch: 8}\n",
+      "x.yaml");
+  EXPECT_EQ(c.data.sources[1].format, config::SourceFormat::webdataset);
+  EXPECT_EQ(config::patch_dim(c), 3 * 8 * 8);
+  EXPECT_EQ(config::patch_dim(config::parse_config(kMinimal, "x.yaml")), 0);
   EXPECT_NE(error_of(kMinimal, {"data.sources.0.format=webdatset"}).find("webdataset"),
             std::string::npos);
+  EXPECT_NE(error_of(kMinimal, {"data.image.patch=0"}).find("data.image.patch"), std::string::npos);
 }

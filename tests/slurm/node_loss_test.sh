@@ -49,14 +49,19 @@ submit loaders 3 "$loaders" &
 drill=$!
 await_step loaders 5
 "$cluster" kill-node mlnode2 || fail "kill-node mlnode2"
+# The attempt that lost the node (0, unless the first failed at start-up, as
+# OpenMPI's TCP wire-up between namespaces now and then does under load).
+at_kill=$(grep -oE 'attempt [0-9]+' "$dir/loaders.out" | tail -1 | cut -d' ' -f2)
 wait "$drill" || { cat "$dir/loaders.out"; fail "the job did not survive losing its loader node"; }
 grep -v '\] step ' "$dir/loaders.out"
 grep -q "layout: mlnode2: ranks 3-5: loaders 2-4" "$dir/loaders.out" || fail "mlnode2 does not hold loaders 2-4"
 grep -q "loader ranks 1,2 (mlnode1), 3,4,5 (mlnode2); shadows 1->4, 2->5, 3->1, 4->2, 5->1" "$dir/loaders.out" ||
   fail "the shadows of mlnode2's loaders are not on mlnode1"
-grep -q "attempt 0 ended with 0" "$dir/loaders.out" || fail "the first attempt did not finish"
-grep -q "resuming" "$dir/loaders.out" && fail "the run restarted"
+grep -q "attempt ${at_kill:-0} ended with 0" "$dir/loaders.out" ||
+  fail "the attempt that lost mlnode2 (${at_kill:-0}) did not finish"
+grep -q "attempt $((${at_kill:-0} + 1)): resuming" "$dir/loaders.out" && fail "the run restarted"
 grep -q "trained steps 0-13" "$dir/loaders.out" || fail "steps 0-13 not trained in one attempt"
+((${at_kill:-0} == 0)) || echo "note: attempt 0 failed at start-up; mlnode2 was lost in attempt $at_kill"
 # shellcheck disable=SC2086  # $loaders: options
 train loaders-ref 9 $loaders
 same_losses loaders loaders-ref 0 1e-6 || fail "losing the loader node changed the batches"
