@@ -1,10 +1,12 @@
 #include "base/memory.hpp"
 
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <cstdio>
 #include <string>
 
+#include "base/clock.hpp"
 #include "base/strings.hpp"
 
 namespace meshloom {
@@ -26,6 +28,14 @@ int64_t pss_kib(int pid) {
     if (std::sscanf(line, "Pss: %lld kB", reinterpret_cast<long long*>(&kib)) == 1) break;
   std::fclose(f);
   return kib;
+}
+
+void HeapTrim::maybe() {
+  const double now = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  if (!dirty_ || (last_ >= 0 && now - last_ < 0.5)) return;
+  malloc_trim(0);
+  dirty_ = false;
+  last_ = now;
 }
 
 }  // namespace meshloom

@@ -439,6 +439,7 @@ void Lead::dispatch_step(bool last) {
   // Flow control: at most `prefetch` steps ahead of the slowest trainer.
   const int64_t prefetch = w_.config.data.prefetch;
   while (next_step_ - steps_completed() > prefetch) receive_ack();
+  trim_.maybe();  // what the steps packed so far (patches, echoes) has been freed
   const auto busy = std::chrono::steady_clock::now();  // from here on, the lead's own work
   maybe_reassign();
   dataplane::StepManifest m = plane_->next();
@@ -454,6 +455,7 @@ void Lead::dispatch_step(bool last) {
         w_.config.data.long_policy.share);
   }
   proto::StepWork work = place(m, last);
+  trim_.worked();
   uint64_t h = 1469598103934665603ULL;
   for (const auto& p : m.samples) {
     const int64_t key[4] = {p.source, p.doc, p.offset, p.length};

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/memory.hpp"
 #include "ckpt/checkpoint.hpp"
 #include "comm/group_comms.hpp"
 #include "comm/member_sets.hpp"
@@ -115,6 +116,7 @@ class Lead {
   bool cp_logged_ = false;     // the CP attention mix was logged
   bool rings_logged_ = false;  // the rings' nodes were logged
   plan::Plan last_plan_;
+  HeapTrim trim_;  // rank 0 packs and frees a step's data each step
   // A replay of the trainers' group-communicator caches (the step groups
   // sent so far), for prefer_cached_groups().
   MemberSetLru group_history_{MpiGroupComms::kDefaultCapacity};

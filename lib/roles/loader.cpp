@@ -1,7 +1,5 @@
 #include "roles/loader.hpp"
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -12,6 +10,7 @@
 
 #include "base/bytes.hpp"
 #include "base/clock.hpp"
+#include "base/memory.hpp"
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
 #include "roles/doc_source.hpp"
@@ -20,29 +19,6 @@
 #include "roles/report.hpp"
 
 namespace meshloom {
-
-// A loader tokenizes documents on worker threads and frees their tokens once
-// served, and glibc keeps such free chunks in its per-thread arenas. When the
-// loader has worked and is idle, at most twice a second, give those pages
-// back to the system. (Measured on bench_data's 8 sources after 100 steps:
-// within noise, the lean loader at 55-60 MiB.) Trainers do not do this: their
-// next step would fault the pages in again.
-namespace {
-class IdleTrim {
- public:
-  void worked() { dirty_ = true; }
-  void maybe() {
-    if (!dirty_ || seconds_since(last_) < 0.5) return;
-    malloc_trim(0);
-    dirty_ = false;
-    last_ = Clock::now();
-  }
-
- private:
-  bool dirty_ = false;
-  Clock::time_point last_{};
-};
-}  // namespace
 
 void run_loader(const World& w) {
   const auto& sources = w.config.data.sources;
@@ -102,7 +78,7 @@ void run_loader(const World& w) {
       std::this_thread::sleep_for(std::chrono::duration<double>(faults.slow_at(step)));
     }
   };
-  IdleTrim trim;
+  HeapTrim trim;
   int idle = 0;
   while (true) {
     int from = -1, tag = -1;
