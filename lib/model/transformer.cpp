@@ -13,7 +13,6 @@
 namespace meshloom::model {
 namespace {
 
-constexpr double kNormEps = 1e-5;
 // Elementwise loops go parallel above this many elements.
 constexpr int64_t kParallelElems = 1 << 15;
 

@@ -11,8 +11,8 @@ double ModelShape::linear_flops_per_token() const {
   const double kv_dim = double(kv_heads) * double(head_dim());
   // wq, wk, wv, wo, then SwiGLU w1, w3, w2 for each active expert.
   const double per_layer = d * q_dim + 2.0 * d * kv_dim + q_dim * d + 3.0 * d * double(ffn) * top_k;
-  return 2.0 * (double(layers) * per_layer + d * double(vocab) +
-                d * double(patch_dim) * image_share);
+  return 2.0 *
+         (double(layers) * per_layer + d * double(vocab) + d * double(patch_dim) * image_share);
 }
 
 double ModelShape::attention_flops_per_token2() const {

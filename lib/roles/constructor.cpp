@@ -146,8 +146,9 @@ int64_t Constructor::construct(const proto::StepWork& work) {
   const auto data = fetch_samples(w_.config, work, nullptr, router_);
   int64_t packed = 0;
   const int first_trainer = w_.layout.first_rank(Role::trainer);
+  const size_t patch_dim = size_t(config::patch_dim(w_.config));
   for (const auto& t : work.trainers) {
-    proto::Batch b = pack(work, t, data, size_t(config::patch_dim(w_.config)));
+    proto::Batch b = pack(work, t, data, patch_dim);
     for (const auto& mb : b.micro) packed += int64_t(mb.tokens.size());
     // Packed once, sent to every trainer of the HDP rank (TP group, stages).
     const std::string bytes = proto::encode(b);

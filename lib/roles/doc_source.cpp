@@ -150,10 +150,10 @@ class RawDocSource final : public DocSource {
     tokens(doc)->append(offset, n, out);
   }
   void prepare(const std::vector<int64_t>& docs, int threads) override {
-    std::vector<int64_t> todo;
+    std::vector<int64_t> missing;
     for (int64_t d : docs)
-      if (!cache_.contains(d)) todo.push_back(d);
-    run_on_workers(todo.size(), threads, [&](size_t i) { tokens(todo[i]); });
+      if (!cache_.contains(d)) missing.push_back(d);
+    run_on_workers(missing.size(), threads, [&](size_t i) { tokens(missing[i]); });
   }
   double seconds_per_token() const override {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -128,10 +128,10 @@ class ImageTextSource final : public DocSource {
   // also decodes one sample, so that the first length reply already carries
   // a decoding cost (seconds_per_token).
   bool prepare_lengths(const std::vector<int64_t>& docs, int threads) override {
-    std::vector<int64_t> todo;
+    std::vector<int64_t> missing;
     for (int64_t d : docs)
-      if (!captions_.contains(d)) todo.push_back(d);
-    run_on_workers(todo.size(), threads, [&](size_t i) { caption(todo[i]); });
+      if (!captions_.contains(d)) missing.push_back(d);
+    run_on_workers(missing.size(), threads, [&](size_t i) { caption(missing[i]); });
     bool measured;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -147,12 +147,12 @@ class ImageTextSource final : public DocSource {
   }
 
   void prepare(const std::vector<int64_t>& docs, int threads) override {
-    std::vector<int64_t> todo;
+    std::vector<int64_t> missing;
     for (int64_t d : docs)
-      if (!decoded_.contains(d) || !captions_.contains(d)) todo.push_back(d);
-    run_on_workers(todo.size(), threads, [&](size_t i) {
-      caption(todo[i]);
-      decoded(todo[i]);
+      if (!decoded_.contains(d) || !captions_.contains(d)) missing.push_back(d);
+    run_on_workers(missing.size(), threads, [&](size_t i) {
+      caption(missing[i]);
+      decoded(missing[i]);
     });
   }
 

@@ -60,7 +60,7 @@ void write_step_dump(const std::string& path, MPI_Comm trainers, const proto::Ba
   f.write_scalar("model/n_heads", int64_t(shape.n_heads));
   f.write_scalar("model/n_kv_heads", int64_t(shape.n_kv_heads));
   f.write_scalar("model/rope_theta", double(shape.rope_theta));
-  f.write_scalar("model/norm_eps", 1e-5);
+  f.write_scalar("model/norm_eps", model::kNormEps);
   f.write_scalar("loss", batch.global_predictions ? total / double(batch.global_predictions) : 0.0);
   for (const auto& t : layout.tensors()) {
     std::vector<float> p(params.begin() + t.offset, params.begin() + t.offset + t.numel);
