@@ -173,8 +173,9 @@ int run_train_trainer(const World& w, const TrainRun& run, const std::string& re
           write_step_dump(run.dump_file, w.role_comm, b, w.mesh.member_of(w.role_index) == 0,
                           trainer.whole_layout(), trainer.whole(before),
                           trainer.whole(trainer.full_grads()), ack.loss_sum);
-          if (w.role_index == 0)
-            ack.note = strf("step %lld dumped to %s", (long long)b.step, run.dump_file.c_str());
+          if (w.role_index == 0)  // after the trainer's own note (its backend, at step 0)
+            ack.note += std::string(ack.note.empty() ? "" : "; ") +
+                        strf("step %lld dumped to %s", (long long)b.step, run.dump_file.c_str());
         }
         if (b.checkpoint) writer.write(trainer.snapshot(b.step, b.ckpt_data));
         if (b.last) writer.wait();

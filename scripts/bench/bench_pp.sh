@@ -15,10 +15,20 @@
 # against its measured one (the largest compute time of its trainers).
 # Prints the table, writes bench/results/pp.csv and pp.png.
 #   scripts/bench/bench_pp.sh   (STEPS=8 TOKENS=32768 C=1024 SEQ=1024 LONG=512 by default)
+#   RUNS_TO=DIR ...   runs only, into DIR (metrics, logs, the machine's core
+#                     count), for a machine without matplotlib: the GPU
+#                     bundle's `cpu` part runs it on the GPU machine's cores
+#   RAW=DIR ...       no runs: the table and plot of the runs in DIR
 set -euo pipefail
 # shellcheck source=scripts/bench/train_common.sh
 source "$(dirname "$0")/train_common.sh"
 STEPS=${STEPS:-8} TOKENS=${TOKENS:-32768} C=${C:-1024} SEQ=${SEQ:-1024} LONG=${LONG:-512}
+python=/usr/bin/python3
+[[ -x $python ]] || python=python3
+if [[ -n ${RAW:-} ]]; then
+  rm -rf "$work" && trap - EXIT  # train_common's work folder: not used, and RAW is kept
+  work=$(cd "$RAW" && pwd)
+else
 cat >"$work/c.yaml" <<YAML
 run: {steps: $STEPS, timeout: 600, threads: 1}
 cluster: {roles: {constructors: 1, loaders: 1}}
@@ -36,8 +46,9 @@ data:
 checkpoint: {every: 0}
 YAML
 run() { bench_train "$1" 10 "${@:2}"; }
+echo "$(nproc) cores, $(hostname)" >"$work/machine.txt"
 run calib
-/usr/bin/python3 - "$work/calib/metrics.jsonl" "$work/calib.csv" <<'PY'
+"$python" - "$work/calib/metrics.jsonl" "$work/calib.csv" <<'PY'
 # Each micro-batch once: its tokens, L^2 work and the seconds of all its
 # stages (trainer t is stage t % 2 of pipeline t // 2 at tp 1, pp 2).
 import json, sys
@@ -59,6 +70,16 @@ with open(sys.argv[2], "w") as f:
 PY
 run dp --set plan.calibration="$work/calib.csv"
 run pp --set plan.calibration="$work/calib.csv" --set plan.balance=pp
+if [[ -n ${RUNS_TO:-} ]]; then
+  mkdir -p "$RUNS_TO"
+  for n in calib dp pp; do
+    mkdir -p "$RUNS_TO/$n" && cp "$work/$n/metrics.jsonl" "$RUNS_TO/$n/" && cp "$work/$n.log" "$RUNS_TO/"
+  done
+  cp "$work/calib.csv" "$work/machine.txt" "$RUNS_TO/"
+  echo "runs in $RUNS_TO (the table: RAW=$RUNS_TO $0)"
+  exit 0
+fi
+fi
 /usr/bin/python3 - "$work" "$out" "$STEPS" "$TOKENS" <<'PY'
 import json, statistics, sys
 import matplotlib
@@ -109,7 +130,8 @@ b.hist([100 * e for e in errors["dp"]], bins=20, alpha=0.6, label=labels["dp"])
 b.hist([100 * e for e in errors["pp"]], bins=20, alpha=0.6, label=labels["pp"])
 b.axvline(20, ls="--", c="gray")
 b.set_xlabel("|predicted - measured| / measured, per pipeline and step (%)"); b.legend()
-fig.suptitle("4 pipelines x 2 stages, 8 trainers on this machine's cores")
+machine = open(f"{work}/machine.txt").read().strip()
+fig.suptitle(f"4 pipelines x 2 stages, 8 trainers + 2 ranks on {machine}")
 fig.tight_layout(); fig.savefig(f"{out}/pp.png", dpi=120)
 print(f"wrote {out}/pp.csv and {out}/pp.png")
 PY

@@ -22,8 +22,8 @@
 # and writes build-bundle/run.sh (scripts/gpu/gpu_bundle_run.sh), which unpacks
 # the archive into /tmp once and runs, on the GPU machine:
 #
-#   build-bundle/run.sh [tests] [mpi] [train] [bench] [sanitize]
-#   runs the parts named, in that order (default: all five, in this order):
+#   build-bundle/run.sh [tests] [mpi] [train] [bench] [sanitize] [cpu]
+#   runs the parts named, in that order (default: the first five, in order):
 #     tests     every single-process GPU test binary
 #     mpi       device_ring_test on 1, 2 and 3 ranks, tp_gpu_test on 2,
 #               nccl_comm_test on 1 (all on the one GPU), under the bundled
@@ -38,6 +38,8 @@
 #               `RAW=DIR scripts/bench/bench_step_gpu.sh` back here
 #     sanitize  compute-sanitizer memcheck, racecheck, synccheck, initcheck on
 #               the attention kernels and the offloading model test
+#     cpu       (named only) scripts/bench/bench_pp.sh's runs on the machine's
+#               CPU cores, when the checkout and data/prepared are there
 #   Results go to $OUT (or build-bundle/out), at most 8 files (the device
 #   machine returns no more), kept up to date as the parts go: summary.md
 #   (the table, printed last too), logs.tar.gz (every log and gtest XML),

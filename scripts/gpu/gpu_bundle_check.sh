@@ -56,8 +56,11 @@ for case in "${invariance_gpu_cases[@]}"; do
   rc=$(awk -v n="$case_name" '$1 == n { print $2 }' "$dir/exit_codes.txt" 2>/dev/null)
   on_gpu=no
   [[ -f $dir/$case_name.txt ]] && invariance_on_gpu "$case_name" && on_gpu=yes
+  there=$(awk -v n="$case_name" '$1 == n { $1 = ""; print substr($0, 2) }' "$dir/compared_there.txt" 2>/dev/null)
   if [[ ! -f $dir/$case_name.txt ]]; then
     result="not run"
+  elif [[ ! -f $dir/$case_name.h5 && -n $there ]]; then
+    result="$there (compared on the GPU machine, dump left there)"
   elif [[ ! -f $dir/$case_name.h5 ]]; then
     result="no dump: $(grep -m1 -E 'meshloom: error|FATAL' "$dir/$case_name.txt" | cut -c1-160)"
   else

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the meshloom GPU bundle on a GPU machine: scripts/gpu/gpu_bundle.sh copies
 # this script to build-bundle/run.sh, beside bundle.tar.xz.
-#   run.sh [tests] [mpi] [train] [bench] [sanitize]
-# runs the parts named, in the order named (default: all five, in this order;
-# scripts/gpu/gpu_bundle.sh says what each does).
+#   run.sh [tests] [mpi] [train] [bench] [sanitize] [cpu]
+# runs the parts named, in the order named (default: the first five, in this
+# order; scripts/gpu/gpu_bundle.sh says what each does). CASES (a regex of
+# case names) limits train's cases, SANITIZE_TOOLS sanitize's tools.
 # Unpacks bundle.tar.xz into $BUNDLE_DIR (default /tmp/meshloom-bundle) once.
 # Results go to $OUT (default: out/ beside this script), a few files (the device
 # machine returns 8 at most), each brought up to date as the parts go:
@@ -16,8 +17,8 @@ out=${OUT:-$here/out}
 parts=("$@")
 ((${#parts[@]})) || parts=(tests mpi train bench sanitize)
 for p in "${parts[@]}"; do
-  [[ $p =~ ^(tests|mpi|train|bench|sanitize)$ ]] ||
-    { echo "run.sh: unknown part '$p' (tests mpi train bench sanitize)" >&2; exit 2; }
+  [[ $p =~ ^(tests|mpi|train|bench|sanitize|cpu)$ ]] ||
+    { echo "run.sh: unknown part '$p' (tests mpi train bench sanitize cpu)" >&2; exit 2; }
 done
 mkdir -p "$out" || exit 1
 # Logs and gtest XML, packed into $out/logs.tar.gz after each step.
@@ -141,14 +142,15 @@ part_tests() {
 }
 part_sanitize() {
   if command -v compute-sanitizer >/dev/null; then
-    for tool in memcheck racecheck synccheck initcheck; do
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
       for spec in "attention_gpu_test:*bf16_D128_padded*:*fp32_D64_padded*" \
                   "gpu_transformer_test:*Offload*"; do
         t=${spec%%:*} filter=${spec#*:}
         log=$logs/sanitize_${tool}_$t.log
         timed "$log" with_libs compute-sanitizer --tool "$tool" --error-exitcode 9 \
           "$b/bin/$t" --gtest_filter="$filter"
-        errors=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$log" | tail -1)
+        # racecheck prints its own summary line: hazards as errors and warnings
+        errors=$(grep -o -E '(ERROR|RACECHECK) SUMMARY: .*' "$log" | tail -1)
         row sanitize "$tool $t" "rc $rc, ${errors:-no summary}" $secs
         echo "[run.sh] $tool $t: rc $rc ${errors}"
         pack
@@ -171,6 +173,23 @@ part_bench() {
   fi
   timed "$out/step_gpu_model.txt" with_libs "$b/bin/gpu_step_bench" tokens="${TOKENS:-32768}" layers="${LAYERS:-16}" iters=5
   row bench gpu_step_bench "rc $rc: $(tr ' ' '\n' <"$out/step_gpu_model.txt" | grep -E '^(mfu|tflops|step_seconds)=' | tr '\n' ' ')" $secs
+}
+# The CPU benchmark that 2 shared cores cannot measure (pipeline bubbles need
+# a core per stage): scripts/bench/bench_pp.sh's runs on this machine's cores,
+# into logs.tar.gz's bench_pp/ (RAW=DIR scripts/bench/bench_pp.sh makes the
+# table back home). Needs the checkout around build-bundle/ (the device tool's
+# copy) with data/prepared (carried: it is git-ignored).
+part_cpu() {
+  local root=$here/..
+  if [[ ! -x $root/scripts/bench/bench_pp.sh || ! -f $root/data/prepared/pydocs.idx ]]; then
+    row cpu bench_pp.sh "skipped: needs the checkout and data/prepared beside build-bundle/" 0
+    return
+  fi
+  timed "$logs/bench_pp.log" with_libs env -u OMPI_MCA_mpi_yield_when_idle MESHLOOM="$b/bin/meshloom" \
+    RUNS_TO="$logs/bench_pp" "$root/scripts/bench/bench_pp.sh"
+  row cpu "bench_pp.sh, $(nproc) cores" "rc $rc: $(tail -1 "$logs/bench_pp.log")" $secs
+  echo "[run.sh] bench_pp.sh: rc $rc"
+  pack
 }
 part_mpi() {
   # Every rank writes its gtest XML (NAME.npN.rankR.xml); rank 0 prints the
@@ -216,6 +235,7 @@ part_train() {
   row train "ref: CPU, 1 trainer" "$result" $((SECONDS - start))
   for case in "${invariance_gpu_cases[@]}"; do
     invariance_case "$case"
+    [[ $case_name =~ ${CASES:-.} ]] || continue  # CASES: a regex of the case names to run
     start=$SECONDS
     with_libs invariance_run "$case_name" "$case_trainers" --set run.backend=cuda "${case_args[@]}"
     rc=$?
@@ -226,7 +246,12 @@ part_train() {
       result+=": $(error_line "$dir/$case_name.txt")"
     elif [[ $compare == yes && -f $dir/ref.h5 ]]; then
       # with_libs: a case of several steps makes its CPU reference on first use
-      result+=", $(with_libs invariance_compare python_h5 "$b/compare_dumps.py" "$case_name" "$case_tol" "${case_args[@]}" 2>&1 | tail -1)"
+      compared=$(with_libs invariance_compare python_h5 "$b/compare_dumps.py" "$case_name" "$case_tol" "${case_args[@]}" 2>&1 | tail -1)
+      result+=", $compared"
+      # A dump that matched here stays here: the machine returns 8 files of
+      # 16 MiB at most. gpu_bundle_check.sh reports this line for it.
+      [[ $compared == ok:* ]] && echo "$case_name $compared" >>"$dir/compared_there.txt" &&
+        rm -f "$dir/$case_name.h5"
     fi
     row train "$case_name: $case_trainers trainer(s) ${case_args[*]}" "$result" $((SECONDS - start))
     echo "[run.sh] $case_name: $result"
@@ -234,11 +259,11 @@ part_train() {
   done
   row train dumps "$(cd "$out" && echo train_dumps.tar.gz*) ($(du -ch "$out"/train_dumps.tar.gz* | tail -1 | cut -f1))" 0
 }
-# The dumps and logs so far, less the reference's dump (made again where they
-# are checked) and the data, into $out/train_dumps.tar.gz, or its 15 MiB pieces.
+# The dumps and logs so far, less the references' dumps (made again where
+# they are checked), the dumps that matched here, and the data, into $out/train_dumps.tar.gz, or its 15 MiB pieces.
 pack_train() {
   rm -f "$out"/train_dumps.tar.gz*
-  tar -czf "$out/train_dumps.tar.gz" -C "$dir" --exclude=./run --exclude=./ref.h5 \
+  tar -czf "$out/train_dumps.tar.gz" -C "$dir" --exclude=./run --exclude='./ref*.h5' \
     --exclude=./docs.bin --exclude=./docs.idx .
   if (($(stat -c %s "$out/train_dumps.tar.gz") > 15 * 1048576)); then
     split -b 15M -d "$out/train_dumps.tar.gz" "$out/train_dumps.tar.gz.part" && rm "$out/train_dumps.tar.gz"

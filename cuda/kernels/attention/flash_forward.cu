@@ -127,6 +127,9 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(const FwdParams
       if (corr != 1.0f) {
         for (int c = lane; c < D; c += 32) so[r * L::LDO + c] *= corr;
       }
+      // Every lane has read sm[r] above; order those reads before lane 0's
+      // write (racecheck flagged the warp-synchronous hazard on an H200).
+      __syncwarp();
       if (lane == 0) {
         sl[r] = sl[r] * corr + sum;
         sm[r] = m_new;
