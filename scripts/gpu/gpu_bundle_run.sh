@@ -4,7 +4,8 @@
 #   run.sh [tests] [mpi] [train] [bench] [sanitize] [cpu]
 # runs the parts named, in the order named (default: the first five, in this
 # order; scripts/gpu/gpu_bundle.sh says what each does). CASES (a regex of
-# case names) limits train's cases, SANITIZE_TOOLS sanitize's tools.
+# case names) limits train's cases; SANITIZE_TOOLS (a list) and
+# SANITIZE_TESTS (a regex of test programs) sanitize's runs.
 # Unpacks bundle.tar.xz into $BUNDLE_DIR (default /tmp/meshloom-bundle) once.
 # Results go to $OUT (default: out/ beside this script), a few files (the device
 # machine returns 8 at most), each brought up to date as the parts go:
@@ -146,6 +147,7 @@ part_sanitize() {
       for spec in "attention_gpu_test:*bf16_D128_padded*:*fp32_D64_padded*" \
                   "gpu_transformer_test:*Offload*"; do
         t=${spec%%:*} filter=${spec#*:}
+        [[ $t =~ ${SANITIZE_TESTS:-.} ]] || continue
         log=$logs/sanitize_${tool}_$t.log
         timed "$log" with_libs compute-sanitizer --tool "$tool" --error-exitcode 9 \
           "$b/bin/$t" --gtest_filter="$filter"
