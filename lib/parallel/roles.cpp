@@ -119,8 +119,6 @@ RoleLayout make_layout(int world, const config::Config& config) {
       const char* off;
     } cpu_only[] = {
         {pp > 1, "parallel.pp > 1", "parallel.pp: 1"},
-        {config.plan.cp_algorithm != config::CpAlgorithm::ring, "plan.cp_algorithm other than ring",
-         "plan.cp_algorithm: ring"},
         {config.parallel.sequence_parallel && tp > 1, "parallel.sequence_parallel",
          "parallel.sequence_parallel: false"},
         {config::patch_dim(config) > 0, "an image-text source (format: webdataset)",
