@@ -18,6 +18,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "base/check.hpp"
@@ -175,5 +176,5 @@ TEST(DeviceUlysses, HybridEqualsFullAttention) {
 TEST(DeviceUlysses, Fp32NcclUlyssesEqualsFullAttention) {
   ML_REQUIRE_GPU_PER_RANK();
   NcclComm group(MPI_COMM_WORLD);
-  ulysses_equals_full_attention<float>(1e-5, true, group.get());
+  ulysses_equals_full_attention<float>(1e-5, false, group.get());
 }
