@@ -94,8 +94,7 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
     // forward's result and returned O (T, 2 x n·q_dim), the fp32 dQ, dK, dV
     // gathered and returned (2 x 3·n·q_dim), lse, delta and their sections
     // (fp32, 7 per token and head), and the group's ids (k <= trainers).
-    m.ulysses = 10 * n * qd * t + 6 * n * qd * kF32 + 7 * n * H * kF32 +
-                2 * n * in.trainers * kI32;
+    m.ulysses = 10 * n * qd * t + 6 * n * qd * kF32 + 7 * n * H * kF32 + 2 * n * in.trainers * kI32;
   }
   return m;
 }

@@ -43,7 +43,8 @@ struct DeviceMemoryInput {
   bool zero1 = false;  // AdamW state sharded over the trainers
   bool rings = false;  // the micro-batch may run as a ring (k > 1)
   bool nccl = false;   // rings go over NCCL (blocks stay on the device), else MPI
-  bool ulysses = false;  // a split micro-batch may run Ulysses or hybrid attention
+  // A split micro-batch may run Ulysses or hybrid attention.
+  bool ulysses = false;
   // Tensor parallelism: the estimate is for TP rank 0 of a group of tp: its
   // shard of the weights (ModelShape::numel(tp)) and the activations of its
   // H/tp heads and F/tp FFN columns; the residual stream and norms whole.
