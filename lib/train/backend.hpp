@@ -137,7 +137,8 @@ class TrainerBackend {
   virtual void prepare_groups(const std::vector<std::vector<int>>& /*groups*/) {}
   // Forward, then backward with `scale` (the CPU model's forward() and
   // backward(scale) together); gradients accumulate on the device. With a
-  // ring, attention runs over the CP group (cuda/model/device_ring_attention).
+  // ring, attention runs over the CP group as RingGroup::ulysses says (on the
+  // GPU: cuda/model/device_ring_attention, device_ulysses_attention).
   // `offload` is the plan's ratio r for the micro-batch: r·(layers − 2) layers'
   // activations wait in host memory between forward and backward. `last`:
   // this step's last micro-batch here, whose backward may start reducing.
