@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <numeric>
 #include <type_traits>
 
 #include "base/check.hpp"
@@ -26,6 +27,7 @@
 #include "comm/mpi_check.hpp"
 #include "cuda/blas/gemm.hpp"
 #include "cuda/comm/grad_reducer.hpp"
+#include "cuda/comm/group_comms.hpp"
 #include "cuda/comm/nccl_comm.hpp"
 #include "cuda/device_buffer.hpp"
 #include "cuda/kernels/common/check.cuh"
@@ -33,6 +35,7 @@
 #include "cuda/kernels/ops/adamw.hpp"
 #include "cuda/model/device_ring_attention.hpp"
 #include "cuda/model/device_tp_comm.hpp"
+#include "cuda/model/device_ulysses_attention.hpp"
 #include "cuda/model/gpu_transformer.hpp"
 #include "cuda/train/device_adamw.hpp"
 #include "train/backend.hpp"
@@ -66,6 +69,7 @@ class CudaModel final : public TrainerBackend {
     // The reducer waits for its reductions; communicators go before the
     // trainers' one they were split from.
     reducer_.reset();
+    groups_.reset();
     if (grad_comm_) ncclCommDestroy(grad_comm_);
     nccl_.reset();
     tp_.reset();
@@ -106,6 +110,8 @@ class CudaModel final : public TrainerBackend {
       // another stream than the rings' exchanges on the trainers' one.
       NCCL_CHECK(ncclCommSplit(nccl_->get(), 0, rank_, &grad_comm_, nullptr));
       reducer_ = std::make_unique<kernels::GradReducer>(grad_comm_, model_->grads(), n, stream_);
+      // Ulysses' all-to-alls (and rings) get a communicator per CP group.
+      groups_ = std::make_unique<kernels::GroupComms>(nccl_->get());
     }
     sharded_ = !(opt.begin == 0 && opt.end == n);
     ML_CHECK(!sharded_ || opt.shard_size * size_ >= n, "ZeRO-1 shards do not cover the model");
@@ -128,6 +134,10 @@ class CudaModel final : public TrainerBackend {
 
   void zero_grads() override { model_->zero_grads(); }
 
+  void prepare_groups(const std::vector<std::vector<int>>& groups) override {
+    if (groups_) groups_->prepare(groups);
+  }
+
   int64_t optimizer_steps() const override { return optimizer_ ? optimizer_->step() : 0; }
 
   model::LossSum forward_backward(const model::Batch& batch, double scale, const RingGroup* ring,
@@ -137,13 +147,7 @@ class CudaModel final : public TrainerBackend {
     const int layers = int(model_->layout().shape().n_layers);
     const int offloaded =
         offload > 0 ? std::min(layers, 2 + int(std::lround(offload * double(layers - 2)))) : 0;
-    std::unique_ptr<kernels::DeviceRingAttention<T>> attention;
-    if (ring)
-      // Blocks go GPU to GPU over NCCL where the trainers have it (every
-      // trainer decided the same in start_optimizer), else through MPI.
-      attention = std::make_unique<kernels::DeviceRingAttention<T>>(
-          ring->comm, ring->members, ring->me, ring->max_tokens, ring->timeout_s,
-          nccl_ ? nccl_->get() : nullptr);
+    const std::unique_ptr<kernels::DeviceAttention<T>> attention = make_attention(ring);
     const model::LossSum ls = model_->forward(batch, attention.get(), offloaded);
     // The last micro-batch's gradients are final layer by layer: their
     // buckets go to NCCL while backward goes on.
@@ -154,7 +158,7 @@ class CudaModel final : public TrainerBackend {
       model_->backward(scale);
     // Done here, so the trainer's per-micro-batch times are the device's
     // (the cost model is calibrated on them), and `attention` may go.
-    wait(ring ? "a micro-batch with ring attention" : "a micro-batch");
+    wait(ring ? "a micro-batch with context-parallel attention" : "a micro-batch");
     return ls;
   }
 
@@ -236,6 +240,49 @@ class CudaModel final : public TrainerBackend {
     MPI_CHECK(MPI_Barrier(trainers));
     return m;
   }
+  // The attention of `ring`'s CP group as the plan chose it (as the CPU
+  // backend: ring, Ulysses or hybrid from RingGroup::ulysses), or null. Data
+  // goes GPU to GPU over NCCL where the trainers have it (every trainer
+  // decided the same in start_optimizer), on the group's communicator, else
+  // through MPI.
+  std::unique_ptr<kernels::DeviceAttention<T>> make_attention(const RingGroup* ring) {
+    if (!ring) return nullptr;
+    const int k = int(ring->members.size());
+    if (ring->ulysses <= 1)
+      return std::make_unique<kernels::DeviceRingAttention<T>>(
+          ring->comm, ring->members, ring->me, ring->max_tokens, ring->timeout_s,
+          nccl_ ? group_nccl(ring->comm, nccl_->get()) : nullptr);
+    if (ring->ulysses == k)
+      return std::make_unique<kernels::DeviceUlyssesAttention<T>>(ring->comm, ring->timeout_s,
+                                                                  group_nccl(ring->comm));
+    return kernels::device_hybrid_attention<T>(ring->comm, ring->subgroup, ring->ulysses,
+                                               ring->max_tokens, ring->timeout_s,
+                                               group_nccl(ring->comm), group_nccl(ring->subgroup));
+  }
+  // The NCCL communicator of a group's MPI communicator (the same members,
+  // ranks in the same sorted order) from the cache, or `fallback` where the
+  // step did not prepare it; null without NCCL.
+  ncclComm_t group_nccl(MPI_Comm comm, ncclComm_t fallback = nullptr) const {
+    if (!groups_) return nullptr;
+    const std::vector<int> members = trainers_of(comm);
+    if (fallback && !groups_->contains(members)) return fallback;
+    return groups_->get(members);
+  }
+  // The ranks in opt_.trainers (the groups' parent) of `comm`'s members.
+  std::vector<int> trainers_of(MPI_Comm comm) const {
+    MPI_Group group, trainers;
+    MPI_CHECK(MPI_Comm_group(comm, &group));
+    MPI_CHECK(MPI_Comm_group(opt_.trainers, &trainers));
+    int k = 0;
+    MPI_CHECK(MPI_Group_size(group, &k));
+    std::vector<int> ranks(static_cast<size_t>(k)), out(static_cast<size_t>(k));
+    std::iota(ranks.begin(), ranks.end(), 0);
+    MPI_CHECK(MPI_Group_translate_ranks(group, k, ranks.data(), trainers, out.data()));
+    MPI_CHECK(MPI_Group_free(&group));
+    MPI_CHECK(MPI_Group_free(&trainers));
+    for (int r : out) ML_CHECK(r != MPI_UNDEFINED, "a CP group with a member outside the trainers");
+    return out;
+  }
   // The TP group's communicator (tp > 1): over NCCL when every trainer has
   // its own GPU (bootstrapped over the tensor axis, as the trainers' one),
   // else through host memory over MPI. Collective over opt.tensor.
@@ -312,6 +359,7 @@ class CudaModel final : public TrainerBackend {
   std::unique_ptr<kernels::NcclComm> nccl_;  // the trainers, when NCCL is used
   ncclComm_t grad_comm_ = nullptr;
   std::unique_ptr<kernels::GradReducer> reducer_;
+  std::unique_ptr<kernels::GroupComms> groups_;  // the CP groups', with NCCL
   // The TP group (tp > 1): its NCCL communicator when used, and the model's
   // view of it.
   std::unique_ptr<kernels::NcclComm> tp_nccl_;

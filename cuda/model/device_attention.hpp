@@ -2,7 +2,8 @@
 // model::AttentionBackend (lib/model/attention.hpp). LocalDeviceAttention
 // runs the flash kernels over the micro-batch's own K/V; a context-parallel
 // trainer substitutes a ring over its CP group (K/V blocks over NCCL, partial
-// results merged with flash_attention_merge), with the same contract.
+// results merged with flash_attention_merge), Ulysses or hybrid attention
+// (device_ulysses_attention.hpp), with the same contract.
 #pragma once
 
 #include "cuda/device_buffer.hpp"

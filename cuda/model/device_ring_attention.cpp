@@ -53,10 +53,17 @@ void DeviceRingAttention<T>::backward(int, const FlashDims& dims, const FlashQue
                                       const float* lse, const T* dout, int64_t lddo, float* dq,
                                       int64_t lddq, const FlashKvGrad& kv_grad,
                                       cudaStream_t stream) {
-  const int64_t kv_dim = int64_t(dims.n_kv_heads) * dims.head_dim;
   delta_.resize(size_t(q.n * dims.n_heads));
   flash_attention_delta<T, T>(dims, q.n, out, ldo, dout, lddo, delta_.data(), stream);
-  const FlashQueryGrad<T> g{dout, lddo, lse, delta_.data(), dq, lddq};
+  backward_from_delta(dims, q, kv, FlashQueryGrad<T>{dout, lddo, lse, delta_.data(), dq, lddq},
+                      kv_grad, stream);
+}
+
+template <class T>
+void DeviceRingAttention<T>::backward_from_delta(const FlashDims& dims, const FlashQuery<T>& q,
+                                                 const FlashKv<T>& kv, const FlashQueryGrad<T>& g,
+                                                 const FlashKvGrad& kv_grad, cudaStream_t stream) {
+  const int64_t kv_dim = int64_t(dims.n_kv_heads) * dims.head_dim;
   link_->load(kv, kv_dim, true, stream);  // own block with zeroed dK/dV travels
   for (int step = 0; step < k_; ++step) {
     // K/V go ahead while the kernels run; the accumulators follow them, with

@@ -47,6 +47,11 @@ class DeviceRingAttention final : public DeviceAttention<T> {
   void backward(int layer, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                 const T* out, int64_t ldo, const float* lse, const T* dout, int64_t lddo, float* dq,
                 int64_t lddq, const FlashKvGrad& kv_grad, cudaStream_t stream) override;
+  // backward() once delta is known (g.delta): what hybrid attention runs on
+  // its gathered blocks, whose delta the token owners computed.
+  void backward_from_delta(const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
+                           const FlashQueryGrad<T>& g, const FlashKvGrad& kv_grad,
+                           cudaStream_t stream);
 
  private:
   int k_;

@@ -85,6 +85,16 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
     // DeviceRingAttention: acc_ and part_ (fp32 x q_dim), part_lse_ and
     // delta_ (fp32 per head).
     m.ring_attention = n * (2 * qd + 2 * H) * kF32;
+    // (A hybrid's ring runs on u members' tokens for H/u heads: the same bound.)
+  }
+  if (in.rings && in.ulysses) {
+    // DeviceUlyssesAttention over k members of n tokens each: per member
+    // v <= H/k KV heads, so k·n rows of Q, K, V, dO are at most 4·n·q_dim
+    // whatever k. Backward's packed and gathered rows (T, 2 x 4·n·q_dim),
+    // forward's result and returned O (T, 2 x n·q_dim), the fp32 dQ, dK, dV
+    // gathered and returned (2 x 3·n·q_dim), lse, delta and their sections
+    // (fp32, 7 per token and head), and the group's ids (k <= trainers).
+    m.ulysses = 10 * n * qd * t + 6 * n * qd * kF32 + 7 * n * H * kF32 + 2 * n * in.trainers * kI32;
   }
   return m;
 }
@@ -94,12 +104,13 @@ std::vector<DeviceMemory::Term> DeviceMemory::terms() const {
           {"AdamW moments", moments},     {"gradients", grads},
           {"cuBLAS workspace", cublas},   {"activations", activations},
           {"workspace", workspace},       {"logits", logits},
-          {"ring buffers", ring_buffers}, {"ring attention", ring_attention}};
+          {"ring buffers", ring_buffers}, {"ring attention", ring_attention},
+          {"Ulysses buffers", ulysses}};
 }
 
 int64_t DeviceMemory::total() const {
   return weights + master + moments + grads + cublas + activations + workspace + logits +
-         ring_buffers + ring_attention;
+         ring_buffers + ring_attention + ulysses;
 }
 
 std::string DeviceMemory::describe(int most) const { return describe_terms(terms(), most); }
@@ -144,6 +155,7 @@ DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool n
   // Every planner splits a sequence only when it exceeds C (the static grid
   // after padding it to an even length).
   in.rings = in.trainers > 1 && 2 * ((L + 1) / 2) > C;
+  in.ulysses = c.plan.cp_algorithm != config::CpAlgorithm::ring;
   in.tokens = largest_micro_batch(c);
   DeviceMemory best = device_memory(in);
   const int layers = in.shape.layers;

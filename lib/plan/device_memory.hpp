@@ -43,6 +43,8 @@ struct DeviceMemoryInput {
   bool zero1 = false;  // AdamW state sharded over the trainers
   bool rings = false;  // the micro-batch may run as a ring (k > 1)
   bool nccl = false;   // rings go over NCCL (blocks stay on the device), else MPI
+  // A split micro-batch may run Ulysses or hybrid attention.
+  bool ulysses = false;
   // Tensor parallelism: the estimate is for TP rank 0 of a group of tp: its
   // shard of the weights (ModelShape::numel(tp)) and the activations of its
   // H/tp heads and F/tp FFN columns; the residual stream and norms whole.
@@ -67,6 +69,7 @@ struct DeviceMemory {
   int64_t logits = 0;        // the fused loss: a chunk's logits, its unscaled gradients, row losses
   int64_t ring_buffers = 0;  // the ring transport's K/V + fp32 dK/dV blocks
   int64_t ring_attention = 0;  // the ring's fp32 output accumulators
+  int64_t ulysses = 0;         // Ulysses' head-sharded copies of its group's tokens
   int resident_layers = 0;     // layers whose activations stay on the device
 
   struct Term {

@@ -42,7 +42,7 @@ namespace meshloom {
 // ranks in `comm` in ring order, this rank's index, the largest block any
 // member holds (C, or more for offloaded pieces: Trainer::step), and the
 // deadline of every transfer. `ulysses`: the plan's Ulysses degree u (1: a
-// ring; the group size: Ulysses attention; else hybrid, CPU backend only),
+// ring; the group size: Ulysses attention; else hybrid),
 // whose all-to-alls run on `comm` with this rank as `comm`'s rank.
 struct RingGroup {
   MPI_Comm comm = MPI_COMM_NULL;
@@ -130,9 +130,15 @@ class TrainerBackend {
   virtual void load_state(std::span<const float> params, std::span<const float> m,
                           std::span<const float> v, int64_t step) = 0;
   virtual void zero_grads() = 0;
+  // The step's CP groups and hybrid subgroups (ranks of OptimizerSetup::
+  // trainers, lead.cpp's step_groups), at the start of every step: the CUDA
+  // backend splits their NCCL communicators (cached per member set).
+  // Collective over the trainers, in the same order everywhere.
+  virtual void prepare_groups(const std::vector<std::vector<int>>& /*groups*/) {}
   // Forward, then backward with `scale` (the CPU model's forward() and
   // backward(scale) together); gradients accumulate on the device. With a
-  // ring, attention runs over the CP group (cuda/model/device_ring_attention).
+  // ring, attention runs over the CP group as RingGroup::ulysses says (on the
+  // GPU: cuda/model/device_ring_attention, device_ulysses_attention).
   // `offload` is the plan's ratio r for the micro-batch: r·(layers − 2) layers'
   // activations wait in host memory between forward and backward. `last`:
   // this step's last micro-batch here, whose backward may start reducing.

@@ -322,6 +322,7 @@ void Trainer::prepare_groups(const proto::Batch& batch, proto::Ack& ack) {
   for (const auto& g : batch.groups) groups.emplace_back(g.begin(), g.end());
   WatchScope watch("the split of the step's group communicators");
   const GroupCommStats st = groups_.prepare(groups);
+  backend_->prepare_groups(groups);
   ack.group_hits = st.hits;
   ack.group_misses = st.misses;
   ack.group_split_seconds = st.split_seconds;

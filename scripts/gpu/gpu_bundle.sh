@@ -6,8 +6,8 @@
 # OpenMPI, HDF5, yaml-cpp, OpenBLAS, ICU or libarchive). Builds the targets
 # here and packs into build-bundle/bundle.tar.xz (git-ignored; with the repo
 # under the device machine's 64 MiB):
-#   bin/    the GPU test binaries, device_ring_test, tp_gpu_test and
-#           nccl_comm_test (MPI),
+#   bin/    the GPU test binaries, device_ring_test, device_ulysses_test,
+#           tp_gpu_test and nccl_comm_test (MPI),
 #           the benchmarks, meshloom with libmeshloom_cuda.so beside it
 #   lib/    every shared library they and OpenMPI need, other than CUDA's and
 #           glibc's and the C++ runtime (the GPU machine has newer ones)
@@ -25,7 +25,8 @@
 #   build-bundle/run.sh [tests] [mpi] [train] [bench] [sanitize] [cpu]
 #   runs the parts named, in that order (default: the first five, in order):
 #     tests     every single-process GPU test binary
-#     mpi       device_ring_test on 1, 2 and 3 ranks, tp_gpu_test on 2,
+#     mpi       device_ring_test on 1, 2 and 3 ranks, device_ulysses_test on
+#               1, 2 and 4, tp_gpu_test on 2,
 #               nccl_comm_test on 1 (all on the one GPU), under the bundled
 #               mpirun
 #     train     the GPU cases of tests/train/invariance_test.sh (meshloom train
@@ -60,8 +61,8 @@ BUILD=${BUILD_DIR:-build}
 bundle=${BUNDLE_OUT:-build-bundle}  # another folder for the ctest (tests/cuda)
 stage=$BUILD/bundle-stage
 tests=(device_info_test gemm_gpu_test attention_gpu_test ops_gpu_test embedding_gpu_test
-       gpu_transformer_test train_gpu_test comm_logic_test device_ring_test tp_gpu_test
-       nccl_comm_test)
+       gpu_transformer_test train_gpu_test comm_logic_test device_ring_test device_ulysses_test
+       tp_gpu_test nccl_comm_test)
 benches=(attention_bench gpu_step_bench)
 
 [[ -f $BUILD/build.ninja ]] || scripts/setup.sh

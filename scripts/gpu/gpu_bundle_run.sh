@@ -196,8 +196,8 @@ part_cpu() {
 part_mpi() {
   # Every rank writes its gtest XML (NAME.npN.rankR.xml); rank 0 prints the
   # report (no colours: mpirun gives the ranks a terminal).
-  for spec in device_ring_test:1 device_ring_test:2 device_ring_test:3 tp_gpu_test:2 \
-              nccl_comm_test:1; do
+  for spec in device_ring_test:1 device_ring_test:2 device_ring_test:3 device_ulysses_test:1 \
+              device_ulysses_test:2 device_ulysses_test:4 tp_gpu_test:2 nccl_comm_test:1; do
     t=${spec%:*} np=${spec#*:}
     # shellcheck disable=SC2016  # expanded by sh, in each rank
     timed "$logs/$t.np$np.log" with_libs timeout 300 "$mpirun" --oversubscribe --bind-to none -np "$np" \

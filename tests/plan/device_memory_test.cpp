@@ -122,6 +122,7 @@ TEST(DeviceMemory, TotalIsTheSumOfTheTerms) {
       DeviceMemoryInput in = tiny_input(777);
       in.rings = rings;
       in.nccl = rings;
+      in.ulysses = rings;
       in.zero1 = zero1;
       in.trainers = 3;
       in.offload = 0.5;
@@ -133,7 +134,7 @@ TEST(DeviceMemory, TotalIsTheSumOfTheTerms) {
         names.insert(t.name);
       }
       EXPECT_EQ(m.total(), sum);
-      EXPECT_EQ(names.size(), 10u);  // every term once
+      EXPECT_EQ(names.size(), 11u);  // every term once
     }
 }
 
@@ -158,6 +159,19 @@ TEST(DeviceMemory, RingBuffersOnlyWhereRingsCanRun) {
   EXPECT_EQ(device_memory_for_run(c, 8, false).ring_buffers, m.ring_buffers / 2);
   const config::Config fits = big_config({"data.seq_len=32768"});
   EXPECT_EQ(device_memory_for_run(fits, 8, true).ring_buffers, 0);
+}
+
+TEST(DeviceMemory, UlyssesBuffersOnlyWithUlyssesOrHybrid) {
+  const config::Config ring = big_config();
+  EXPECT_EQ(device_memory_for_run(ring, 8, true).ulysses, 0);
+  for (const char* algo : {"ulysses", "hybrid", "auto"}) {
+    const config::Config c = big_config({std::string("plan.cp_algorithm=") + algo});
+    const DeviceMemory m = device_memory_for_run(c, 8, true);
+    EXPECT_GT(m.ulysses, 0) << algo;
+    // At least the gathered Q, K, V, dO rows of the member's tokens.
+    EXPECT_GE(m.ulysses, 2 * m.input.tokens * 4096 * m.input.elem_bytes) << algo;
+    EXPECT_EQ(device_memory_for_run(c, 1, true).ulysses, 0) << algo;  // no group
+  }
 }
 
 TEST(DeviceMemory, Zero1ShardsTheMomentsAsDeviceAdamWPads) {

@@ -82,6 +82,15 @@ invariance_gpu_cases=(
   "gpu_tp2_ring2  4 1e-4 --set run.precision=fp32 --set parallel.tp=2 --set plan.capacity=512"
   "bf16_tp2       2 5e-2 --set run.precision=bf16 --set parallel.tp=2 --set plan.capacity=4096"
   "gpu_tp2_steps3 4 1e-3:1e-3 --set run.steps=3 --set run.precision=fp32 --set parallel.tp=2 --set plan.capacity=512 --set optim.zero1=true"
+  # Ulysses and hybrid attention on the GPU (all-to-alls through host memory:
+  # the trainers share the GPU); 4 heads on 2 KV heads, so uly4 and tp2_uly2
+  # give each member one query head and a KV head some members share.
+  "gpu_uly2     2 1e-4 --set run.precision=fp32 --set plan.cp_algorithm=ulysses --set plan.capacity=512"
+  "gpu_uly4     4 1e-4 --set run.precision=fp32 --set plan.cp_algorithm=ulysses --set plan.capacity=300"
+  "gpu_hyb4     4 1e-4 --set run.precision=fp32 --set plan.cp_algorithm=hybrid --set plan.capacity=300"
+  "gpu_auto3    3 1e-4 --set run.precision=fp32 --set plan.cp_algorithm=auto --set plan.capacity=400"
+  "gpu_tp2_uly2 4 1e-4 --set run.precision=fp32 --set parallel.tp=2 --set plan.cp_algorithm=ulysses --set plan.capacity=512"
+  "bf16_uly2    2 5e-2 --set run.precision=bf16 --set plan.cp_algorithm=ulysses --set plan.capacity=512"
 )
 
 # invariance_config BACKEND: the config, on stdout (write it to $dir/c.yaml).

@@ -1,0 +1,110 @@
+// Ulysses and hybrid context parallelism on the GPU: the twins of
+// train::UlyssesAttention and train::HybridAttention
+// (lib/train/ulysses_attention.hpp, hybrid_attention.hpp), same cut of the
+// heads, same messages in the same order, so they give the CPU's numbers.
+//
+// Ulysses over the k members of a group, per layer:
+//   forward:  all-to-all from this member's tokens with every head to the
+//             group's tokens with H/k query heads (and the KV heads those
+//             use, the CPU's rule: DeviceUlyssesHeads), the flash kernels
+//             over all of them (masked by the gathered sample ids and
+//             positions: any split of the tokens works), all-to-all of O and
+//             lse back to the token owners;
+//   backward: the owners compute delta from O and dO and send Q, K, V, dO,
+//             lse, delta head-sharded (nothing is kept from forward); dQ, dK,
+//             dV (fp32) come back and each owner adds them up in member
+//             order, then local KV head order.
+// The group's token counts and ids are gathered once, at the first forward:
+// one object serves one micro-batch, as DeviceRingAttention does.
+//
+// Hybrid (k = u·r): Ulysses inside this member's subgroup of u, whose
+// gathered blocks run a DeviceRingAttention across the r subgroups (the
+// members at the same place in every subgroup) instead of local attention.
+//
+// Transport (cuda/model/ulysses_link.hpp): NCCL on a communicator of the
+// same members (GroupComms'), else MPI through host memory.
+#pragma once
+
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cuda/device_buffer.hpp"
+#include "cuda/model/device_attention.hpp"
+#include "cuda/model/ulysses_link.hpp"
+
+namespace meshloom::kernels {
+
+// lib/train/ulysses_attention.hpp's cut of the heads over k members: q query
+// heads per member, v local KV heads of q_per_v query heads each; member d's
+// local KV head j is global KV head kv_head(d, j). k must divide H.
+struct DeviceUlyssesHeads {
+  int q = 0, v = 0, q_per_v = 0, group = 0;
+  int kv_head(int d, int j) const { return (d * q + j * q_per_v) / group; }
+};
+DeviceUlyssesHeads device_ulysses_heads(const FlashDims& dims, int k);
+
+// The attention on the gathered, head-sharded blocks. Backward takes delta
+// (the token owners computed it: O does not travel).
+template <class T>
+class GatheredDeviceAttention {
+ public:
+  virtual ~GatheredDeviceAttention() = default;
+  virtual void forward(int layer, const FlashDims& dims, const FlashQuery<T>& q,
+                       const FlashKv<T>& kv, const FlashOut<T>& res, cudaStream_t stream) = 0;
+  virtual void backward(int layer, const FlashDims& dims, const FlashQuery<T>& q,
+                        const FlashKv<T>& kv, const FlashQueryGrad<T>& g,
+                        const FlashKvGrad& kv_grad, cudaStream_t stream) = 0;
+};
+
+template <class T>
+class DeviceUlyssesAttention final : public DeviceAttention<T> {
+ public:
+  // `group`: exactly the k members, rank = member index. `nccl`: the same
+  // members with the same ranks (null: MPI through host memory). `inner`
+  // runs on the gathered blocks (null: the flash kernels).
+  DeviceUlyssesAttention(MPI_Comm group, double timeout_s, ncclComm_t nccl = nullptr,
+                         std::unique_ptr<GatheredDeviceAttention<T>> inner = nullptr);
+
+  void forward(int layer, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
+               const FlashOut<T>& res, cudaStream_t stream) override;
+  void backward(int layer, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
+                const T* out, int64_t ldo, const float* lse, const T* dout, int64_t lddo, float* dq,
+                int64_t lddq, const FlashKvGrad& kv_grad, cudaStream_t stream) override;
+
+ private:
+  // The group's counts and ids, once per object.
+  void gather_tokens(const FlashQuery<T>& q, const FlashKv<T>& kv, cudaStream_t stream);
+  // Section d (n rows, `width` wide): Q of member d's query heads, then K and
+  // V of its local KV heads.
+  void pack_qkv(const DeviceUlyssesHeads& h, int64_t D, const FlashQuery<T>& q,
+                const FlashKv<T>& kv, int64_t width, cudaStream_t stream);
+  // The all-to-all out (this member's k sections to every member's rows)
+  // and back.
+  UlyssesPlan plan(bool back) const;
+
+  int k_ = 1, me_ = 0;
+  std::unique_ptr<UlyssesLink> link_;
+  std::unique_ptr<GatheredDeviceAttention<T>> inner_;
+  int64_t n_ = -1, total_ = 0;          // this member's tokens, the group's
+  std::vector<int64_t> count_, at_;     // every member's tokens and first row
+  DeviceBuffer<int32_t> sample_, pos_;  // the group's ids, member order
+  DeviceBuffer<T> send_, sharded_, result_, back_;
+  DeviceBuffer<float> lse_, back_lse_, delta_, fsend_, glse_, gdelta_, grads_, back_grads_;
+};
+
+// Hybrid attention of the members of `group` (k, rank = member index) in
+// subgroups of u consecutive ranks; `subgroup` is this member's. `max_tokens`
+// bounds any member's tokens (RingGroup::max_tokens). `group_nccl` and
+// `sub_nccl`: the same members with the same ranks (both null: MPI).
+template <class T>
+std::unique_ptr<DeviceAttention<T>> device_hybrid_attention(MPI_Comm group, MPI_Comm subgroup,
+                                                            int u, int64_t max_tokens,
+                                                            double timeout_s,
+                                                            ncclComm_t group_nccl = nullptr,
+                                                            ncclComm_t sub_nccl = nullptr);
+
+}  // namespace meshloom::kernels

@@ -1,0 +1,180 @@
+// Ulysses and hybrid attention on the GPU (DeviceUlyssesAttention,
+// device_hybrid_attention) against full attention on the CPU
+// (lib/model/attention in double), as device_ring_test checks the ring:
+// every rank holds a contiguous piece of the same packed documents (unequal
+// pieces, an empty one in one case), and each rank's output, lse, dQ and its
+// own keys' dK/dV must equal the corresponding rows of the full computation.
+// 8 query heads on 2 KV heads: over 4 members each gets 2 query heads and a
+// KV head that two members share (the CPU's rule), over 2 members 4 and one.
+// Two layers run on one object, as in the model. MPI through host memory
+// wherever ranks share a GPU; NCCL where each has its own.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "base/check.hpp"
+#include "cuda/comm/nccl_comm.hpp"
+#include "cuda/kernels/common/check.cuh"
+#include "cuda/model/device_ulysses_attention.hpp"
+#include "tests/cuda/attention/attention_test_util.hpp"
+#include "tests/cuda/nccl_test.hpp"
+
+namespace {
+
+using namespace meshloom::kernels;
+using namespace meshloom::kernels::test;
+
+constexpr int kLayers = 2;
+constexpr FlashDims kDims{8, 2, 64};
+constexpr int64_t kQw = int64_t{kDims.n_heads} * kDims.head_dim;
+constexpr int64_t kKw = int64_t{kDims.n_kv_heads} * kDims.head_dim;
+
+std::vector<double> rows_of(const std::vector<double>& all, int64_t width, int64_t lo, int64_t hi) {
+  return std::vector<double>(all.begin() + lo * width, all.begin() + hi * width);
+}
+
+// The packed documents, the full computation, and this rank's piece: rank r
+// holds a share proportional to r + 1, or nothing when `first_empty` and r == 0.
+struct Problem {
+  Problem(bool bf16, bool first_empty) {
+    const int rank = world_rank(), size = world_size();
+    all = make_packed(kDims, {300, 45, 129, 1, 77}, 23, bf16);
+    const int64_t n = all.n();
+    const int skip = first_empty ? 1 : 0;
+    auto begin = [&](int r) -> int64_t {
+      if (size == skip) return 0;
+      const int64_t j = std::max(0, r - skip), m = size - skip;
+      return n * j * (j + 1) / (m * (m + 1));
+    };
+    lo = begin(rank);
+    hi = begin(rank + 1);
+    std::vector<int64_t> rows(static_cast<size_t>(hi - lo));
+    std::iota(rows.begin(), rows.end(), lo);
+    mine = take_rows(kDims, all, rows);
+    cpu_forward(kDims, all, all, out, lse);
+    const std::vector<double> delta = cpu_delta(kDims, all, out);
+    dq.assign(static_cast<size_t>(n * kQw), 0.0);
+    dk.assign(static_cast<size_t>(n * kKw), 0.0);
+    dv.assign(static_cast<size_t>(n * kKw), 0.0);
+    cpu_backward(kDims, all, all, lse, delta, dq, dk, dv);
+  }
+  Block all, mine;
+  int64_t lo = 0, hi = 0;
+  std::vector<double> out, lse, dq, dk, dv;
+};
+
+template <class T>
+using Factory = std::function<std::unique_ptr<DeviceAttention<T>>()>;
+
+// Forward over kLayers layers on one object, then backward in reverse, and
+// each layer's results against the full computation's rows.
+template <class T>
+void expect_full_attention(const Problem& p, const Factory<T>& make, double tol) {
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    const std::unique_ptr<DeviceAttention<T>> attn = make();
+    const DeviceBlock<T> dev(kDims, p.mine, 3);  // padded rows: strided packs
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const int64_t m = p.mine.n();
+    std::deque<DeviceBuf<T>> out;
+    std::deque<DeviceBuf<float>> lse, dq, dk, dv;
+    for (int l = 0; l < kLayers; ++l) {
+      out.emplace_back(m * kQw);
+      lse.emplace_back(m * kDims.n_heads);
+      dq.emplace_back(m * kQw);
+      dk.emplace_back(m * kKw);
+      dv.emplace_back(m * kKw);
+      attn->forward(l, kDims, dev.query(), dev.keys(),
+                    FlashOut<T>{out.back().get(), kQw, lse.back().get()}, stream);
+    }
+    for (int l = kLayers - 1; l >= 0; --l) {
+      const size_t i = size_t(l);
+      for (DeviceBuf<float>* g : {&dq[i], &dk[i], &dv[i]})
+        CUDA_CHECK(cudaMemsetAsync(g->get(), 0, size_t(g->size()) * sizeof(float), stream));
+      attn->backward(l, kDims, dev.query(), dev.keys(), out[i].get(), kQw, lse[i].get(),
+                     dev.dout.get(), dev.ldq, dq[i].get(), kQw,
+                     FlashKvGrad{dk[i].get(), dv[i].get(), kKw, kKw}, stream);
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (size_t l = 0; l < size_t(kLayers); ++l) {
+      SCOPED_TRACE("layer " + std::to_string(l) + ", rank " + std::to_string(world_rank()));
+      EXPECT_LE(rel_error(download(out[l]), rows_of(p.out, kQw, p.lo, p.hi)), tol) << "out";
+      int64_t mismatches = 0;
+      EXPECT_LE(lse_error(download(lse[l]), rows_of(p.lse, kDims.n_heads, p.lo, p.hi), &mismatches),
+                tol);
+      EXPECT_EQ(mismatches, 0);
+      EXPECT_LE(rel_error(download(dq[l]), rows_of(p.dq, kQw, p.lo, p.hi)), tol) << "dq";
+      EXPECT_LE(rel_error(download(dk[l]), rows_of(p.dk, kKw, p.lo, p.hi)), tol) << "dk";
+      EXPECT_LE(rel_error(download(dv[l]), rows_of(p.dv, kKw, p.lo, p.hi)), tol) << "dv";
+    }
+  }
+  CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+template <class T>
+void ulysses_equals_full_attention(double tol, bool first_empty, ncclComm_t nccl = nullptr) {
+  const Problem p(std::is_same_v<T, bf16>, first_empty);
+  expect_full_attention<T>(
+      p, [&] { return std::make_unique<DeviceUlyssesAttention<T>>(MPI_COMM_WORLD, 60.0, nccl); },
+      tol);
+}
+
+}  // namespace
+
+TEST(DeviceUlysses, HeadsFollowTheCpuRule) {
+  // H=24, Hk=6, k=4 (lib/train/ulysses_attention.hpp): member 0 gets KV heads
+  // 0, 0, 1 and member 1 gets 1, 2, 2.
+  const DeviceUlyssesHeads h = device_ulysses_heads(FlashDims{24, 6, 64}, 4);
+  EXPECT_EQ(h.q, 6);
+  EXPECT_EQ(h.v, 3);
+  EXPECT_EQ(h.q_per_v, 2);
+  EXPECT_EQ((std::vector<int>{h.kv_head(0, 0), h.kv_head(0, 1), h.kv_head(0, 2)}),
+            (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ((std::vector<int>{h.kv_head(1, 0), h.kv_head(1, 1), h.kv_head(1, 2)}),
+            (std::vector<int>{1, 2, 2}));
+  EXPECT_THROW(device_ulysses_heads(FlashDims{8, 2, 64}, 3), meshloom::Error);
+}
+
+TEST(DeviceUlysses, Fp32UlyssesEqualsFullAttention) {
+  ML_REQUIRE_GPU();
+  ulysses_equals_full_attention<float>(1e-5, false);
+}
+
+TEST(DeviceUlysses, Bf16UlyssesEqualsFullAttention) {
+  ML_REQUIRE_GPU();
+  ulysses_equals_full_attention<bf16>(1e-2, false);
+}
+
+TEST(DeviceUlysses, UlyssesWithAnEmptyMemberEqualsFullAttention) {
+  ML_REQUIRE_GPU();
+  ulysses_equals_full_attention<float>(1e-5, true);
+}
+
+TEST(DeviceUlysses, HybridEqualsFullAttention) {
+  ML_REQUIRE_GPU();
+  const int size = world_size(), rank = world_rank();
+  if (size % 2 != 0) GTEST_SKIP() << "hybrid subgroups of 2 need an even group";
+  MPI_Comm sub = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &sub), MPI_SUCCESS);
+  const Problem p(false, false);
+  expect_full_attention<float>(
+      p, [&] { return device_hybrid_attention<float>(MPI_COMM_WORLD, sub, 2, p.all.n(), 60.0); },
+      1e-5);
+  MPI_Comm_free(&sub);
+}
+
+TEST(DeviceUlysses, Fp32NcclUlyssesEqualsFullAttention) {
+  ML_REQUIRE_GPU_PER_RANK();
+  NcclComm group(MPI_COMM_WORLD);
+  ulysses_equals_full_attention<float>(1e-5, false, group.get());
+}
