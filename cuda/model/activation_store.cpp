@@ -5,15 +5,19 @@
 
 #include <algorithm>
 
+#include "base/check.hpp"
 #include "cuda/kernels/common/check.cuh"
 
 namespace meshloom::kernels {
 
 template <class T>
 ActivationStore<T>::ActivationStore(const model::Shape& shape, model::TpShard shard,
-                                    cudaStream_t compute)
-    : shape_(shape), my_(shape, shard), compute_(compute) {
-  const size_t L = size_t(shape.n_layers);
+                                    cudaStream_t compute, int64_t layers)
+    : shape_(shape),
+      my_(shape, shard),
+      layers_(layers < 0 ? shape.n_layers : layers),
+      compute_(compute) {
+  const size_t L = size_t(layers_);
   resident_.resize(L);
   host_.assign(L, nullptr);
   host_bytes_.assign(L, 0);
@@ -69,11 +73,11 @@ void ActivationStore<T>::begin(int64_t n, int offloaded) {
   // The previous micro-batch's copies must be done before buffers change.
   CUDA_CHECK(cudaStreamSynchronize(copy_));
   n_ = n;
-  offloaded_ = std::clamp(offloaded, 0, int(shape_.n_layers));
-  for (int64_t l = offloaded_; l < shape_.n_layers; ++l) resize(resident_[size_t(l)]);
+  offloaded_ = std::clamp(offloaded, 0, int(layers_));
+  for (int64_t l = offloaded_; l < layers_; ++l) resize(resident_[size_t(l)]);
   if (offloaded_ > 0)
     for (LayerActs<T>& s : slots_) resize(s);
-  for (int64_t l = 0; l < shape_.n_layers; ++l) {
+  for (int64_t l = 0; l < layers_; ++l) {
     if (!travels(l)) continue;
     size_t bytes = 0;
     for (const Field& fd : fields(slots_[0])) bytes += fd.bytes;
@@ -93,7 +97,7 @@ LayerActs<T>& ActivationStore<T>::operator[](int64_t layer) {
 template <class T>
 void ActivationStore<T>::claim(int64_t layer) {
   // The slot's previous layer (layer − 2) must have reached the host.
-  if (layer < shape_.n_layers && layer >= 2 && travels(layer - 2))
+  if (layer < layers_ && layer >= 2 && travels(layer - 2))
     CUDA_CHECK(cudaStreamWaitEvent(compute_, stored_[size_t(layer - 2)]));
 }
 
@@ -128,6 +132,13 @@ void ActivationStore<T>::done(int64_t layer) {
     host += fd.bytes;
   }
   CUDA_CHECK(cudaEventRecord(fetched_[size_t(back)], copy_));
+}
+
+template <class T>
+void ActivationStore<T>::swap_resident(std::vector<LayerActs<T>>& other) {
+  ML_CHECK(offloaded_ == 0, "a pipeline stage's activations are not offloaded");
+  other.resize(size_t(layers_));
+  resident_.swap(other);
 }
 
 template class ActivationStore<float>;

@@ -38,8 +38,10 @@ struct LayerActs {
 template <class T>
 class ActivationStore {
  public:
-  // A tensor-parallel rank keeps its heads' and FFN columns' share (`shard`).
-  ActivationStore(const model::Shape& shape, model::TpShard shard, cudaStream_t compute);
+  // A tensor-parallel rank keeps its heads' and FFN columns' share (`shard`);
+  // a pipeline stage its `layers` (numbered from 0 here; -1: all of them).
+  ActivationStore(const model::Shape& shape, model::TpShard shard, cudaStream_t compute,
+                  int64_t layers = -1);
   ~ActivationStore();
   ActivationStore(const ActivationStore&) = delete;
   ActivationStore& operator=(const ActivationStore&) = delete;
@@ -56,6 +58,9 @@ class ActivationStore {
   void need(int64_t layer);
   // Backward: layer l's backward is done with them.
   void done(int64_t layer);
+  // Pipeline stages (nothing offloaded): swaps the layers' activations with
+  // `other`'s (one set per micro-batch between its forward and backward).
+  void swap_resident(std::vector<LayerActs<T>>& other);
 
  private:
   struct Field {
@@ -68,6 +73,7 @@ class ActivationStore {
 
   model::Shape shape_;
   model::ShardSizes my_;  // this rank's heads and FFN columns
+  int64_t layers_;
   cudaStream_t compute_, copy_ = nullptr;
   int64_t n_ = 0;
   int offloaded_ = 0;

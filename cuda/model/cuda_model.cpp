@@ -10,6 +10,11 @@
 // start_optimizer() first measures the GPU's free memory and hands it to the
 // trainer's check (plan/device_memory.hpp), so a run that cannot fit ends
 // there with the numbers, not with an out-of-memory error mid-step.
+// Pipeline parallelism: the model is this trainer's stage (and TP shard);
+// each micro-batch between its forward and backward keeps its activations
+// and its ring (GpuTransformer::swap_saved), and the stage transfers go
+// device to device over NCCL (stage_link.hpp) where every trainer has its
+// own GPU, else through host memory by the trainer's MPI messages.
 #include "cuda/model/cuda_model.hpp"
 
 #include <cuda_bf16.h>
@@ -19,8 +24,10 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <type_traits>
+#include <utility>
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
@@ -32,11 +39,13 @@
 #include "cuda/device_buffer.hpp"
 #include "cuda/kernels/common/check.cuh"
 #include "cuda/kernels/device_info.hpp"
+#include "cuda/kernels/model/cast.hpp"
 #include "cuda/kernels/ops/adamw.hpp"
 #include "cuda/model/device_ring_attention.hpp"
 #include "cuda/model/device_tp_comm.hpp"
 #include "cuda/model/device_ulysses_attention.hpp"
 #include "cuda/model/gpu_transformer.hpp"
+#include "cuda/model/stage_link.hpp"
 #include "cuda/train/device_adamw.hpp"
 #include "train/backend.hpp"
 
@@ -58,6 +67,7 @@ class CudaModel final : public TrainerBackend {
             std::string name)
       : shape_(shape),
         shard_(spec.shard),
+        stage_(spec.stage),
         loss_chunk_(spec.loss_chunk),
         device_(device),
         devices_(devices),
@@ -69,6 +79,8 @@ class CudaModel final : public TrainerBackend {
     // The reducer waits for its reductions; communicators go before the
     // trainers' one they were split from.
     reducer_.reset();
+    stage_link_.reset();
+    parked_.clear();  // their attention, before the communicators
     groups_.reset();
     if (grad_comm_) ncclCommDestroy(grad_comm_);
     nccl_.reset();
@@ -101,7 +113,7 @@ class CudaModel final : public TrainerBackend {
     if (opt.check_memory) opt.check_memory(memory);
     if (shard_.size > 1) start_tp_comm(opt, nccl);
     model_ = std::make_unique<kernels::GpuTransformer<T>>(shape_, stream_, loss_chunk_, shard_,
-                                                          tp_.get());
+                                                          tp_.get(), stage_);
     const int64_t n = model_->layout().numel();
     start_grad_norm(opt);
     if (nccl) {
@@ -112,6 +124,7 @@ class CudaModel final : public TrainerBackend {
       reducer_ = std::make_unique<kernels::GradReducer>(grad_comm_, model_->grads(), n, stream_);
       // Ulysses' all-to-alls (and rings) get a communicator per CP group.
       groups_ = std::make_unique<kernels::GroupComms>(nccl_->get());
+      if (opt.pp > 1) stage_link_ = std::make_unique<kernels::StageLink<T>>(opt.pipeline, device_);
     }
     sharded_ = !(opt.begin == 0 && opt.end == n);
     ML_CHECK(!sharded_ || opt.shard_size * size_ >= n, "ZeRO-1 shards do not cover the model");
@@ -123,6 +136,11 @@ class CudaModel final : public TrainerBackend {
     if (shard_.size > 1)
       name_ += strf(", TP rank %lld of %lld over %s", (long long)shard_.rank,
                     (long long)shard_.size, nccl ? "NCCL" : "MPI through host memory");
+    if (opt.pp > 1)
+      name_ += strf(", pipeline stage of layers %lld-%lld, stage transfers over %s",
+                    (long long)model_->layout().stage().first,
+                    (long long)model_->layout().stage().end - 1,
+                    nccl ? "NCCL" : "MPI through host memory");
   }
 
   void load_state(std::span<const float> params, std::span<const float> m, std::span<const float> v,
@@ -162,17 +180,93 @@ class CudaModel final : public TrainerBackend {
     return ls;
   }
 
+  std::vector<float> forward_stage(const model::Batch& batch, std::span<const float> input,
+                                   const RingGroup* ring, int slot) override {
+    ML_CHECK(!parked_.count(slot), strf("pipeline slot %d runs forward twice", slot));
+    Parked& p = parked_[slot];
+    p.attention = make_attention(ring);
+    model_->forward(batch, p.attention.get(), 0,
+                    stage_input(input, batch.size(), slot, !model_->layout().first_stage()));
+    std::vector<float> out =
+        stage_result(model_->output(), batch.size(), StageTransfer::activations, slot);
+    if (!spare_.empty()) {
+      p.saved = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    model_->swap_saved(p.saved);  // parked; the model gets spare buffers
+    wait("a pipeline stage's forward");
+    return out;
+  }
+
+  model::LossSum last_stage(const model::Batch& batch, double scale, std::span<const float> input,
+                            const RingGroup* ring, int slot,
+                            std::vector<float>* input_grad) override {
+    const auto attention = make_attention(ring);
+    const bool first = model_->layout().first_stage();
+    const model::LossSum ls =
+        model_->forward(batch, attention.get(), 0, stage_input(input, batch.size(), slot, !first));
+    model_->backward(scale);
+    if (!first)
+      *input_grad =
+          stage_result(model_->input_grad(), batch.size(), StageTransfer::gradients, slot);
+    wait("the last pipeline stage's forward and backward");
+    return ls;
+  }
+
+  std::vector<float> backward_stage(std::span<const float> d_output, int slot) override {
+    auto it = parked_.find(slot);
+    ML_CHECK(it != parked_.end(), strf("pipeline slot %d runs backward before forward", slot));
+    model_->swap_saved(it->second.saved);
+    const int64_t n = model_->tokens();
+    model_->backward(1.0, {}, stage_input(d_output, n, slot, true));
+    std::vector<float> dx;
+    if (!model_->layout().first_stage())
+      dx = stage_result(model_->input_grad(), n, StageTransfer::gradients, slot);
+    wait("a pipeline stage's backward");  // before its ring goes
+    spare_.push_back(std::move(it->second.saved));
+    parked_.erase(it);
+    return dx;
+  }
+
+  bool moves_stages() const override { return stage_link_ != nullptr; }
+
+  void recv_stage(StageTransfer what, int slot, int64_t tokens, double timeout_s,
+                  const std::function<std::string()>& waiting_for) override {
+    ML_CHECK(stage_link_, "recv_stage without NCCL stage transfers");
+    received_slot_ = slot;
+    stage_link_->recv(way(what), received_, tokens * shape_.d_model, stream_, timeout_s,
+                      waiting_for);
+  }
+
+  void send_stage(StageTransfer what, int slot) override {
+    ML_CHECK(stage_link_, "send_stage without NCCL stage transfers");
+    auto it = outgoing_.find({what, slot});
+    ML_CHECK(it != outgoing_.end(), strf("pipeline slot %d has nothing to send", slot));
+    stage_link_->send(way(what), std::move(it->second.values), it->second.count, stream_);
+    outgoing_.erase(it);
+  }
+
+  void finish_stage_sends(double timeout_s) override {
+    if (stage_link_) stage_link_->finish(timeout_s);
+  }
+
   double reduce_grads() override {
     ML_CHECK(optimizer_, "reduce_grads before start_optimizer");
     float* grads = model_->grads();
     const int64_t n = model_->layout().numel();
+    if (opt_.tie_embedding) {
+      // Stages 0 and pp - 1 sum the tied embedding's gradient (the trainer's
+      // MPI exchange, as the CPU backend's) before the reduction.
+      const model::TensorInfo& e = model_->layout().find("embed");
+      through_host(grads + e.offset, e.numel, opt_.tie_embedding);
+    }
     if (reducer_) {
       reducer_->mark_rest_ready();  // all of it where nothing was announced
       reducer_->finish();           // the compute stream waits for the sums
     } else {
       through_host(grads, n, opt_.host_allreduce);
     }
-    return grad_norm_squared(grads, n);
+    return grad_norm_squared(grads);
   }
 
   void update(double lr, double grad_scale) override {
@@ -283,6 +377,59 @@ class CudaModel final : public TrainerBackend {
     for (int r : out) ML_CHECK(r != MPI_UNDEFINED, "a CP group with a member outside the trainers");
     return out;
   }
+  static typename kernels::StageLink<T>::Way way(StageTransfer what) {
+    return what == StageTransfer::activations ? kernels::StageLink<T>::activations
+                                              : kernels::StageLink<T>::gradients;
+  }
+  // A stage's input (forward) or d(output) (backward), `tokens` rows, on the
+  // device: received over NCCL for `slot`, else the trainer's host values
+  // (fp32) uploaded. Null when not `needed` (stage 0's forward).
+  const T* stage_input(std::span<const float> host, int64_t tokens, int slot, bool needed) {
+    if (!needed) return nullptr;
+    const int64_t count = tokens * shape_.d_model;
+    if (stage_link_) {
+      ML_CHECK(host.empty() && received_slot_ == slot && int64_t(received_.size()) >= count,
+               strf("pipeline slot %d: no stage transfer received for it", slot));
+      received_slot_ = -1;
+      return received_.data();
+    }
+    ML_CHECK(int64_t(host.size()) == count,
+             strf("pipeline slot %d: %zu values from the next stage, not %lld", slot, host.size(),
+                  (long long)count));
+    received_.resize(size_t(count));
+    if constexpr (std::is_same_v<T, float>) {
+      kernels::upload_sync<float>(received_.data(), host, stream_);
+    } else {
+      staging_.resize(size_t(count));
+      kernels::upload_sync<float>(staging_.data(), host, stream_);
+      kernels::convert<float, T>(staging_.data(), count, received_.data(), stream_);
+    }
+    return received_.data();
+  }
+  // A stage's output (forward) or d(input) (backward), `tokens` rows: kept on
+  // the device for send_stage() over NCCL (returns nothing), else in fp32 on
+  // the host for the trainer's messages.
+  std::vector<float> stage_result(const T* values, int64_t tokens, StageTransfer what, int slot) {
+    const int64_t count = tokens * shape_.d_model;
+    if (stage_link_) {
+      Outgoing& o = outgoing_[{what, slot}];
+      o.values = stage_link_->spare();  // a finished send's buffer, if any
+      o.values.resize(size_t(count));
+      o.count = count;
+      CUDA_CHECK(cudaMemcpyAsync(o.values.data(), values, size_t(count) * sizeof(T),
+                                 cudaMemcpyDeviceToDevice, stream_));
+      return {};
+    }
+    std::vector<float> host(static_cast<size_t>(count));
+    if constexpr (std::is_same_v<T, float>) {
+      kernels::download_sync<float>(host, values, stream_);
+    } else {
+      staging_.resize(size_t(count));
+      kernels::convert<T, float>(values, count, staging_.data(), stream_);
+      kernels::download_sync<float>(host, staging_.data(), stream_);
+    }
+    return host;
+  }
   // The TP group's communicator (tp > 1): over NCCL when every trainer has
   // its own GPU (bootstrapped over the tensor axis, as the trainers' one),
   // else through host memory over MPI. Collective over opt.tensor.
@@ -299,30 +446,39 @@ class CudaModel final : public TrainerBackend {
       tp_ = kernels::mpi_tp_comm<T>(opt.tensor);
     }
   }
-  // Σ g² over the buffer and, at tp > 1, over each replicated range (norm
-  // gains), whose squares every TP rank holds once.
+  // Σ g² over the buffer (but the norm_skip ranges) and, at tp > 1, over
+  // each replicated range (norm gains), whose squares every TP rank holds once.
   void start_grad_norm(const OptimizerSetup& opt) {
-    parts_ = 1 + (opt.tp > 1 ? opt.replicated.size() : 0);
+    // The buffer but the norm_skip ranges (the tied embedding's, which the
+    // first stage counts), in pieces.
+    kept_.clear();
+    int64_t at = 0;
+    for (const auto& [first, last] : opt.norm_skip) {
+      if (first > at) kept_.emplace_back(at, first);
+      at = std::max(at, last);
+    }
+    if (at < model_->layout().numel()) kept_.emplace_back(at, model_->layout().numel());
+    parts_ = kept_.size() + (opt.tp > 1 ? opt.replicated.size() : 0);
     sum_sq_.resize(parts_);
     if (host_sum_sq_) CUDA_CHECK(cudaFreeHost(host_sum_sq_));
     CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_sum_sq_), parts_ * sizeof(double)));
   }
   // The global norm² of the reduced gradients (OptimizerSetup, as the CPU
-  // backend): the replicated ranges counted 1/tp here, the TP ranks' parts
-  // summed over the group.
-  double grad_norm_squared(const float* grads, int64_t n) {
-    kernels::grad_sum_squares(grads, n, sum_sq_.data(), stream_);
-    for (size_t i = 1; i < parts_; ++i) {
-      const auto [first, last] = opt_.replicated[i - 1];
+  // backend): the replicated ranges counted 1/tp here, the parts of the TP
+  // ranks and pipeline stages summed over the HDP rank's trainers.
+  double grad_norm_squared(const float* grads) {
+    const size_t kept = kept_.size();
+    for (size_t i = 0; i < parts_; ++i) {
+      const auto [first, last] = i < kept ? kept_[i] : opt_.replicated[i - kept];
       kernels::grad_sum_squares(grads + first, last - first, sum_sq_.data() + i, stream_);
     }
     CUDA_CHECK(cudaMemcpyAsync(host_sum_sq_, sum_sq_.data(), parts_ * sizeof(double),
                                cudaMemcpyDeviceToHost, stream_));
     wait("the gradient all-reduce over all trainers");
-    double sq = host_sum_sq_[0];
-    if (opt_.tp == 1) return sq;
-    double replicated = 0;
-    for (size_t i = 1; i < parts_; ++i) replicated += host_sum_sq_[i];
+    double sq = 0, replicated = 0;
+    for (size_t i = 0; i < parts_; ++i) (i < kept ? sq : replicated) += host_sum_sq_[i];
+    if (opt_.tp == 1 && opt_.pp == 1) return sq;
+    // The other TP ranks' and stages' parts (OptimizerSetup::tp_sum).
     sq = opt_.norm_share(sq, replicated);
     opt_.tp_sum(&sq);
     return sq;
@@ -345,6 +501,7 @@ class CudaModel final : public TrainerBackend {
 
   model::Shape shape_;
   model::TpShard shard_;
+  model::StageLayers stage_;
   int64_t loss_chunk_;
   int device_, devices_;
   std::string name_;
@@ -364,7 +521,27 @@ class CudaModel final : public TrainerBackend {
   // view of it.
   std::unique_ptr<kernels::NcclComm> tp_nccl_;
   std::unique_ptr<kernels::DeviceTpComm<T>> tp_;
-  // Σ g²: the whole buffer's, then each replicated range's (tp > 1).
+  // Pipeline stages: each micro-batch's activations and ring from its
+  // forward to its backward (by slot), sets of buffers for the next ones,
+  // the values to send and the last received (NCCL), fp32 host staging (MPI).
+  struct Parked {
+    std::unique_ptr<kernels::DeviceAttention<T>> attention;
+    typename kernels::GpuTransformer<T>::Saved saved;
+  };
+  struct Outgoing {
+    kernels::DeviceBuffer<T> values;
+    int64_t count = 0;
+  };
+  std::map<int, Parked> parked_;
+  std::vector<typename kernels::GpuTransformer<T>::Saved> spare_;
+  std::unique_ptr<kernels::StageLink<T>> stage_link_;  // NCCL stage transfers
+  std::map<std::pair<StageTransfer, int>, Outgoing> outgoing_;
+  kernels::DeviceBuffer<T> received_;
+  int received_slot_ = -1;
+  kernels::DeviceBuffer<float> staging_;
+  // Σ g²: the kept pieces' (the buffer but norm_skip), then each replicated
+  // range's (tp > 1).
+  std::vector<std::pair<int64_t, int64_t>> kept_;
   kernels::DeviceBuffer<double> sum_sq_;
   size_t parts_ = 1;
   double* host_sum_sq_ = nullptr;  // pinned: the copy into it stays asynchronous

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <type_traits>
+#include <utility>
 
 #include "base/check.hpp"
 #include "cuda/kernels/common/check.cuh"
@@ -43,14 +44,17 @@ void upload_async(DeviceBuffer<T>& dst, const std::vector<T>& src, cudaStream_t 
 
 template <class T>
 GpuTransformer<T>::GpuTransformer(const model::Shape& shape, cudaStream_t stream,
-                                  int64_t loss_chunk, model::TpShard shard, DeviceTpComm<T>* tp)
-    : layout_(shape, shard),
+                                  int64_t loss_chunk, model::TpShard shard, DeviceTpComm<T>* tp,
+                                  model::StageLayers stage)
+    : layout_(shape, shard, stage),
+      first_(layout_.stage().first),
+      end_(layout_.stage().end),
       tp_(shard.size > 1 ? tp : nullptr),
       my_(shape, shard),
       vocab_{my_.vocab_first, my_.vocab_rows},
       stream_(stream),
       blas_(stream),
-      store_(shape, shard, stream),
+      store_(shape, shard, stream, end_ - first_),
       loss_(loss_chunk, blas_, stream) {
   shape.validate();
   ML_CHECK(flash_attention_supports_head_dim(int(shape.head_dim)),
@@ -154,11 +158,12 @@ void GpuTransformer<T>::ensure_buffers(int64_t n) {
 
 template <class T>
 model::LossSum GpuTransformer<T>::forward(const model::Batch& batch, DeviceAttention<T>* attention,
-                                          int offloaded) {
+                                          int offloaded, const T* input) {
   const model::Shape& s = layout_.shape();
   batch.validate(s.vocab);
   const int64_t n = batch.size(), d = s.d_model;
   ML_CHECK(n > 0, "forward: empty micro-batch");
+  ML_CHECK(layout_.first_stage() || input, "forward: a later pipeline stage needs its input");
   n_ = n;
   attention_ = attention ? attention : &local_attention_;
   have_forward_ = true;
@@ -176,15 +181,20 @@ model::LossSum GpuTransformer<T>::forward(const model::Batch& batch, DeviceAtten
 
   const T* P = params_.data();
   store_.claim(0);
-  T* x0 = s.n_layers > 0 ? store_[0].x.data() : x_final_.data();
-  // This rank's vocabulary rows (all of them at tp = 1); zero for the other
-  // tokens, summed over the group.
-  embedding_forward<T>(P + layout_.embed(), vocab_, tokens_.data(), n, d, x0, stream_);
-  if (tp_) sum_over_group(x0, n * d);
-  for (int64_t l = 0; l < s.n_layers; ++l) {
-    layer_forward(l, n);  // claims l + 1 just before writing its input
-    store_.saved(l);
+  T* x0 = end_ > first_ ? store_[0].x.data() : x_final_.data();
+  if (!layout_.first_stage()) {
+    copy_async(x0, input, n * d, stream_);  // the stage before's output
+  } else {
+    // This rank's vocabulary rows (all of them at tp = 1); zero for the other
+    // tokens, summed over the group.
+    embedding_forward<T>(P + layout_.embed(), vocab_, tokens_.data(), n, d, x0, stream_);
+    if (tp_) sum_over_group(x0, n * d);
   }
+  for (int64_t l = first_; l < end_; ++l) {
+    layer_forward(l, n);  // claims l + 1 just before writing its input
+    store_.saved(l - first_);
+  }
+  if (!layout_.last_stage()) return {};  // output() goes to the next stage
 
   rmsnorm_forward<T>(x_final_.data(), P + layout_.final_norm(), n, d, xf_.data(), rstdf_.data(),
                      stream_);
@@ -206,9 +216,9 @@ void GpuTransformer<T>::layer_forward(int64_t l, int64_t n) {
   const int64_t d = s.d_model, f = my_.ffn, qd = my_.q_dim, kvd = my_.kv_dim, qkvd = my_.qkv_dim;
   const model::LayerOffsets& o = layout_.layer(l);
   const T* P = params_.data();
-  LayerActs<T>& A = store_[l];
+  LayerActs<T>& A = acts(l);
   const T* x = A.x.data();
-  T* x_next = l + 1 < s.n_layers ? store_[l + 1].x.data() : x_final_.data();
+  T* x_next = l + 1 < end_ ? acts(l + 1).x.data() : x_final_.data();
 
   rmsnorm_forward<T>(x, P + o.attn_norm, n, d, A.xn1.data(), A.rstd1.data(), stream_);
   mm(Op::N, Op::T, n, qkvd, d, 1.0f, A.xn1.data(), d, P + o.wq, d, 0.0f, A.qkv.data(), qkvd);
@@ -224,13 +234,14 @@ void GpuTransformer<T>::layer_forward(int64_t l, int64_t n) {
   swiglu_forward<T>(A.ab.data(), n, f, u_.data(), stream_);
   // Only now wait for the slot of layer l + 1 (layer l − 1's, on its way to
   // the host): the copy overlaps all of layer l's compute above.
-  store_.claim(l + 1);
+  store_.claim(l + 1 - first_);
   add_row_parallel(A.h.data(), u_.data(), f, P + o.w2, x_next, n);  // x_next = h + u·w2ᵀ
 }
 
 template <class T>
-void GpuTransformer<T>::backward(double scale, const FinalRange& final_range) {
+void GpuTransformer<T>::backward(double scale, const FinalRange& final_range, const T* d_output) {
   ML_CHECK(have_forward_, "backward() needs a forward() first");
+  ML_CHECK(layout_.last_stage() || d_output, "backward: a pipeline stage needs d(output)");
   const model::Shape& s = layout_.shape();
   const int64_t n = n_, d = s.d_model, f = my_.ffn;
   const T* P = params_.data();
@@ -238,22 +249,27 @@ void GpuTransformer<T>::backward(double scale, const FinalRange& final_range) {
   auto done = [&](int64_t offset, int64_t count) {
     if (final_range) final_range(offset, count);
   };
-  // The loss's gradients, kept by forward: dxf = scale·∂/∂xf, dhead += scale·∂/∂head.
-  loss_.backward(float(scale), dxn_.data(), G + layout_.head());
-  if (tp_) sum_over_group(dxn_.data(), n * d);  // this vocabulary shard's part
-  // Tied, the embedding's backward adds to the head last.
-  if (!s.tied) done(layout_.head(), vocab_.rows * d);
-  rmsnorm_backward<T>(dxn_.data(), x_final_.data(), P + layout_.final_norm(), rstdf_.data(),
-                      nullptr, n, d, dx_.data(), G + layout_.final_norm(), stream_);
-  done(layout_.final_norm(), d);
-  for (int64_t l = s.n_layers - 1; l >= 0; --l) {
-    store_.need(l);
+  if (layout_.last_stage()) {
+    // The loss's gradients, kept by forward: dxf = scale·∂/∂xf, dhead += scale·∂/∂head.
+    loss_.backward(float(scale), dxn_.data(), G + layout_.head());
+    if (tp_) sum_over_group(dxn_.data(), n * d);  // this vocabulary shard's part
+    // Tied, the embedding's backward (stage 0's) adds to the head last.
+    if (!s.tied || !layout_.first_stage()) done(layout_.head(), vocab_.rows * d);
+    rmsnorm_backward<T>(dxn_.data(), x_final_.data(), P + layout_.final_norm(), rstdf_.data(),
+                        nullptr, n, d, dx_.data(), G + layout_.final_norm(), stream_);
+    done(layout_.final_norm(), d);
+  } else {
+    copy_async(dx_.data(), d_output, n * d, stream_);
+  }
+  for (int64_t l = end_ - 1; l >= first_; --l) {
+    store_.need(l - first_);
     layer_backward(l, n);
-    store_.done(l);
+    store_.done(l - first_);
     // A layer's tensors are contiguous, attn_norm first and w2 last.
     const model::LayerOffsets& o = layout_.layer(l);
     done(o.attn_norm, o.w2 + d * f - o.attn_norm);
   }
+  if (!layout_.first_stage()) return;  // input_grad() goes to the stage before
   embedding_backward<T>(dx_.data(), embed_ids_.data(), embed_offsets_.data(), embed_order_.data(),
                         embed_groups_, d, G + layout_.embed(), stream_);
   done(layout_.embed(), vocab_.rows * d);
@@ -266,7 +282,7 @@ void GpuTransformer<T>::layer_backward(int64_t l, int64_t n) {
   const model::LayerOffsets& o = layout_.layer(l);
   const T* P = params_.data();
   float* G = grads_.data();
-  LayerActs<T>& A = store_[l];
+  LayerActs<T>& A = acts(l);
   const T* x = A.x.data();
   // dx_ holds ∂/∂(layer output). MLP branch: out = h + (silu(a)⊙b)·w2ᵀ.
   swiglu_forward<T>(A.ab.data(), n, f, u_.data(), stream_);
@@ -304,6 +320,20 @@ void GpuTransformer<T>::layer_backward(int64_t l, int64_t n) {
   if (tp_) sum_over_group(dxn_.data(), n * d);  // partial over this rank's heads
   rmsnorm_backward<T>(dxn_.data(), x, P + o.attn_norm, A.rstd1.data(), dh_.data(), n, d, dx_.data(),
                       G + o.attn_norm, stream_);
+}
+
+template <class T>
+void GpuTransformer<T>::swap_saved(Saved& saved) {
+  store_.swap_resident(saved.layers);
+  std::swap(positions_, saved.positions);
+  std::swap(samples_, saved.samples);
+  std::swap(embed_ids_, saved.embed_ids);
+  std::swap(embed_offsets_, saved.embed_offsets);
+  std::swap(embed_order_, saved.embed_order);
+  std::swap(n_, saved.n);
+  std::swap(embed_groups_, saved.embed_groups);
+  std::swap(attention_, saved.attention);
+  std::swap(have_forward_, saved.have_forward);
 }
 
 template <class T>

@@ -31,6 +31,16 @@
 // itself); backward, d(final states) and the input gradients of wq|wk|wv and
 // w1|w3, before the norms' backward; the loss's statistics per chunk. Every
 // rank of the group runs the same micro-batches in the same order.
+//
+// Pipeline parallelism (model::Transformer's; built with StageLayers): the
+// model holds the layers [first, end) of one stage (ParamLayout's stage
+// layout). Stage 0 embeds the tokens; any other stage's forward() starts
+// from `input`, the residual stream entering its first layer. Only the last
+// stage ends in the loss; the others leave their output in output() and
+// their backward() starts from d(output). After backward(), input_grad()
+// holds d(input) for the stage before (not on stage 0). A 1F1B schedule
+// keeps several micro-batches between forward and backward: swap_saved()
+// parks what forward kept for one and brings back another's.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -59,8 +69,10 @@ class GpuTransformer {
   // The whole model (tp = 1), or TP rank `shard` of a group whose
   // collectives `tp` implements (not owned; must outlive the model; needed
   // when shard.size > 1). `loss_chunk`: tokens whose logits exist at once.
+  // With `stage`, only a pipeline stage's layers (see above).
   GpuTransformer(const model::Shape& shape, cudaStream_t stream, int64_t loss_chunk = 1024,
-                 model::TpShard shard = {}, DeviceTpComm<T>* tp = nullptr);
+                 model::TpShard shard = {}, DeviceTpComm<T>* tp = nullptr,
+                 model::StageLayers stage = {});
 
   const model::ParamLayout& layout() const { return layout_; }
   cudaStream_t stream() const { return stream_; }
@@ -79,15 +91,39 @@ class GpuTransformer {
   // following backward(); null means LocalDeviceAttention. The first
   // `offloaded` layers keep their activations in host memory between forward
   // and backward (selective offloading, activation_store.hpp).
+  // `input` ([n, d] on the device): the stage's input, on a stage other
+  // than the first. Other stages than the last return no loss and do not
+  // synchronize.
   model::LossSum forward(const model::Batch& batch, DeviceAttention<T>* attention = nullptr,
-                         int offloaded = 0);
+                         int offloaded = 0, const T* input = nullptr);
   // grads += scale · ∂(forward's loss sum)/∂params; asynchronous on stream().
   // `final_range`, when set, is called with each range of the gradient
   // buffer (the LM head, the final norm, each layer from the last, the
   // embedding) right after the kernels that finish it are enqueued: the
   // gradient reduction may start there (cuda/comm/grad_reducer.hpp).
   using FinalRange = std::function<void(int64_t offset, int64_t count)>;
-  void backward(double scale, const FinalRange& final_range = {});
+  // `d_output` ([n, d] on the device): d(output) from the stage after, on a
+  // stage other than the last (whose `scale` is unused).
+  void backward(double scale, const FinalRange& final_range = {}, const T* d_output = nullptr);
+  // After forward(), on a stage other than the last: the residual stream
+  // leaving its last layer, [n, d], until the next forward().
+  const T* output() const { return x_final_.data(); }
+  // After backward(), on a stage other than the first: d(input), [n, d],
+  // until the next forward() or backward().
+  const T* input_grad() const { return dx_.data(); }
+  // The last forward()'s token count (after swap_saved(), the parked one's).
+  int64_t tokens() const { return n_; }
+  // What forward() keeps for backward() (the offloaded layers aside), so
+  // that several micro-batches can wait between the two.
+  struct Saved {
+    std::vector<LayerActs<T>> layers;
+    DeviceBuffer<int32_t> positions, samples, embed_ids, embed_offsets, embed_order;
+    int64_t n = 0, embed_groups = 0;
+    DeviceAttention<T>* attention = nullptr;
+    bool have_forward = false;
+  };
+  // Swaps them with `saved` (its buffers are reused by the next forward).
+  void swap_saved(Saved& saved);
   // −log p per token of the last forward() (0 where the target is −1).
   std::vector<double> token_losses() const;
 
@@ -107,7 +143,11 @@ class GpuTransformer {
   void mm_grad(model::Op oa, model::Op ob, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
                int64_t lda, const T* b, int64_t ldb, float* c, int64_t ldc);
 
+  // The stage's layer l's activations (l: the whole model's index).
+  LayerActs<T>& acts(int64_t l) { return store_[l - first_]; }
+
   model::ParamLayout layout_;
+  int64_t first_, end_;            // the stage's layers
   DeviceTpComm<T>* tp_ = nullptr;  // null at tp = 1
   model::ShardSizes my_;           // this rank's heads, FFN columns and vocabulary rows
   VocabRows vocab_;

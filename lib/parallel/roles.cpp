@@ -110,15 +110,14 @@ RoleLayout make_layout(int world, const config::Config& config) {
         strf("parallel.tp x parallel.pp = %lld x %lld must divide the trainers, and the layout "
              "has %d: launch a multiple of %lld trainers or change parallel.tp / parallel.pp",
              (long long)tp, (long long)pp, l.trainers, (long long)(tp * pp)));
-  // What runs on the CPU backend only so far (pipeline stages, sequence
-  // parallelism, images): refused with cuda, by key.
+  // What runs on the CPU backend only so far (sequence parallelism,
+  // images): refused with cuda, by key.
   if (config.run.backend == config::Backend::cuda) {
     const struct {
       bool used;
       const char* setting;
       const char* off;
     } cpu_only[] = {
-        {pp > 1, "parallel.pp > 1", "parallel.pp: 1"},
         {config.parallel.sequence_parallel && tp > 1, "parallel.sequence_parallel",
          "parallel.sequence_parallel: false"},
         {config::patch_dim(config) > 0, "an image-text source (format: webdataset)",

@@ -5,6 +5,7 @@
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "plan/pipeline.hpp"
 #include "plan/planner.hpp"
 
 namespace meshloom::plan {
@@ -42,7 +43,10 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
   // TP rank 0's share: heads, KV heads, FFN columns and vocabulary rows
   // split tp ways (rounded up), the model dimension d whole.
   const ModelShape::TpShare my = s.tp_share(in.tp);
-  const int64_t t = in.elem_bytes, n = in.tokens, P = s.numel(in.tp);
+  const bool stage = in.stage_layers >= 0;
+  const int64_t layers = stage ? in.stage_layers : s.layers;
+  const int64_t t = in.elem_bytes, n = in.tokens;
+  const int64_t P = s.stage_numel(in.tp, layers, in.first_stage, in.last_stage);
   const int64_t d = s.hidden, f = my.ffn, V = my.vocab_rows, H = my.heads;
   const int64_t qd = H * s.head_dim(), kvd = my.kv_heads * s.head_dim();
   const int64_t qkvd = qd + 2 * kvd;
@@ -61,7 +65,7 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
   m.moments = shard * (2 * kF32 + 1);
   // ActivationStore::resize, per layer and token: x, xn1, h, xn2, q|k|v, o,
   // the SwiGLU input a|b (T); 1/rms twice and the log-sum-exp per head (fp32).
-  m.resident_layers = resident_layers(s.layers, in.offload);
+  m.resident_layers = resident_layers(int(layers), in.offload);
   const int64_t per_layer = (4 * d + qkvd + qd + 2 * f) * t + (2 + H) * kF32;
   m.activations = n * per_layer * m.resident_layers * in.in_flight;
   // GpuTransformer::ensure_buffers: x_final, xf, dx, dh, dxn (T x d), u, du
@@ -72,12 +76,16 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
   const int64_t groups = std::min(n, V);
   m.workspace = n * (5 * d + 4 * f + qd) * t + n * qkvd * kF32 + (t == kF32 ? 0 : n * qkvd * t) +
                 n * kF32 + 2 * kF64 + 4 * n * kI32 + (2 * groups + 1 + n) * kI32 + n * H * kF32;
+  // A stage's transfers (cuda_model.cpp): the received values and the ones
+  // on their way (T), the fp32 host staging.
+  if (stage) m.workspace += n * d * (2 * t + kF32);
   // The fused loss (cuda/model/device_lm_loss.hpp): one chunk's logits (T,
   // min(n, loss_chunk) x V/tp) and its per-token statistics (fp64 x 3), the
   // unscaled d(final states) (T, n x d) and d(head) (fp32, V/tp x d); the
   // model's row_loss_ (fp64 per token).
   const int64_t chunk = std::min(n, in.loss_chunk);
-  m.logits = chunk * V * t + 3 * chunk * kF64 + n * d * t + V * d * kF32 + n * kF64;
+  if (in.last_stage)
+    m.logits = chunk * V * t + 3 * chunk * kF64 + n * d * t + V * d * kF32 + n * kF64;
   if (in.rings) {
     // ring_link_nccl.cpp keeps a current and a next block; ring_link_mpi.cpp
     // one device block that it stages through host memory.
@@ -142,7 +150,7 @@ int64_t capacity_for_memory(DeviceMemoryInput in, double bytes) {
   return lo;
 }
 
-DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool nccl) {
+DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool nccl, int stage) {
   DeviceMemoryInput in;
   in.shape = shape_from_config(c);
   in.elem_bytes = c.run.precision == config::Precision::fp32 ? 4 : 2;
@@ -157,6 +165,23 @@ DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool n
   in.rings = in.trainers > 1 && 2 * ((L + 1) / 2) > C;
   in.ulysses = c.plan.cp_algorithm != config::CpAlgorithm::ring;
   in.tokens = largest_micro_batch(c);
+  const int pp = int(c.parallel.pp);
+  if (pp > 1) {
+    // Stage s keeps pp - s micro-batches under 1F1B (none is offloaded).
+    const std::vector<int> layers = stage_layers_for_run(c);
+    DeviceMemory worst;
+    for (int s = 0; s < pp; ++s) {
+      if (stage >= 0 && s != stage) continue;
+      DeviceMemoryInput st = in;
+      st.stage_layers = layers[size_t(s)];
+      st.first_stage = s == 0;
+      st.last_stage = s == pp - 1;
+      st.in_flight = pp - s;
+      const DeviceMemory m = device_memory(st);
+      if (m.total() > worst.total()) worst = m;
+    }
+    return worst;
+  }
   DeviceMemory best = device_memory(in);
   const int layers = in.shape.layers;
   if (c.plan.offload && layers > 2) {

@@ -53,6 +53,12 @@ struct DeviceMemoryInput {
   // Micro-batches whose activations are kept at once: 1, or under a 1F1B
   // pipeline min(pp - s, M) on stage s (stage 0 holds pp of them).
   int in_flight = 1;
+  // Pipeline parallelism: the estimate is for one stage of `stage_layers`
+  // layers (-1: the whole model), with the embedding on the first (and on
+  // the last when tied), the final norm, the head and the loss's logits on
+  // the last (ModelShape::stage_numel), and the stage transfers' buffers.
+  int64_t stage_layers = -1;
+  bool first_stage = true, last_stage = true;
 };
 
 struct DeviceMemory {
@@ -104,8 +110,11 @@ int64_t capacity_for_memory(DeviceMemoryInput in, double bytes);
 // The run's estimate: config `c` on `trainers` trainers, rings over NCCL or
 // not, for its largest micro-batch (C tokens; with plan.offload, an
 // offloaded one of up to min(C·layers/2, data.seq_len) tokens, whichever
-// needs more).
-DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool nccl);
+// needs more). With parallel.pp > 1, for pipeline stage `stage` (its layers,
+// pp - stage micro-batches in flight under 1F1B; -1: the stage that needs
+// the most).
+DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool nccl,
+                                   int stage = -1);
 
 // The most tokens one of a trainer's micro-batches holds: plan.capacity,
 // never more than the step (data.tokens_per_step).

@@ -104,9 +104,13 @@ struct OptimizerSetup {
   // Pipeline parallelism (pp > 1): the buffer is this stage's tensors, and
   // tp_sum sums over the HDP rank's tp x pp trainers. With tied embeddings
   // stages 0 and pp - 1 both hold the embedding: `tie_embedding` (set on
-  // those two) sums its gradient over them before the reduction, and the
-  // last stage leaves it out of the norm (`norm_skip`).
+  // those two) sums its gradient (the `embed` tensor's range, in place)
+  // over them before the reduction, and the last stage leaves it out of the
+  // norm (`norm_skip`). `pipeline`: the pipeline axis (rank = stage), over
+  // which a backend that moves the stage transfers itself builds its
+  // communicator (TrainerBackend::moves_stages).
   int pp = 1;
+  MPI_Comm pipeline = MPI_COMM_NULL;
   std::function<void(std::span<float>)> tie_embedding;
   std::vector<std::pair<int64_t, int64_t>> norm_skip;
   // This rank's part of the global norm²: Σ g² over its buffer, with the
@@ -146,28 +150,50 @@ class TrainerBackend {
   virtual model::LossSum forward_backward(const model::Batch& batch, double scale,
                                           const RingGroup* ring = nullptr, float offload = 0,
                                           bool last = false) = 0;
-  // Pipeline parallelism (parallel.pp > 1; the CPU backend only so far): a
-  // stage's part of a micro-batch, as a 1F1B schedule runs it.
+  // Pipeline parallelism (parallel.pp > 1): a stage's part of a
+  // micro-batch, as a 1F1B schedule runs it.
   // forward_stage() runs the stage's layers on `input` (the stage before's
   // output; ignored on stage 0), keeps the activations under `slot` until
   // backward_stage(slot), and returns the output for the next stage. The
   // last stage runs last_stage(): forward, loss and backward at once, with
-  // d(input) for the stage before in *input_grad. backward_stage() takes
+  // d(input) for the stage before in *input_grad (`slot`'s, sent when the
+  // schedule runs its backward). backward_stage() takes
   // d(output) and returns d(input) (empty on stage 0). The defaults fail
   // (defined here: the CUDA module sees only this header).
+  //
+  // Where moves_stages() (the CUDA backend with NCCL: one GPU per trainer),
+  // the stage transfers stay on the device: the trainer calls recv_stage()
+  // before the op that needs the values, and then passes an empty `input` or
+  // `d_output`; the ops return nothing (nor fill *input_grad) and keep their
+  // result under the slot, which send_stage() sends once the trainer's
+  // schedule says so; finish_stage_sends() waits for every send at the end
+  // of the step. Else the trainer moves the returned host vectors over MPI.
   virtual std::vector<float> forward_stage(const model::Batch&, std::span<const float>,
                                            const RingGroup*, int) {
-    throw Error(kStagesOnCpu);
+    throw Error(kNoStages);
   }
   virtual model::LossSum last_stage(const model::Batch&, double, std::span<const float>,
-                                    const RingGroup*, std::vector<float>*) {
-    throw Error(kStagesOnCpu);
+                                    const RingGroup*, int, std::vector<float>*) {
+    throw Error(kNoStages);
   }
-  virtual std::vector<float> backward_stage(std::span<const float>, int) {
-    throw Error(kStagesOnCpu);
+  virtual std::vector<float> backward_stage(std::span<const float>, int) { throw Error(kNoStages); }
+  enum class StageTransfer {
+    activations,  // forward: to the next stage
+    gradients,    // backward: d(input), to the stage before
+  };
+  virtual bool moves_stages() const { return false; }
+  // Receives slot's `tokens` rows of `what` (activations from the stage
+  // before, gradients from the stage after); waits at most `timeout_s`, then
+  // fails (exit 3) with `waiting_for` (worked out only then: who it waited for).
+  virtual void recv_stage(StageTransfer, int, int64_t, double,
+                          const std::function<std::string()>&) {
+    throw Error(kNoStages);
   }
-  static constexpr const char* kStagesOnCpu =
-      "pipeline stages run on the CPU backend only (run.backend: cpu)";
+  // Starts sending slot's `what`, which its last op kept; asynchronous.
+  virtual void send_stage(StageTransfer, int) { throw Error(kNoStages); }
+  // Waits (at most `timeout_s`) until every send of the step is done.
+  virtual void finish_stage_sends(double) {}
+  static constexpr const char* kNoStages = "this backend runs no pipeline stages";
   // Sums the step's gradients over all trainers (collective) and returns the
   // sum of squares of the result: the global norm², before clipping.
   virtual double reduce_grads() = 0;
@@ -196,6 +222,7 @@ struct CudaBackendSpec {
   // local_index mod the visible devices.
   int local_index = 0;
   model::TpShard shard;       // this trainer's TP shard (model/params.hpp)
+  model::StageLayers stage;   // its pipeline stage's layers (the whole model at pp = 1)
   int64_t loss_chunk = 1024;  // model.loss_chunk
 };
 

@@ -85,7 +85,7 @@ std::vector<float> CpuBackend::forward_stage(const model::Batch& batch,
 }
 
 model::LossSum CpuBackend::last_stage(const model::Batch& batch, double scale,
-                                      std::span<const float> input, const RingGroup* ring,
+                                      std::span<const float> input, const RingGroup* ring, int,
                                       std::vector<float>* input_grad) {
   const auto attention = make_ring(ring, model_->threads());
   const model::LossSum ls =
@@ -132,7 +132,10 @@ double CpuBackend::square_sum(const float* g, int64_t begin, int64_t end) const 
 }
 
 double CpuBackend::reduce_grads() {
-  if (opt_.tie_embedding) opt_.tie_embedding(model_->grads());
+  if (opt_.tie_embedding) {
+    const model::TensorInfo& e = model_->layout().find("embed");
+    opt_.tie_embedding(model_->grads().subspan(size_t(e.offset), size_t(e.numel)));
+  }
   double sq = reduce_over_data();
   if (opt_.tp > 1 || opt_.pp > 1) opt_.tp_sum(&sq);
   return sq;

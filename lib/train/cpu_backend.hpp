@@ -35,7 +35,8 @@ class CpuBackend final : public TrainerBackend {
   std::vector<float> forward_stage(const model::Batch& batch, std::span<const float> input,
                                    const RingGroup* ring, int slot) override;
   model::LossSum last_stage(const model::Batch& batch, double scale, std::span<const float> input,
-                            const RingGroup* ring, std::vector<float>* input_grad) override;
+                            const RingGroup* ring, int slot,
+                            std::vector<float>* input_grad) override;
   std::vector<float> backward_stage(std::span<const float> d_output, int slot) override;
   double reduce_grads() override;
   void update(double lr, double grad_scale) override;

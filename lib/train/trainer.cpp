@@ -105,9 +105,10 @@ Trainer::Trainer(const World& w, const StepComms& comms)
     int local = 0;
     for (int r = w.layout.first_rank(Role::trainer); r < w.rank; ++r)
       local += w.hosts[size_t(r)] == w.hosts[size_t(w.rank)];
-    backend_ = make_cuda_backend(model_->shape(),
-                                 CudaBackendSpec{w.config.run.precision, local,
-                                                 model::TpShard{tp_, tp_rank_}, opt.loss_chunk});
+    backend_ = make_cuda_backend(
+        model_->shape(),
+        CudaBackendSpec{w.config.run.precision, local, model::TpShard{tp_, tp_rank_},
+                        stages_[size_t(stage_)], opt.loss_chunk});
   } else {
     // The activations of the largest micro-batch this trainer can get (at
     // most C tokens, never more than the step). On a GPU the host model only
@@ -138,6 +139,7 @@ void Trainer::start_optimizer() {
   for (const auto& t : model_->layout().tensors())
     if (t.split_dim < 0) opt.replicated.emplace_back(t.offset, t.offset + t.numel);
   opt.pp = pp_;
+  opt.pipeline = comms_.comm(Axis::pipeline);
   // The norm's parts: every trainer of the HDP rank (its TP group at pp = 1).
   opt.tp_sum = [this](double* value) {
     WatchScope watch("the gradient norm's sum over the trainers of an HDP rank");
@@ -164,7 +166,8 @@ void Trainer::start_optimizer() {
   // run that cannot fit ends here, on every trainer, with what to change.
   // (The CPU's floor is checked at start-up: runtime/preflight.cpp.)
   opt.check_memory = [this](const DeviceMemoryInfo& info) {
-    const plan::DeviceMemory need = plan::device_memory_for_run(w_.config, size_, info.nccl);
+    const plan::DeviceMemory need =
+        plan::device_memory_for_run(w_.config, size_, info.nccl, stage_);
     const double free_bytes = double(info.free_bytes);
     if (double(need.total()) * info.sharers > free_bytes)
       ML_FAIL(strf("trainer %d on %s: ", trainer_, backend_->describe().c_str()) +
@@ -200,9 +203,9 @@ std::vector<float> Trainer::whole(std::span<const float> mine) const {
                       comms_.comm(Axis::pipeline), mine);
 }
 
-void Trainer::tie_embedding(std::span<float> grads) {
-  const model::TensorInfo& e = model_->layout().find("embed");
-  const std::span<float> mine = grads.subspan(size_t(e.offset), size_t(e.numel));
+void Trainer::tie_embedding(std::span<float> mine) {
+  ML_CHECK(int64_t(mine.size()) == model_->layout().find("embed").numel,
+           "tie_embedding: not the embedding's gradient");
   std::vector<float> other(mine.size());
   const int partner = stage_ == 0 ? pp_ - 1 : 0;
   {

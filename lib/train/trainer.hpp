@@ -94,8 +94,9 @@ class Trainer {
   // The communicators of the step's CP groups (collective over the data
   // axis), with what it took, into the acknowledgement.
   void prepare_groups(const proto::Batch& batch, proto::Ack& ack);
-  // The tied embedding's gradient summed over stages 0 and pp - 1.
-  void tie_embedding(std::span<float> grads);
+  // The tied embedding's gradient (its range of the buffer) summed over
+  // stages 0 and pp - 1, in place.
+  void tie_embedding(std::span<float> embed_grads);
   // This trainer reports its HDP rank's tokens and loss: TP rank 0 of the
   // last stage.
   bool reports() const { return tp_rank_ == 0 && stage_ == pp_ - 1; }

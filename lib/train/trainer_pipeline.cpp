@@ -14,6 +14,9 @@
 // both streams in order, so they match without per-message tags), which
 // overlap the stage's next compute. A receive waits at most run.timeout and
 // then fails naming the stage, pipeline and rank it waited for (exit 3).
+// A backend that moves the transfers itself (TrainerBackend::moves_stages:
+// the CUDA backend over NCCL, the values staying on the device) gets the
+// same calls at the same places, with the same deadline and names.
 #include <map>
 
 #include "base/clock.hpp"
@@ -67,6 +70,9 @@ void Trainer::run_pipeline(const proto::Batch& batch, double scale, proto::Ack& 
                   slot, stage, rank_, peer);
     };
   };
+  using Transfer = TrainerBackend::StageTransfer;
+  const bool on_device = backend_->moves_stages();
+  const double timeout = w_.config.run.timeout;
   const size_t count = batch.micro.size();
   std::vector<PendingSend> sends;
   std::vector<RingGroup> rings(count);
@@ -78,21 +84,28 @@ void Trainer::run_pipeline(const proto::Batch& batch, double scale, proto::Ack& 
   for (const plan::PipeOp& op : schedule[size_t(stage_)]) {
     const int i = op.micro_batch;  // empty slots have no ops
     const proto::MicroBatch& mb = batch.micro[size_t(i)];
+    model::Batch& b = batches[size_t(i)];
     if (!op.backward) {
+      b = to_model_batch(mb);
       std::vector<float> input;
-      if (!first)
-        input = to_floats(recv_bytes(stage_ - 1, kActivationTag, comm, w_.config.run.timeout,
-                                     waiting_for(stage_ - 1, "the activations", mb.slot)));
+      if (!first) {
+        const auto from = waiting_for(stage_ - 1, "the activations", mb.slot);
+        if (on_device)
+          backend_->recv_stage(Transfer::activations, i, b.size(), timeout, from);
+        else
+          input = to_floats(recv_bytes(stage_ - 1, kActivationTag, comm, timeout, from));
+      }
       const auto start = Clock::now();
-      batches[size_t(i)] = to_model_batch(mb);
       rings[size_t(i)] = ring_of(batch, mb, &attn_l2[size_t(i)]);
       const RingGroup* ring = rings[size_t(i)].members.empty() ? nullptr : &rings[size_t(i)];
       if (last) {
-        losses[size_t(i)] =
-            backend_->last_stage(batches[size_t(i)], scale, input, ring, &input_grads[i]);
+        losses[size_t(i)] = backend_->last_stage(b, scale, input, ring, i, &input_grads[i]);
       } else {
-        sends.emplace_back(to_bytes(backend_->forward_stage(batches[size_t(i)], input, ring, i)),
-                           stage_ + 1, kActivationTag, comm);
+        std::vector<float> out = backend_->forward_stage(b, input, ring, i);
+        if (on_device)
+          backend_->send_stage(Transfer::activations, i);
+        else
+          sends.emplace_back(to_bytes(out), stage_ + 1, kActivationTag, comm);
       }
       seconds[size_t(i)] += seconds_since(start);
       continue;
@@ -102,19 +115,27 @@ void Trainer::run_pipeline(const proto::Batch& batch, double scale, proto::Ack& 
       dx = std::move(input_grads[i]);
       input_grads.erase(i);
     } else {
-      const std::vector<float> d_out =
-          to_floats(recv_bytes(stage_ + 1, kGradientTag, comm, w_.config.run.timeout,
-                               waiting_for(stage_ + 1, "the gradients", mb.slot)));
+      std::vector<float> d_out;
+      const auto from = waiting_for(stage_ + 1, "the gradients", mb.slot);
+      if (on_device)
+        backend_->recv_stage(Transfer::gradients, i, b.size(), timeout, from);
+      else
+        d_out = to_floats(recv_bytes(stage_ + 1, kGradientTag, comm, timeout, from));
       const auto start = Clock::now();
       dx = backend_->backward_stage(d_out, i);
       seconds[size_t(i)] += seconds_since(start);
     }
-    if (!first) sends.emplace_back(to_bytes(dx), stage_ - 1, kGradientTag, comm);
+    if (first) continue;
+    if (on_device)
+      backend_->send_stage(Transfer::gradients, i);
+    else
+      sends.emplace_back(to_bytes(dx), stage_ - 1, kGradientTag, comm);
   }
   {
     // Every message is received within the step: the stages run the same slots.
     WatchScope watch(strf("the last pipeline messages of stage %d of pipeline %d", stage_, rank_));
     sends.clear();
+    backend_->finish_stage_sends(timeout);
   }
   for (size_t i = 0; i < count; ++i)
     account(batch, batch.micro[i], batches[i], &losses[i], attn_l2[i], seconds[i], ack);

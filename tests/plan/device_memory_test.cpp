@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -172,6 +173,35 @@ TEST(DeviceMemory, UlyssesBuffersOnlyWithUlyssesOrHybrid) {
     EXPECT_GE(m.ulysses, 2 * m.input.tokens * 4096 * m.input.elem_bytes) << algo;
     EXPECT_EQ(device_memory_for_run(c, 1, true).ulysses, 0) << algo;  // no group
   }
+}
+
+TEST(DeviceMemory, PipelineStagesHoldTheirLayersAndMicroBatchesInFlight) {
+  const DeviceMemoryInput whole = tiny_input(64);
+  DeviceMemoryInput first = whole;
+  first.stage_layers = 1;
+  first.last_stage = false;
+  first.in_flight = 2;
+  DeviceMemoryInput last = whole;
+  last.stage_layers = 1;
+  last.first_stage = false;
+  const DeviceMemory w = device_memory(whole), f = device_memory(first), l = device_memory(last);
+  EXPECT_EQ(f.weights, whole.shape.stage_numel(1, 1, true, false) * 2);
+  EXPECT_EQ(l.weights, whole.shape.stage_numel(1, 1, false, true) * 2);
+  EXPECT_LT(f.weights, w.weights);
+  EXPECT_EQ(f.activations, w.activations);  // half the layers, twice the micro-batches
+  EXPECT_EQ(l.activations, w.activations / 2);
+  EXPECT_EQ(f.logits, 0);  // the loss runs on the last stage
+  EXPECT_EQ(l.logits, w.logits);
+  EXPECT_GT(f.workspace, w.workspace);  // the stage transfers' buffers
+
+  // The run: each stage's, or the one that needs the most.
+  const config::Config c = big_config({"parallel.pp=2"});
+  const DeviceMemory s0 = device_memory_for_run(c, 8, true, 0);
+  const DeviceMemory s1 = device_memory_for_run(c, 8, true, 1);
+  EXPECT_EQ(s0.input.in_flight, 2);
+  EXPECT_EQ(s1.input.in_flight, 1);
+  EXPECT_EQ(device_memory_for_run(c, 8, true).total(), std::max(s0.total(), s1.total()));
+  EXPECT_LT(s1.total(), device_memory_for_run(big_config(), 8, true).total());
 }
 
 TEST(DeviceMemory, Zero1ShardsTheMomentsAsDeviceAdamWPads) {

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "model/transformer.hpp"
@@ -117,4 +118,116 @@ TEST(GpuTransformer, OffloadingGivesTheSameGradients) {
     }
   }
   cudaStreamDestroy(stream);
+}
+
+namespace {
+
+// The stage's output() or input_grad(), [n, d], copied before the next call.
+kernels::DeviceBuffer<float> keep(const float* values, int64_t count, cudaStream_t stream) {
+  kernels::DeviceBuffer<float> b(static_cast<size_t>(count));
+  EXPECT_EQ(cudaMemcpyAsync(b.data(), values, size_t(count) * sizeof(float),
+                            cudaMemcpyDeviceToDevice, stream),
+            cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  return b;
+}
+
+// Stages [2, 1, 2] of a 5-layer model, two micro-batches in flight 1F1B's
+// way (both forwards before either backward, the parked activations swapped
+// in and out), give the whole model's loss and gradients; with tied
+// embeddings the first and last stage's embedding gradients add up to it.
+void compare_stages(bool tied) {
+  Shape s = small_shape(tied);
+  s.n_layers = 5;
+  const model::ParamLayout whole_layout(s);
+  const std::vector<float> params = random_params(whole_layout);
+  const Batch a = packed_batch(s.vocab);
+  std::vector<int32_t> tokens(a.tokens.begin(), a.tokens.begin() + 150);
+  for (auto& t : tokens) t = int32_t((t * 7 + 3) % s.vocab);
+  const std::vector<int32_t> lengths = {90, 60};
+  const Batch b = Batch::pack(tokens, lengths);
+  const double scale = 1.0 / double(a.predictions() + b.predictions());
+  const int64_t d = s.d_model;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  {
+    kernels::GpuTransformer<float> whole(s, stream);
+    whole.set_params(params);
+    whole.zero_grads();
+    double want_loss = whole.forward(a).sum;
+    whole.backward(scale);
+    want_loss += whole.forward(b).sum;
+    whole.backward(scale);
+    const std::vector<float> want = whole.download_grads();
+
+    const std::vector<model::StageLayers> ranges = {{0, 2}, {2, 3}, {3, 5}};
+    std::vector<std::unique_ptr<kernels::GpuTransformer<float>>> stages;
+    for (const model::StageLayers& r : ranges) {
+      stages.push_back(std::make_unique<kernels::GpuTransformer<float>>(
+          s, stream, 1024, model::TpShard{}, nullptr, r));
+      // The stage's tensors, by name, out of the whole model's.
+      std::vector<float> mine(size_t(stages.back()->layout().numel()));
+      for (const model::TensorInfo& t : stages.back()->layout().tensors()) {
+        const auto from = params.begin() + whole_layout.find(t.name).offset;
+        std::copy(from, from + t.numel, mine.begin() + t.offset);
+      }
+      stages.back()->set_params(mine);
+      stages.back()->zero_grads();
+    }
+    using Saved = kernels::GpuTransformer<float>::Saved;
+    Saved parked[2][2];  // [stage][micro-batch]
+    const Batch* batch[2] = {&a, &b};
+    kernels::DeviceBuffer<float> x[2], dx[2];
+    for (int s_ = 0; s_ < 2; ++s_)
+      for (int m = 0; m < 2; ++m) {
+        stages[size_t(s_)]->forward(*batch[m], nullptr, 0, s_ == 0 ? nullptr : x[m].data());
+        x[m] = keep(stages[size_t(s_)]->output(), batch[m]->size() * d, stream);
+        stages[size_t(s_)]->swap_saved(parked[s_][m]);
+      }
+    double loss = 0;
+    for (int m = 0; m < 2; ++m) {
+      loss += stages[2]->forward(*batch[m], nullptr, 0, x[m].data()).sum;
+      stages[2]->backward(scale);
+      dx[m] = keep(stages[2]->input_grad(), batch[m]->size() * d, stream);
+    }
+    EXPECT_NEAR(loss, want_loss, 1e-5 * std::abs(want_loss));
+    for (int s_ = 1; s_ >= 0; --s_)
+      for (int m : {1, 0}) {  // the other order than forward's
+        stages[size_t(s_)]->swap_saved(parked[s_][m]);
+        EXPECT_EQ(stages[size_t(s_)]->tokens(), batch[m]->size());
+        stages[size_t(s_)]->backward(1.0, {}, dx[m].data());
+        if (s_ > 0) dx[m] = keep(stages[size_t(s_)]->input_grad(), batch[m]->size() * d, stream);
+      }
+    // Every stage's gradients placed in the whole model's layout, summed.
+    std::vector<double> got(want.size(), 0.0);
+    for (const auto& stage : stages) {
+      const std::vector<float> g = stage->download_grads();
+      for (const model::TensorInfo& t : stage->layout().tensors()) {
+        const int64_t at = whole_layout.find(t.name).offset;
+        for (int64_t i = 0; i < t.numel; ++i) got[size_t(at + i)] += g[size_t(t.offset + i)];
+      }
+    }
+    for (const model::TensorInfo& t : whole_layout.tensors()) {
+      double err = 0, scale_ref = 0;
+      for (int64_t i = 0; i < t.numel; ++i) {
+        const double ref = want[size_t(t.offset + i)];
+        err = std::max(err, std::abs(got[size_t(t.offset + i)] - ref));
+        scale_ref = std::max(scale_ref, std::abs(ref));
+      }
+      EXPECT_LE(err, 1e-5 * scale_ref) << t.name << " (largest gradient " << scale_ref << ")";
+    }
+  }
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+
+TEST(GpuTransformer, PipelineStagesGiveTheWholeModelTied) {
+  ML_REQUIRE_GPU();
+  compare_stages(true);
+}
+
+TEST(GpuTransformer, PipelineStagesGiveTheWholeModelUntied) {
+  ML_REQUIRE_GPU();
+  compare_stages(false);
 }
