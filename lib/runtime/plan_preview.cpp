@@ -64,9 +64,10 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
     const bool nccl = c.run.gpu_comm != config::GpuComm::mpi;
     const plan::DeviceMemory m = plan::device_memory_for_run(c, trainers, nccl);
     std::printf(
-        "device memory per trainer (run.backend: cuda, rings over %s): about %s for "
+        "device memory per trainer (run.backend: cuda, rings over %s%s): about %s for "
         "micro-batches of up to %lld tokens\n",
-        nccl ? "NCCL" : "MPI", m.describe(3).c_str(), (long long)m.input.tokens);
+        nccl ? "NCCL" : "MPI", pp > 1 ? strf(", pp %d: the largest stage", pp).c_str() : "",
+        m.describe(3).c_str(), (long long)m.input.tokens);
   }
   const bool grid = c.plan.planner == config::Planner::static_grid;
   const config::Planner other = grid ? config::Planner::hdp : config::Planner::static_grid;
