@@ -65,6 +65,16 @@ TEST(Mesh, SequenceParallelIsAcceptedOnTheCpuOnly) {
   }
 }
 
+TEST(Mesh, PipelineStagesAreAcceptedWithCuda) {
+  config::Config c;
+  c.parallel.pp = 2;
+  c.run.backend = config::Backend::cuda;
+  c.model.d_model = 512;               // head_dim 64: what the GPU kernels take
+  EXPECT_NO_THROW(make_layout(6, c));  // 4 trainers, 2 pipelines of 2 stages
+  c.parallel.tp = 2;
+  EXPECT_NO_THROW(make_layout(6, c));  // one pipeline of 2 stages, TP 2 each
+}
+
 TEST(Mesh, TrainerNodesNumberHostsInFirstSeenOrder) {
   // 9 ranks over 3 nodes of 3, constructor and 2 loaders first: trainers 1, 3, 2.
   const std::vector<std::string> hosts = {"vm-a", "vm-a", "vm-a", "vm-b", "vm-b",
