@@ -12,7 +12,7 @@
 // there with the numbers, not with an out-of-memory error mid-step.
 // Pipeline parallelism: the model is this trainer's stage (and TP shard);
 // each micro-batch between its forward and backward keeps its activations
-// and its ring (GpuTransformer::swap_saved), and the stage transfers go
+// and its attention (GpuTransformer::swap_saved), and the stage transfers go
 // device to device over NCCL (stage_link.hpp) where every trainer has its
 // own GPU, else through host memory by the trainer's MPI messages.
 #include "cuda/model/cuda_model.hpp"
@@ -222,7 +222,7 @@ class CudaModel final : public TrainerBackend {
     std::vector<float> dx;
     if (!model_->layout().first_stage())
       dx = stage_result(model_->input_grad(), n, StageTransfer::gradients, slot);
-    wait("a pipeline stage's backward");  // before its ring goes
+    wait("a pipeline stage's backward");  // before its attention goes
     spare_.push_back(std::move(it->second.saved));
     parked_.erase(it);
     return dx;
@@ -521,7 +521,7 @@ class CudaModel final : public TrainerBackend {
   // view of it.
   std::unique_ptr<kernels::NcclComm> tp_nccl_;
   std::unique_ptr<kernels::DeviceTpComm<T>> tp_;
-  // Pipeline stages: each micro-batch's activations and ring from its
+  // Pipeline stages: each micro-batch's activations and attention from its
   // forward to its backward (by slot), sets of buffers for the next ones,
   // the values to send and the last received (NCCL), fp32 host staging (MPI).
   struct Parked {

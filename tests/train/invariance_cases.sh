@@ -92,8 +92,8 @@ invariance_gpu_cases=(
   "gpu_tp2_uly2 4 1e-4 --set run.precision=fp32 --set parallel.tp=2 --set plan.cp_algorithm=ulysses --set plan.capacity=512"
   "bf16_uly2    2 5e-2 --set run.precision=bf16 --set plan.cp_algorithm=ulysses --set plan.capacity=512"
   # Pipeline stages on the GPU (1F1B; stage transfers through host memory:
-  # the trainers share the GPU), rings and TP inside a stage, tied and untied
-  # embeddings.
+  # the trainers share the GPU), rings, Ulysses and TP inside a stage, tied
+  # and untied embeddings.
   "gpu_pp2        2 1e-4 --set run.precision=fp32 --set parallel.pp=2 --set plan.capacity=4096"
   "gpu_pp2_ring2  4 1e-4 --set run.precision=fp32 --set parallel.pp=2 --set plan.capacity=512"
   "gpu_pp3_uneven 3 1e-4 --set run.precision=fp32 --set parallel.pp=3 --set parallel.stage_layers=[1,2,1] --set plan.capacity=4096"
@@ -101,6 +101,7 @@ invariance_gpu_cases=(
   "gpu_pp2_steps3 4 1e-3:1e-3 --set run.steps=3 --set run.precision=fp32 --set parallel.pp=2 --set plan.capacity=512 --set optim.zero1=true"
   "gpu_pp2_untied_steps3 4 1e-3:1e-3 --set run.steps=3 --set run.precision=fp32 --set parallel.pp=2 --set plan.capacity=512 --set model.tied_embeddings=false"
   "bf16_pp2       2 5e-2 --set run.precision=bf16 --set parallel.pp=2 --set plan.capacity=4096"
+  "gpu_pp2_uly2   4 1e-4 --set run.precision=fp32 --set parallel.pp=2 --set plan.cp_algorithm=ulysses --set plan.capacity=512"
 )
 
 # invariance_config BACKEND: the config, on stdout (write it to $dir/c.yaml).
