@@ -152,8 +152,11 @@ class CudaModel final : public TrainerBackend {
 
   void zero_grads() override { model_->zero_grads(); }
 
-  void prepare_groups(const std::vector<std::vector<int>>& groups) override {
-    if (groups_) groups_->prepare(groups);
+  double prepare_groups(const std::vector<std::vector<int>>& groups) override {
+    if (!groups_) return 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    groups_->prepare(groups);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
   int64_t optimizer_steps() const override { return optimizer_ ? optimizer_->step() : 0; }

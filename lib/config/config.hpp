@@ -153,7 +153,7 @@ struct ParallelConfig {
             "(reduce-scatter / all-gather instead of all-reduce; CPU backend); a no-op at tp 1");
     v.field("pp", pp,
             "Pipeline-parallel degree: an HDP rank becomes a pipeline of pp stages, each a TP "
-            "group, run 1F1B (an HDP rank is tp x pp trainers; CPU backend)",
+            "group, run 1F1B (an HDP rank is tp x pp trainers)",
             in_range(1, 1024));
     v.field("stage_layers", stage_layers,
             "Layers per pipeline stage, pp entries summing to model.n_layers; empty: balanced "

@@ -136,9 +136,11 @@ class TrainerBackend {
   virtual void zero_grads() = 0;
   // The step's CP groups and hybrid subgroups (ranks of OptimizerSetup::
   // trainers, lead.cpp's step_groups), at the start of every step: the CUDA
-  // backend splits their NCCL communicators (cached per member set).
-  // Collective over the trainers, in the same order everywhere.
-  virtual void prepare_groups(const std::vector<std::vector<int>>& /*groups*/) {}
+  // backend splits their NCCL communicators (cached per member set, the same
+  // LRU and capacity as the MPI ones, so the same hits and misses).
+  // Collective over the trainers, in the same order everywhere. Returns the
+  // seconds its splits took (the step's metrics add them to the MPI ones).
+  virtual double prepare_groups(const std::vector<std::vector<int>>& /*groups*/) { return 0; }
   // Forward, then backward with `scale` (the CPU model's forward() and
   // backward(scale) together); gradients accumulate on the device. With a
   // ring, attention runs over the CP group as RingGroup::ulysses says (on the

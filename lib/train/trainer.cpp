@@ -325,10 +325,10 @@ void Trainer::prepare_groups(const proto::Batch& batch, proto::Ack& ack) {
   for (const auto& g : batch.groups) groups.emplace_back(g.begin(), g.end());
   WatchScope watch("the split of the step's group communicators");
   const GroupCommStats st = groups_.prepare(groups);
-  backend_->prepare_groups(groups);
+  const double device_split_seconds = backend_->prepare_groups(groups);
   ack.group_hits = st.hits;
   ack.group_misses = st.misses;
-  ack.group_split_seconds = st.split_seconds;
+  ack.group_split_seconds = st.split_seconds + device_split_seconds;
 }
 
 // The ring of a micro-batch split over a CP group, with the largest block a

@@ -75,7 +75,11 @@ cmake --build "$BUILD" --target meshloom meshloom_cuda "${tests[@]}" "${benches[
 rm -rf "$stage" "$bundle"
 mkdir -p "$stage"/{bin,lib,data} "$stage"/mpi/{bin,etc,lib/openmpi,lib/pmix,share/openmpi,share/pmix} "$bundle"
 for t in "${tests[@]}" "${benches[@]}" meshloom libmeshloom_cuda.so; do
-  path=$(find "$BUILD" -path "$stage" -prune -o -type f -name "$t" -perm -u+x -print | head -1)
+  # The newest: a long-lived build folder keeps binaries of targets that
+  # moved (tests/kernels/ before cuda/ existed), and the first found was one
+  # of those in the bundles of 2026-11-26.
+  path=$(find "$BUILD" -path "$stage" -prune -o -type f -name "$t" -perm -u+x -printf '%T@ %p\n' |
+         sort -rn | head -1 | cut -d' ' -f2-)
   [[ -n $path ]] || { echo "gpu_bundle: $t was not built" >&2; exit 1; }
   cp "$path" "$stage/bin/"
   strip --strip-unneeded "$stage/bin/$t"
