@@ -15,9 +15,10 @@
 # against its measured one (the largest compute time of its trainers).
 # Prints the table, writes bench/results/pp.csv and pp.png.
 #   scripts/bench/bench_pp.sh   (STEPS=8 TOKENS=32768 C=1024 SEQ=1024 LONG=512 by default)
-#   RUNS_TO=DIR ...   runs only, into DIR (metrics, logs, the machine's core
-#                     count), for a machine without matplotlib: the GPU
-#                     bundle's `cpu` part runs it on the GPU machine's cores
+#   RUNS_TO=DIR ...   runs only, in DIR (config, metrics, logs, the machine's
+#                     core count; each run's there as it goes), for a
+#                     machine without matplotlib: the GPU bundle's `cpu`
+#                     part runs it on the GPU machine's cores
 #   RAW=DIR ...       no runs: the table and plot of the runs in DIR
 set -euo pipefail
 # shellcheck source=scripts/bench/train_common.sh
@@ -25,10 +26,13 @@ source "$(dirname "$0")/train_common.sh"
 STEPS=${STEPS:-8} TOKENS=${TOKENS:-32768} C=${C:-1024} SEQ=${SEQ:-1024} LONG=${LONG:-512}
 python=/usr/bin/python3
 [[ -x $python ]] || python=python3
-if [[ -n ${RAW:-} ]]; then
-  rm -rf "$work" && trap - EXIT  # train_common's work folder: not used, and RAW is kept
-  work=$(cd "$RAW" && pwd)
-else
+# RAW and RUNS_TO replace train_common's work folder (removed at exit).
+if [[ -n ${RAW:-}${RUNS_TO:-} ]]; then
+  rm -rf "$work" && trap - EXIT
+  [[ -n ${RUNS_TO:-} ]] && mkdir -p "$RUNS_TO"
+  work=$(cd "${RAW:-$RUNS_TO}" && pwd)
+fi
+if [[ -z ${RAW:-} ]]; then
 cat >"$work/c.yaml" <<YAML
 run: {steps: $STEPS, timeout: 600, threads: 1}
 cluster: {roles: {constructors: 1, loaders: 1}}
@@ -71,11 +75,6 @@ PY
 run dp --set plan.calibration="$work/calib.csv"
 run pp --set plan.calibration="$work/calib.csv" --set plan.balance=pp
 if [[ -n ${RUNS_TO:-} ]]; then
-  mkdir -p "$RUNS_TO"
-  for n in calib dp pp; do
-    mkdir -p "$RUNS_TO/$n" && cp "$work/$n/metrics.jsonl" "$RUNS_TO/$n/" && cp "$work/$n.log" "$RUNS_TO/"
-  done
-  cp "$work/calib.csv" "$work/machine.txt" "$RUNS_TO/"
   echo "runs in $RUNS_TO (the table: RAW=$RUNS_TO $0)"
   exit 0
 fi

@@ -187,9 +187,21 @@ part_cpu() {
     row cpu bench_pp.sh "skipped: needs the checkout and data/prepared beside build-bundle/" 0
     return
   fi
-  timed "$logs/bench_pp.log" with_libs env -u OMPI_MCA_mpi_yield_when_idle MESHLOOM="$b/bin/meshloom" \
-    RUNS_TO="$logs/bench_pp" "$root/scripts/bench/bench_pp.sh"
-  row cpu "bench_pp.sh, $(nproc) cores" "rc $rc: $(tail -1 "$logs/bench_pp.log")" $secs
+  # In the background, packed and reported every 15 s: a run cut off by the
+  # device time still brings back the steps done (2026-11-26's did not).
+  local start=$SECONDS pid
+  with_libs env -u OMPI_MCA_mpi_yield_when_idle MESHLOOM="$b/bin/meshloom" \
+    RUNS_TO="$logs/bench_pp" "$root/scripts/bench/bench_pp.sh" >"$logs/bench_pp.log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 15
+    pack
+    echo "[run.sh] bench_pp.sh, $((SECONDS - start)) s: $(tail -n1 "$logs/bench_pp.log" | cut -c1-60);" \
+      "$(cat "$logs"/bench_pp/*.log 2>/dev/null | grep -c ' step ') steps logged"
+  done
+  wait "$pid"
+  rc=$?
+  row cpu "bench_pp.sh, $(nproc) cores" "rc $rc: $(tail -1 "$logs/bench_pp.log")" $((SECONDS - start))
   echo "[run.sh] bench_pp.sh: rc $rc"
   pack
 }
