@@ -28,21 +28,13 @@
 #include "cuda/kernels/common/check.cuh"
 #include "cuda/model/device_ring_attention.hpp"
 #include "tests/cuda/attention/attention_test_util.hpp"
+#include "tests/cuda/model/cp_test_problem.hpp"
 #include "tests/cuda/nccl_test.hpp"
 
 namespace {
 
 using namespace meshloom::kernels;
 using namespace meshloom::kernels::test;
-
-constexpr int kLayers = 2;
-constexpr FlashDims kDims{8, 2, 64};
-constexpr int64_t kQw = int64_t{kDims.n_heads} * kDims.head_dim;     // query row width
-constexpr int64_t kKw = int64_t{kDims.n_kv_heads} * kDims.head_dim;  // key/value row width
-
-std::vector<double> rows_of(const std::vector<double>& all, int64_t width, int64_t lo, int64_t hi) {
-  return std::vector<double>(all.begin() + lo * width, all.begin() + hi * width);
-}
 
 // Entries that differ at all (-inf equals -inf).
 int64_t differences(const std::vector<double>& a, const std::vector<double>& b) {
@@ -51,39 +43,6 @@ int64_t differences(const std::vector<double>& a, const std::vector<double>& b) 
   for (size_t i = 0; i < a.size(); ++i) d += !(a[i] == b[i]);
   return d;
 }
-
-// The packed documents, the full computation, and this rank's piece of them:
-// rank r holds a share proportional to r + 1, or nothing when `first_empty`
-// and r == 0 (the others then split it the same way).
-struct Problem {
-  Problem(bool bf16, bool first_empty) {
-    const int rank = world_rank(), size = world_size();
-    all = make_packed(kDims, {300, 45, 129, 1, 77}, 17, bf16);
-    const int64_t n = all.n();
-    const int skip = first_empty ? 1 : 0;
-    // Where rank r's piece begins (r = size: the end).
-    auto begin = [&](int r) -> int64_t {
-      if (size == skip) return 0;  // a ring of one that holds nothing
-      const int64_t j = std::max(0, r - skip), m = size - skip;
-      return n * j * (j + 1) / (m * (m + 1));
-    };
-    lo = begin(rank);
-    hi = begin(rank + 1);
-    std::vector<int64_t> rows(static_cast<size_t>(hi - lo));
-    std::iota(rows.begin(), rows.end(), lo);
-    mine = take_rows(kDims, all, rows);
-
-    cpu_forward(kDims, all, all, out, lse);
-    const std::vector<double> delta = cpu_delta(kDims, all, out);
-    dq.assign(static_cast<size_t>(n * kQw), 0.0);
-    dk.assign(static_cast<size_t>(n * kKw), 0.0);
-    dv.assign(static_cast<size_t>(n * kKw), 0.0);
-    cpu_backward(kDims, all, all, lse, delta, dq, dk, dv);
-  }
-  Block all, mine;
-  int64_t lo = 0, hi = 0;
-  std::vector<double> out, lse, dq, dk, dv;  // every row
-};
 
 // What one layer's ring gives this rank.
 struct LayerResult {
@@ -162,14 +121,14 @@ void expect_full_attention(const Problem& p, const std::vector<LayerResult>& got
 
 template <class T>
 void mpi_ring_equals_full_attention(double tol, bool first_empty) {
-  const Problem p(std::is_same_v<T, bf16>, first_empty);
+  const Problem p(std::is_same_v<T, bf16>, first_empty, 17);
   expect_full_attention(p, run_ring<T>(p, nullptr), tol, "MPI");
 }
 
 template <class T>
 void nccl_ring_equals_full_attention_and_the_mpi_ring(double tol, bool first_empty) {
   NcclComm trainers(MPI_COMM_WORLD);
-  const Problem p(std::is_same_v<T, bf16>, first_empty);
+  const Problem p(std::is_same_v<T, bf16>, first_empty, 17);
   const std::vector<LayerResult> mpi = run_ring<T>(p, nullptr);
   const std::vector<LayerResult> nccl = run_ring<T>(p, trainers.get());
   expect_full_attention(p, nccl, tol, "NCCL");

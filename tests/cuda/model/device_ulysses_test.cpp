@@ -26,51 +26,13 @@
 #include "cuda/kernels/common/check.cuh"
 #include "cuda/model/device_ulysses_attention.hpp"
 #include "tests/cuda/attention/attention_test_util.hpp"
+#include "tests/cuda/model/cp_test_problem.hpp"
 #include "tests/cuda/nccl_test.hpp"
 
 namespace {
 
 using namespace meshloom::kernels;
 using namespace meshloom::kernels::test;
-
-constexpr int kLayers = 2;
-constexpr FlashDims kDims{8, 2, 64};
-constexpr int64_t kQw = int64_t{kDims.n_heads} * kDims.head_dim;
-constexpr int64_t kKw = int64_t{kDims.n_kv_heads} * kDims.head_dim;
-
-std::vector<double> rows_of(const std::vector<double>& all, int64_t width, int64_t lo, int64_t hi) {
-  return std::vector<double>(all.begin() + lo * width, all.begin() + hi * width);
-}
-
-// The packed documents, the full computation, and this rank's piece: rank r
-// holds a share proportional to r + 1, or nothing when `first_empty` and r == 0.
-struct Problem {
-  Problem(bool bf16, bool first_empty) {
-    const int rank = world_rank(), size = world_size();
-    all = make_packed(kDims, {300, 45, 129, 1, 77}, 23, bf16);
-    const int64_t n = all.n();
-    const int skip = first_empty ? 1 : 0;
-    auto begin = [&](int r) -> int64_t {
-      if (size == skip) return 0;
-      const int64_t j = std::max(0, r - skip), m = size - skip;
-      return n * j * (j + 1) / (m * (m + 1));
-    };
-    lo = begin(rank);
-    hi = begin(rank + 1);
-    std::vector<int64_t> rows(static_cast<size_t>(hi - lo));
-    std::iota(rows.begin(), rows.end(), lo);
-    mine = take_rows(kDims, all, rows);
-    cpu_forward(kDims, all, all, out, lse);
-    const std::vector<double> delta = cpu_delta(kDims, all, out);
-    dq.assign(static_cast<size_t>(n * kQw), 0.0);
-    dk.assign(static_cast<size_t>(n * kKw), 0.0);
-    dv.assign(static_cast<size_t>(n * kKw), 0.0);
-    cpu_backward(kDims, all, all, lse, delta, dq, dk, dv);
-  }
-  Block all, mine;
-  int64_t lo = 0, hi = 0;
-  std::vector<double> out, lse, dq, dk, dv;
-};
 
 template <class T>
 using Factory = std::function<std::unique_ptr<DeviceAttention<T>>()>;
@@ -123,7 +85,7 @@ void expect_full_attention(const Problem& p, const Factory<T>& make, double tol)
 
 template <class T>
 void ulysses_equals_full_attention(double tol, bool first_empty, ncclComm_t nccl = nullptr) {
-  const Problem p(std::is_same_v<T, bf16>, first_empty);
+  const Problem p(std::is_same_v<T, bf16>, first_empty, 23);
   expect_full_attention<T>(
       p, [&] { return std::make_unique<DeviceUlyssesAttention<T>>(MPI_COMM_WORLD, 60.0, nccl); },
       tol);
@@ -166,7 +128,7 @@ TEST(DeviceUlysses, HybridEqualsFullAttention) {
   if (size % 2 != 0) GTEST_SKIP() << "hybrid subgroups of 2 need an even group";
   MPI_Comm sub = MPI_COMM_NULL;
   ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &sub), MPI_SUCCESS);
-  const Problem p(false, false);
+  const Problem p(false, false, 23);
   expect_full_attention<float>(
       p, [&] { return device_hybrid_attention<float>(MPI_COMM_WORLD, sub, 2, p.all.n(), 60.0); },
       1e-5);
