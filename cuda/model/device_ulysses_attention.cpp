@@ -71,20 +71,8 @@ class RingGathered final : public GatheredDeviceAttention<T> {
 
 }  // namespace
 
-DeviceUlyssesHeads device_ulysses_heads(const FlashDims& dims, int k) {
-  ML_CHECK(dims.n_kv_heads > 0 && dims.n_heads % dims.n_kv_heads == 0,
-           strf("%d query heads do not share %d KV heads evenly", dims.n_heads, dims.n_kv_heads));
-  ML_CHECK(k >= 1 && dims.n_heads % k == 0,
-           strf("Ulysses attention cannot split %d query heads (%d KV heads; with tensor "
-                "parallelism, one TP rank's share) over %d context-parallel members: the member "
-                "count must divide the query heads",
-                dims.n_heads, dims.n_kv_heads, k));
-  DeviceUlyssesHeads h;
-  h.q = dims.n_heads / k;
-  h.group = dims.n_heads / dims.n_kv_heads;
-  h.q_per_v = std::gcd(h.q, h.group);
-  h.v = h.q / h.q_per_v;
-  return h;
+model::UlyssesHeads device_ulysses_heads(const FlashDims& dims, int k) {
+  return model::ulysses_heads({dims.n_heads, dims.n_kv_heads, dims.head_dim}, k);
 }
 
 template <class T>
@@ -141,7 +129,7 @@ void DeviceUlyssesAttention<T>::gather_tokens(const FlashQuery<T>& q, const Flas
 }
 
 template <class T>
-void DeviceUlyssesAttention<T>::pack_qkv(const DeviceUlyssesHeads& h, int64_t D,
+void DeviceUlyssesAttention<T>::pack_qkv(const model::UlyssesHeads& h, int64_t D,
                                          const FlashQuery<T>& q, const FlashKv<T>& kv,
                                          int64_t width, cudaStream_t stream) {
   const int64_t n = n_;
@@ -160,7 +148,7 @@ template <class T>
 void DeviceUlyssesAttention<T>::forward(int layer, const FlashDims& dims, const FlashQuery<T>& q,
                                         const FlashKv<T>& kv, const FlashOut<T>& res,
                                         cudaStream_t stream) {
-  const DeviceUlyssesHeads h = device_ulysses_heads(dims, k_);  // before any message
+  const model::UlyssesHeads h = device_ulysses_heads(dims, k_);  // before any message
   gather_tokens(q, kv, stream);
   const int64_t D = dims.head_dim, n = n_, N = total_, qw = h.q * D, vw = h.v * D;
   const int64_t width = qw + 2 * vw;
@@ -174,7 +162,7 @@ void DeviceUlyssesAttention<T>::forward(int layer, const FlashDims& dims, const 
   result_.resize(size_t(N * qw));
   lse_.resize(size_t(N * h.q));
   const T* s = sharded_.data();
-  const FlashDims local{h.q, h.v, dims.head_dim};
+  const FlashDims local{int(h.q), int(h.v), dims.head_dim};
   if (N > 0)
     inner_->forward(layer, local, FlashQuery<T>{s, width, sample_.data(), pos_.data(), N},
                     FlashKv<T>{s + qw, s + qw + vw, width, width, sample_.data(), pos_.data(), N},
@@ -199,7 +187,7 @@ void DeviceUlyssesAttention<T>::backward(int layer, const FlashDims& dims, const
                                          const float* lse, const T* dout, int64_t lddo, float* dq,
                                          int64_t lddq, const FlashKvGrad& kv_grad,
                                          cudaStream_t stream) {
-  const DeviceUlyssesHeads h = device_ulysses_heads(dims, k_);
+  const model::UlyssesHeads h = device_ulysses_heads(dims, k_);
   gather_tokens(q, kv, stream);
   const int64_t D = dims.head_dim, H = dims.n_heads, n = n_, N = total_, qw = h.q * D, vw = h.v * D,
                 hq = h.q;
@@ -233,7 +221,7 @@ void DeviceUlyssesAttention<T>::backward(int layer, const FlashDims& dims, const
     CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, size_t(N * gw) * sizeof(float), stream));
     const T* s = sharded_.data();
     float* g = grads_.data();
-    const FlashDims local{h.q, h.v, dims.head_dim};
+    const FlashDims local{int(h.q), int(h.v), dims.head_dim};
     inner_->backward(layer, local, FlashQuery<T>{s, width, sample_.data(), pos_.data(), N},
                      FlashKv<T>{s + qw, s + qw + vw, width, width, sample_.data(), pos_.data(), N},
                      FlashQueryGrad<T>{s + qw + 2 * vw, width, glse_.data(), gdelta_.data(), g, gw},

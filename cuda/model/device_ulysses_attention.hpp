@@ -6,7 +6,7 @@
 // Ulysses over the k members of a group, per layer:
 //   forward:  all-to-all from this member's tokens with every head to the
 //             group's tokens with H/k query heads (and the KV heads those
-//             use, the CPU's rule: DeviceUlyssesHeads), the flash kernels
+//             use, the CPU's rule: model::UlyssesHeads), the flash kernels
 //             over all of them (masked by the gathered sample ids and
 //             positions: any split of the tokens works), all-to-all of O and
 //             lse back to the token owners;
@@ -35,17 +35,13 @@
 #include "cuda/device_buffer.hpp"
 #include "cuda/model/device_attention.hpp"
 #include "cuda/model/ulysses_link.hpp"
+#include "model/ulysses_heads.hpp"
 
 namespace meshloom::kernels {
 
-// lib/train/ulysses_attention.hpp's cut of the heads over k members: q query
-// heads per member, v local KV heads of q_per_v query heads each; member d's
-// local KV head j is global KV head kv_head(d, j). k must divide H.
-struct DeviceUlyssesHeads {
-  int q = 0, v = 0, q_per_v = 0, group = 0;
-  int kv_head(int d, int j) const { return (d * q + j * q_per_v) / group; }
-};
-DeviceUlyssesHeads device_ulysses_heads(const FlashDims& dims, int k);
+// The CPU's cut of the heads over k members (model/ulysses_heads.hpp) for
+// these dims; one clear error when k does not divide the query heads.
+model::UlyssesHeads device_ulysses_heads(const FlashDims& dims, int k);
 
 // The attention on the gathered, head-sharded blocks. Backward takes delta
 // (the token owners computed it: O does not travel).
@@ -80,7 +76,7 @@ class DeviceUlyssesAttention final : public DeviceAttention<T> {
   void gather_tokens(const FlashQuery<T>& q, const FlashKv<T>& kv, cudaStream_t stream);
   // Section d (n rows, `width` wide): Q of member d's query heads, then K and
   // V of its local KV heads.
-  void pack_qkv(const DeviceUlyssesHeads& h, int64_t D, const FlashQuery<T>& q,
+  void pack_qkv(const model::UlyssesHeads& h, int64_t D, const FlashQuery<T>& q,
                 const FlashKv<T>& kv, int64_t width, cudaStream_t stream);
   // The all-to-all out (this member's k sections to every member's rows)
   // and back.

@@ -49,23 +49,14 @@
 #include <vector>
 
 #include "model/attention.hpp"
+#include "model/ulysses_heads.hpp"
 
 namespace meshloom::train {
 
-// How the heads are cut over k members (the rule above). kv_head(d, j) is the
-// global KV head of member d's local KV head j.
-struct UlyssesHeads {
-  int64_t q = 0;        // query heads per member: H / k
-  int64_t v = 0;        // local KV heads per member: q / gcd(q, H / Hk)
-  int64_t q_per_v = 0;  // query heads per local KV head: gcd(q, H / Hk)
-  int64_t group = 0;    // H / Hk
-  int64_t kv_head(int d, int64_t j) const { return (d * q + j * q_per_v) / group; }
-};
-
-// Whether k members can share these heads (k divides H).
-bool ulysses_fits(const model::AttnDims& dims, int k);
-// The cut, or one clear error naming the heads and k when it does not fit.
-UlyssesHeads ulysses_heads(const model::AttnDims& dims, int k);
+// How the heads are cut over k members (the rule above): model/ulysses_heads.hpp.
+using model::ulysses_fits;
+using model::ulysses_heads;
+using model::UlyssesHeads;
 
 // Bytes one member sends per token it holds, per layer, when the k members
 // hold equal shares; e = element size (4: float), ids are 8 bytes a token,
