@@ -92,32 +92,50 @@ void NcclComm::release() {
   comm_ = nullptr;
 }
 
-void wait_stream(cudaStream_t stream, ncclComm_t comm, double timeout_s, const char* what) {
+void wait_device(const std::function<cudaError_t()>& query, ncclComm_t comm, double timeout_s,
+                 const std::function<std::string()>& what,
+                 const std::function<void(double)>& timed_out) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   int idle = 0;
   for (;;) {
-    const cudaError_t state = cudaStreamQuery(stream);
+    const cudaError_t state = query();
     if (state == cudaSuccess) return;
     if (state != cudaErrorNotReady)
-      fail(__FILE__, __LINE__, "CUDA", std::string(what) + ": " + cudaGetErrorString(state));
+      fail(__FILE__, __LINE__, "CUDA", what() + ": " + cudaGetErrorString(state));
     ncclResult_t async = ncclSuccess;
     NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
     if (async != ncclSuccess) {
       const char* last = ncclGetLastError(comm);
-      fail(__FILE__, __LINE__, "NCCL",
-           std::string(what) + ": " + ncclGetErrorString(async) +
-               (last ? std::string(" (") + last + ")" : ""));
+      fail(
+          __FILE__, __LINE__, "NCCL",
+          what() + ": " + ncclGetErrorString(async) + (last ? std::string(" (") + last + ")" : ""));
     }
     const double waited = std::chrono::duration<double>(clock::now() - start).count();
-    if (waited > timeout_s)
-      fail(__FILE__, __LINE__, "NCCL",
-           std::string(what) + ": not done after " + std::to_string(timeout_s) +
-               " s (a peer missing from the collective?)");
+    if (waited > timeout_s) timed_out(waited);
     // Spin briefly, then sleep up to 1 ms: ranks may share few cores.
     if (++idle > 100)
       std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * (idle - 100))));
   }
+}
+
+void wait_stream(cudaStream_t stream, ncclComm_t comm, double timeout_s, const char* what) {
+  wait_device([&] { return cudaStreamQuery(stream); }, comm, timeout_s,
+              [&] { return std::string(what); },
+              [&](double) {
+                fail(__FILE__, __LINE__, "NCCL",
+                     std::string(what) + ": not done after " + std::to_string(timeout_s) +
+                         " s (a peer missing from the collective?)");
+              });
+}
+
+void check_current_device(ncclComm_t comm, const std::string& who) {
+  int device = -1, nccl_device = -1;
+  NCCL_CHECK(ncclCommCuDevice(comm, &nccl_device));
+  CUDA_CHECK(cudaGetDevice(&device));
+  ML_CHECK(device == nccl_device, who + ": the NCCL communicator is on device " +
+                                      std::to_string(nccl_device) + ", the current device is " +
+                                      std::to_string(device));
 }
 
 }  // namespace meshloom::kernels

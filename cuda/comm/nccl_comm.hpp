@@ -16,6 +16,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <functional>
 #include <string>
 
 namespace meshloom::kernels {
@@ -65,5 +66,14 @@ class NcclComm {
 // production fatal handler aborts every rank), so the communicator is left
 // for the process teardown rather than aborted here.
 void wait_stream(cudaStream_t stream, ncclComm_t comm, double timeout_s, const char* what);
+// The loop under wait_stream, for any completion: polls `query` (a stream's
+// or an event's) and the communicator's asynchronous error, and past
+// `timeout_s` calls timed_out(seconds waited), which must fail.
+void wait_device(const std::function<cudaError_t()>& query, ncclComm_t comm, double timeout_s,
+                 const std::function<std::string()>& what,
+                 const std::function<void(double)>& timed_out);
+
+// Fails, naming `who`, unless `comm` lives on the current device.
+void check_current_device(ncclComm_t comm, const std::string& who);
 
 }  // namespace meshloom::kernels

@@ -45,11 +45,9 @@ class NcclRingLink final : public RingLink<T> {
     const int k = int(ring_.members.size());
     ML_CHECK(ring_.me >= 0 && ring_.me < k, "ring member index out of range");
     member_set(ring_.members);  // fails on a repeated or negative rank
-    int ranks = 0, self = -1, device = -1, nccl_device = -1;
+    int ranks = 0, self = -1;
     NCCL_CHECK(ncclCommCount(nccl_, &ranks));
     NCCL_CHECK(ncclCommUserRank(nccl_, &self));
-    NCCL_CHECK(ncclCommCuDevice(nccl_, &nccl_device));
-    CUDA_CHECK(cudaGetDevice(&device));
     for (int r : ring_.members)
       ML_CHECK(r < ranks, name() + ": rank " + std::to_string(r) + " is not in the " +
                               std::to_string(ranks) + "-rank NCCL communicator");
@@ -61,9 +59,7 @@ class NcclRingLink final : public RingLink<T> {
       ML_CHECK(mpi_rank == self, name() + ": MPI rank " + std::to_string(mpi_rank) +
                                      " is NCCL rank " + std::to_string(self));
     }
-    ML_CHECK(device == nccl_device, name() + ": the NCCL communicator is on device " +
-                                        std::to_string(nccl_device) + ", the current device is " +
-                                        std::to_string(device));
+    check_current_device(nccl_, name());
     // Highest priority: a shift should not queue behind the ring's kernels.
     int least = 0, greatest = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));

@@ -3,9 +3,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <chrono>
-#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -143,26 +140,14 @@ void StageLink<T>::reclaim() {
 template <class T>
 void StageLink<T>::wait(const Link& link, cudaEvent_t event, double timeout_s,
                         const std::function<std::string()>& what) {
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  int idle = 0;
-  for (;;) {
-    const cudaError_t state = event ? cudaEventQuery(event) : cudaStreamQuery(link.stream);
-    if (state == cudaSuccess) return;
-    if (state != cudaErrorNotReady) CUDA_CHECK(state);
-    ncclResult_t async = ncclSuccess;
-    NCCL_CHECK(ncclCommGetAsyncError(link.comm, &async));
-    if (async != ncclSuccess) ML_FAIL(what() + " over NCCL: " + ncclGetErrorString(async));
-    const double waited = std::chrono::duration<double>(clock::now() - start).count();
-    if (waited > timeout_s)
-      ML_FAIL_WAITED(
-          strf("waited %.0f s for %s over NCCL and got nothing: that rank is dead, "
-               "hung or far behind (run.timeout sets this limit)",
-               waited, what().c_str()));
-    // Spin briefly, then sleep up to 1 ms: ranks may share few cores.
-    if (++idle > 100)
-      std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * (idle - 100))));
-  }
+  wait_device([&] { return event ? cudaEventQuery(event) : cudaStreamQuery(link.stream); },
+              link.comm, timeout_s, [&] { return what() + " over NCCL"; },
+              [&](double waited) {
+                ML_FAIL_WAITED(
+                    strf("waited %.0f s for %s over NCCL and got nothing: that rank is dead, "
+                         "hung or far behind (run.timeout sets this limit)",
+                         waited, what().c_str()));
+              });
 }
 
 template class StageLink<float>;

@@ -104,18 +104,13 @@ class NcclUlyssesLink final : public UlyssesLink {
     ML_CHECK(nccl_ != nullptr, "Ulysses attention over NCCL without a communicator");
     MPI_CHECK(MPI_Comm_size(group, &k_));
     MPI_CHECK(MPI_Comm_rank(group, &me_));
-    int ranks = 0, self = -1, device = -1, nccl_device = -1;
+    int ranks = 0, self = -1;
     NCCL_CHECK(ncclCommCount(nccl_, &ranks));
     NCCL_CHECK(ncclCommUserRank(nccl_, &self));
-    NCCL_CHECK(ncclCommCuDevice(nccl_, &nccl_device));
-    CUDA_CHECK(cudaGetDevice(&device));
     ML_CHECK(
         ranks == k_ && self == me_,
         strf("Ulysses attention: member %d of %d is NCCL rank %d of %d", me_, k_, self, ranks));
-    ML_CHECK(device == nccl_device,
-             strf("Ulysses attention: the NCCL communicator is on device %d, the current one "
-                  "is %d",
-                  nccl_device, device));
+    check_current_device(nccl_, "Ulysses attention");
   }
 
   std::vector<int64_t> gather_counts(int64_t n, cudaStream_t stream) override {
