@@ -123,7 +123,10 @@ class CudaModel final : public TrainerBackend {
       NCCL_CHECK(ncclCommSplit(nccl_->get(), 0, rank_, &grad_comm_, nullptr));
       reducer_ = std::make_unique<kernels::GradReducer>(grad_comm_, model_->grads(), n, stream_);
       // Ulysses' all-to-alls (and rings) get a communicator per CP group.
-      groups_ = std::make_unique<kernels::GroupComms>(nccl_->get());
+      kernels::GroupCommsOptions group_options;
+      group_options.byte_budget = opt.group_cache_bytes;
+      group_options.timeout_s = opt.timeout_s;
+      groups_ = std::make_unique<kernels::GroupComms>(nccl_->get(), group_options);
       if (opt.pp > 1) stage_link_ = std::make_unique<kernels::StageLink<T>>(opt.pipeline, device_);
     }
     sharded_ = !(opt.begin == 0 && opt.end == n);
@@ -152,11 +155,8 @@ class CudaModel final : public TrainerBackend {
 
   void zero_grads() override { model_->zero_grads(); }
 
-  double prepare_groups(const std::vector<std::vector<int>>& groups) override {
-    if (!groups_) return 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    groups_->prepare(groups);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  GroupCommStats prepare_groups(const std::vector<std::vector<int>>& groups) override {
+    return groups_ ? groups_->prepare(groups) : GroupCommStats{};
   }
 
   int64_t optimizer_steps() const override { return optimizer_ ? optimizer_->step() : 0; }

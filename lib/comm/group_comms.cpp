@@ -6,15 +6,6 @@
 
 namespace meshloom {
 
-GroupCommStats& GroupCommStats::operator+=(const GroupCommStats& o) {
-  hits += o.hits;
-  misses += o.misses;
-  splits += o.splits;
-  evictions += o.evictions;
-  split_seconds += o.split_seconds;
-  return *this;
-}
-
 MpiGroupComms::MpiGroupComms(MPI_Comm parent, size_t capacity) : parent_(parent), lru_(capacity) {
   MPI_CHECK(MPI_Comm_rank(parent_, &rank_));
   MPI_CHECK(MPI_Comm_size(parent_, &size_));

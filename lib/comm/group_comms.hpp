@@ -29,14 +29,6 @@
 
 namespace meshloom {
 
-// What one prepare() did: sets found in the cache, sets split (and the
-// split calls they took), sets evicted, and the seconds spent splitting.
-struct GroupCommStats {
-  int64_t hits = 0, misses = 0, splits = 0, evictions = 0;
-  double split_seconds = 0;
-  GroupCommStats& operator+=(const GroupCommStats& o);
-};
-
 class MpiGroupComms {
  public:
   static constexpr size_t kDefaultCapacity = 64;

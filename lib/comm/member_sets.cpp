@@ -84,8 +84,20 @@ RingPeers ring_peers(std::span<const int> members, int me) {
   return RingPeers{members[size_t((me + 1) % k)], members[size_t((me + k - 1) % k)]};
 }
 
-MemberSetLru::MemberSetLru(size_t capacity) : capacity_(capacity) {
+GroupCommStats& GroupCommStats::operator+=(const GroupCommStats& o) {
+  hits += o.hits;
+  misses += o.misses;
+  splits += o.splits;
+  evictions += o.evictions;
+  split_seconds += o.split_seconds;
+  held_bytes = o.held_bytes;
+  return *this;
+}
+
+MemberSetLru::MemberSetLru(size_t capacity, int64_t byte_budget)
+    : capacity_(capacity), byte_budget_(byte_budget) {
   ML_CHECK(capacity_ > 0, "the group communicator cache needs a capacity of at least 1");
+  ML_CHECK(byte_budget_ >= 0, "the group communicator cache's byte budget is negative");
 }
 
 MemberSetLru::Plan MemberSetLru::prepare(const std::vector<MemberSet>& step_sets) {
@@ -95,22 +107,56 @@ MemberSetLru::Plan MemberSetLru::prepare(const std::vector<MemberSet>& step_sets
     if (!in_step.insert(s).second) continue;  // listed twice: one touch
     auto it = where_.find(s);
     if (it != where_.end()) {
-      order_.splice(order_.begin(), order_, it->second);  // iterators stay valid
+      order_.splice(order_.begin(), order_, it->second.at);  // iterators stay valid
     } else {
       order_.push_front(s);
-      where_[s] = order_.begin();
+      auto known = cost_by_size_.find(s.size());
+      const int64_t predicted = known == cost_by_size_.end() ? 0 : known->second;
+      where_[s] = Entry{order_.begin(), predicted};
+      bytes_ += predicted;
       plan.create.push_back(s);
     }
   }
+  step_sets_ = in_step.size();
   // This step's sets are now the front of the list: evicting from the back
   // while above max(capacity, step size) never reaches one of them.
-  const size_t keep = std::max(capacity_, in_step.size());
-  while (order_.size() > keep) {
-    plan.evict.push_back(order_.back());
-    where_.erase(order_.back());
-    order_.pop_back();
-  }
+  const size_t keep = std::max(capacity_, step_sets_);
+  while (over(keep)) drop_back(plan.evict);
   return plan;
+}
+
+void MemberSetLru::settle(const MemberSet& set, int64_t bytes) {
+  auto it = where_.find(set);
+  ML_CHECK(it != where_.end(), "the group cache settles " + to_string(set) + ", which it lacks");
+  ML_CHECK(bytes >= 0, "group " + to_string(set) + " measured at a negative cost");
+  bytes_ += bytes - it->second.bytes;
+  it->second.bytes = bytes;
+  int64_t& known = cost_by_size_[set.size()];
+  known = std::max(known, bytes);
+}
+
+std::vector<MemberSet> MemberSetLru::trim() {
+  std::vector<MemberSet> evicted;
+  while (over(std::max(capacity_, step_sets_))) drop_back(evicted);
+  return evicted;
+}
+
+bool MemberSetLru::over(size_t keep) const {
+  if (order_.size() <= step_sets_) return false;  // only the step's sets left
+  return order_.size() > keep || (byte_budget_ > 0 && bytes_ > byte_budget_);
+}
+
+void MemberSetLru::drop_back(std::vector<MemberSet>& evicted) {
+  auto it = where_.find(order_.back());
+  bytes_ -= it->second.bytes;
+  where_.erase(it);
+  evicted.push_back(std::move(order_.back()));
+  order_.pop_back();
+}
+
+int64_t MemberSetLru::bytes_of(const MemberSet& set) const {
+  auto it = where_.find(set);
+  return it == where_.end() ? 0 : it->second.bytes;
 }
 
 std::vector<MemberSet> MemberSetLru::sets() const {

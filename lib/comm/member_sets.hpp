@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <list>
 #include <map>
 #include <span>
@@ -47,33 +48,74 @@ struct RingPeers {
 };
 RingPeers ring_peers(std::span<const int> members, int me);
 
-// Least-recently-used order over member sets, bounded by a capacity. It
-// holds only keys; the caller owns what they stand for.
+// What one prepare() of a group communicator cache did: sets found in the
+// cache, sets split (and the split calls they took), sets evicted, the
+// seconds spent splitting, and the bytes the cache holds after it (NCCL's
+// device memory; 0 where not measured).
+struct GroupCommStats {
+  int64_t hits = 0, misses = 0, splits = 0, evictions = 0;
+  double split_seconds = 0;
+  int64_t held_bytes = 0;
+  // Sums counts and seconds; keeps the later held bytes.
+  GroupCommStats& operator+=(const GroupCommStats& o);
+};
+
+// Least-recently-used order over member sets, bounded by a count and,
+// optionally, by bytes. It holds only keys and their costs; the caller owns
+// what they stand for.
+//
+// A set's cost (an NCCL communicator's device memory) is known only once it
+// exists, so a new set enters at a prediction (the largest cost settled so
+// far for a set of its size, else 0), prepare() evicts for the prediction
+// before the caller creates anything, and once the caller has measured the
+// new sets (and agreed on one number per set with the other trainers) it
+// settles them and trims what they took beyond the budget. Every input is
+// the same on every trainer, so every trainer evicts the same sets.
 class MemberSetLru {
  public:
-  explicit MemberSetLru(size_t capacity);
+  // byte_budget 0: bounded by count alone.
+  explicit MemberSetLru(size_t capacity, int64_t byte_budget = 0);
 
   struct Plan {
     std::vector<MemberSet> create;  // this step's sets not held yet, in step order
     std::vector<MemberSet> evict;   // least recent first; never one of this step's sets
   };
   // Marks this step's sets as most recently used, adds the new ones, and
-  // drops the least recent others while over capacity. A step with more
-  // distinct sets than the capacity keeps them all (over capacity) until a
-  // later step lets them go: evicting a set the step still needs would
-  // mean splitting it twice.
+  // drops the least recent others while over the capacity or the budget. A
+  // step whose sets alone exceed them keeps them all until a later step
+  // lets them go: evicting a set the step still needs would mean splitting
+  // it twice.
   Plan prepare(const std::vector<MemberSet>& step_sets);
+  // The measured cost of a set held (replaces its prediction).
+  void settle(const MemberSet& set, int64_t bytes);
+  // The sets to evict, least recent first and never the last step's, while
+  // the held cost exceeds the budget.
+  std::vector<MemberSet> trim();
 
   bool contains(const MemberSet& set) const { return where_.count(set) != 0; }
   size_t size() const { return order_.size(); }
   size_t capacity() const { return capacity_; }
+  int64_t byte_budget() const { return byte_budget_; }
+  int64_t bytes() const { return bytes_; }  // the held sets' costs (settled or predicted)
+  int64_t bytes_of(const MemberSet& set) const;
   // Every set held, least recent first.
   std::vector<MemberSet> sets() const;
 
  private:
+  struct Entry {
+    std::list<MemberSet>::iterator at;
+    int64_t bytes = 0;
+  };
+  bool over(size_t keep) const;
+  void drop_back(std::vector<MemberSet>& evicted);
+
   size_t capacity_;
+  int64_t byte_budget_;
   std::list<MemberSet> order_;  // front: most recently used
-  std::map<MemberSet, std::list<MemberSet>::iterator> where_;
+  std::map<MemberSet, Entry> where_;
+  std::map<size_t, int64_t> cost_by_size_;  // the largest settled cost per member count
+  size_t step_sets_ = 0;                    // the last step's sets: the front of order_
+  int64_t bytes_ = 0;
 };
 
 }  // namespace meshloom

@@ -79,6 +79,7 @@ struct RunConfig {
   Backend backend = Backend::cpu;
   Precision precision = Precision::bf16;
   GpuComm gpu_comm = GpuComm::automatic;
+  int64_t gpu_group_cache_mib = 1024;
   int64_t threads = 0;
   double peak_gflops = 0;
   double timeout = 300.0;
@@ -96,6 +97,11 @@ struct RunConfig {
             "CUDA backend: how trainers sum gradients and pass ring blocks: nccl (GPU to GPU, "
             "one GPU per trainer), mpi (through host memory; trainers may share a GPU), auto "
             "(nccl where every trainer has its own GPU)");
+    v.field("gpu_group_cache_mib", gpu_group_cache_mib,
+            "CUDA backend over NCCL: device memory in MiB that the cached communicators of CP "
+            "groups may hold, each measured at its split (least recently used out; the device "
+            "memory check counts it)",
+            in_range(1, 1 << 20));
     v.field("threads", threads, "Compute threads per trainer (0: cores per rank)",
             in_range(0, 1024));
     v.field("peak_gflops", peak_gflops,

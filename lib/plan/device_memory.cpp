@@ -94,6 +94,8 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
     // delta_ (fp32 per head).
     m.ring_attention = n * (2 * qd + 2 * H) * kF32;
     // (A hybrid's ring runs on u members' tokens for H/u heads: the same bound.)
+    // cuda/comm/group_comms.hpp: the groups' communicators, at most this.
+    if (in.nccl) m.group_comms = in.group_cache;
   }
   if (in.rings && in.ulysses) {
     // DeviceUlyssesAttention over k members of n tokens each: per member
@@ -113,12 +115,12 @@ std::vector<DeviceMemory::Term> DeviceMemory::terms() const {
           {"cuBLAS workspace", cublas},   {"activations", activations},
           {"workspace", workspace},       {"logits", logits},
           {"ring buffers", ring_buffers}, {"ring attention", ring_attention},
-          {"Ulysses buffers", ulysses}};
+          {"Ulysses buffers", ulysses},   {"group communicators", group_comms}};
 }
 
 int64_t DeviceMemory::total() const {
   return weights + master + moments + grads + cublas + activations + workspace + logits +
-         ring_buffers + ring_attention + ulysses;
+         ring_buffers + ring_attention + ulysses + group_comms;
 }
 
 std::string DeviceMemory::describe(int most) const { return describe_terms(terms(), most); }
@@ -164,6 +166,7 @@ DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool n
   // after padding it to an even length).
   in.rings = in.trainers > 1 && 2 * ((L + 1) / 2) > C;
   in.ulysses = c.plan.cp_algorithm != config::CpAlgorithm::ring;
+  in.group_cache = c.run.gpu_group_cache_mib << 20;
   in.tokens = largest_micro_batch(c);
   const int pp = int(c.parallel.pp);
   if (pp > 1) {

@@ -16,13 +16,15 @@
 // blocks grow with its tokens: offloading lets a long sequence use fewer
 // trainers, it does not lower a trainer's peak.
 //
-// The total is a floor, not a bound: left out are NCCL's and cuBLAS's own
-// memory, stream-ordered scratch of a few rows (norm gains' partial sums,
-// attention tile ranges), the start-up measurement of the GPU's peak (three
-// 8192² matrices, freed before the first step), and the buffers a trainer that
-// meets micro-batches of several offload ratios keeps from each (a layer's
-// buffers keep the size of the largest micro-batch that held it resident).
-// A run above the floor cannot fit; one below it still needs some margin.
+// The total is a floor, not a bound: left out are cuBLAS's own memory and
+// that of the trainers' NCCL communicators (the CP groups' are counted at
+// their cache's bound, run.gpu_group_cache_mib), stream-ordered scratch of a
+// few rows (norm gains' partial sums, attention tile ranges), the start-up
+// measurement of the GPU's peak (three 8192² matrices, freed before the
+// first step), and the buffers a trainer that meets micro-batches of several
+// offload ratios keeps from each (a layer's buffers keep the size of the
+// largest micro-batch that held it resident). A run above the floor cannot
+// fit; one below it still needs some margin.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,9 @@ struct DeviceMemoryInput {
   bool zero1 = false;  // AdamW state sharded over the trainers
   bool rings = false;  // the micro-batch may run as a ring (k > 1)
   bool nccl = false;   // rings go over NCCL (blocks stay on the device), else MPI
+  // With NCCL rings: the bound of the CP groups' communicator cache
+  // (run.gpu_group_cache_mib), all of which it may hold.
+  int64_t group_cache = 0;
   // A split micro-batch may run Ulysses or hybrid attention.
   bool ulysses = false;
   // Tensor parallelism: the estimate is for TP rank 0 of a group of tp: its
@@ -76,6 +81,7 @@ struct DeviceMemory {
   int64_t ring_buffers = 0;  // the ring transport's K/V + fp32 dK/dV blocks
   int64_t ring_attention = 0;  // the ring's fp32 output accumulators
   int64_t ulysses = 0;         // Ulysses' head-sharded copies of its group's tokens
+  int64_t group_comms = 0;     // the CP groups' NCCL communicators, at their bound
   int resident_layers = 0;     // layers whose activations stay on the device
 
   struct Term {

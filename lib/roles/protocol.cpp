@@ -260,6 +260,8 @@ void layout(IO& io, M& m) {
   io(m.group_hits);
   io(m.group_misses);
   io(m.group_split_seconds);
+  io(m.group_device_bytes);
+  io(m.group_device_evictions);
   io(m.source_loss);
   io(m.source_predictions);
 }

@@ -172,6 +172,9 @@ struct Ack {
   // member sets found in the cache, split, and the seconds splitting took.
   int64_t group_hits = 0, group_misses = 0;
   double group_split_seconds = 0;
+  // The CUDA backend's NCCL communicators of those groups: the device memory
+  // they hold after the step's splits, and how many it evicted.
+  int64_t group_device_bytes = 0, group_device_evictions = 0;
   // Per source (index in data.sources): Σ −log p and predictions of this
   // trainer's tokens; empty when its backend gives no per-token losses.
   std::vector<double> source_loss;

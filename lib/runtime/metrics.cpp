@@ -217,10 +217,15 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f, const std::vector
                         {"micro", micro}});
   }
   // The step's group communicators: every trainer's cache holds the same
-  // sets, so one trainer's hits and misses; the slowest split.
-  Json groups = {{"hits", acks.empty() ? 0 : acks[0].group_hits},
-                 {"misses", acks.empty() ? 0 : acks[0].group_misses},
-                 {"split_seconds", 0.0}};
+  // sets (and, on the GPU, the same agreed costs), so one trainer's hits,
+  // misses and device memory; the slowest split.
+  const proto::Ack none;
+  const proto::Ack& first = acks.empty() ? none : acks[0];
+  Json groups = {{"hits", first.group_hits},
+                 {"misses", first.group_misses},
+                 {"split_seconds", 0.0},
+                 {"device_mib", double(first.group_device_bytes) / double(1 << 20)},
+                 {"device_evictions", first.group_device_evictions}};
   for (const auto& a : acks)
     groups["split_seconds"] =
         std::max(groups["split_seconds"].get<double>(), a.group_split_seconds);

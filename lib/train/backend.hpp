@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "base/check.hpp"
+#include "comm/member_sets.hpp"
 #include "config/config.hpp"
 #include "model/batch.hpp"
 #include "model/params.hpp"
@@ -83,6 +84,8 @@ struct OptimizerSetup {
   // else [0, numel). Slices are shard_size long (the last one shorter).
   int64_t begin = 0, end = 0, shard_size = 0;
   double timeout_s = 300;  // of every wait on the other trainers
+  // run.gpu_group_cache_mib: what the NCCL communicators of CP groups may hold.
+  int64_t group_cache_bytes = int64_t(1) << 30;
   // The host reductions, when not over NCCL: sum over the trainers in place;
   // all-gather of equal shards of shard_size elements (ZeRO-1).
   std::function<void(std::span<float>)> host_allreduce;
@@ -137,10 +140,13 @@ class TrainerBackend {
   // The step's CP groups and hybrid subgroups (ranks of OptimizerSetup::
   // trainers, lead.cpp's step_groups), at the start of every step: the CUDA
   // backend splits their NCCL communicators (cached per member set, the same
-  // LRU and capacity as the MPI ones, so the same hits and misses).
-  // Collective over the trainers, in the same order everywhere. Returns the
-  // seconds its splits took (the step's metrics add them to the MPI ones).
-  virtual double prepare_groups(const std::vector<std::vector<int>>& /*groups*/) { return 0; }
+  // LRU and capacity as the MPI ones, bounded by OptimizerSetup::
+  // group_cache_bytes too). Collective over the trainers, in the same order
+  // everywhere. Returns what it did (the step's metrics add its seconds to
+  // the MPI ones' and report its memory).
+  virtual GroupCommStats prepare_groups(const std::vector<std::vector<int>>& /*groups*/) {
+    return {};
+  }
   // Forward, then backward with `scale` (the CPU model's forward() and
   // backward(scale) together); gradients accumulate on the device. With a
   // ring, attention runs over the CP group as RingGroup::ulysses says (on the

@@ -134,6 +134,7 @@ void Trainer::start_optimizer() {
   opt.end = shard_end_;
   opt.shard_size = shard_size_;
   opt.timeout_s = w_.config.run.timeout;
+  opt.group_cache_bytes = w_.config.run.gpu_group_cache_mib << 20;
   opt.tp = tp_;
   opt.tensor = comms_.comm(Axis::tensor);
   for (const auto& t : model_->layout().tensors())
@@ -325,10 +326,12 @@ void Trainer::prepare_groups(const proto::Batch& batch, proto::Ack& ack) {
   for (const auto& g : batch.groups) groups.emplace_back(g.begin(), g.end());
   WatchScope watch("the split of the step's group communicators");
   const GroupCommStats st = groups_.prepare(groups);
-  const double device_split_seconds = backend_->prepare_groups(groups);
+  const GroupCommStats device = backend_->prepare_groups(groups);
   ack.group_hits = st.hits;
   ack.group_misses = st.misses;
-  ack.group_split_seconds = st.split_seconds + device_split_seconds;
+  ack.group_split_seconds = st.split_seconds + device.split_seconds;
+  ack.group_device_bytes = device.held_bytes;
+  ack.group_device_evictions = device.evictions;
 }
 
 // The ring of a micro-batch split over a CP group, with the largest block a

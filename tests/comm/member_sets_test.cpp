@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "base/check.hpp"
 
 namespace meshloom {
@@ -132,6 +135,88 @@ TEST(MemberSetLru, SameInputsGiveSamePlansOnEveryTrainer) {
     EXPECT_EQ(pa.evict, pb.evict);
   }
   EXPECT_EQ(a.sets(), b.sets());
+}
+
+// The NCCL cache's byte bound: each new set is measured after its split and
+// settled; prepare() evicts for predictions, trim() for the measurements.
+TEST(MemberSetLru, ByteBudgetEvictsForPredictionsThenMeasurements) {
+  MemberSetLru lru(64, 100);
+  auto plan = lru.prepare({{0, 1}});
+  EXPECT_EQ(lru.bytes_of({0, 1}), 0);  // nothing known of a pair yet
+  lru.settle({0, 1}, 60);
+  EXPECT_TRUE(lru.trim().empty());
+  EXPECT_EQ(lru.bytes(), 60);
+  // A new pair is predicted at the pair's cost, 60: 120 > 100, so the least
+  // recent set goes before the split.
+  plan = lru.prepare({{2, 3}});
+  EXPECT_EQ(plan.create, (Sets{{2, 3}}));
+  EXPECT_EQ(plan.evict, (Sets{{0, 1}}));
+  EXPECT_EQ(lru.bytes(), 60);
+  lru.settle({2, 3}, 50);
+  EXPECT_EQ(lru.bytes(), 50);
+  // A set of a new size enters at 0; measured at 70 it takes the cache
+  // over the budget, and trim() evicts the least recent other set.
+  plan = lru.prepare({{4}});
+  EXPECT_TRUE(plan.evict.empty());
+  lru.settle({4}, 70);
+  EXPECT_EQ(lru.trim(), (Sets{{2, 3}}));
+  EXPECT_EQ(lru.bytes(), 70);
+  EXPECT_EQ(lru.sets(), (Sets{{4}}));
+}
+
+TEST(MemberSetLru, ByteBudgetNeverEvictsTheCurrentStep) {
+  MemberSetLru lru(64, 100);
+  lru.prepare({{0}});
+  lru.settle({0}, 10);
+  lru.prepare({{1, 2}, {3, 4}});
+  lru.settle({1, 2}, 80);
+  lru.settle({3, 4}, 80);
+  // Both pairs are this step's: only {0} may go, and the step keeps 160.
+  EXPECT_EQ(lru.trim(), (Sets{{0}}));
+  EXPECT_EQ(lru.bytes(), 160);
+  EXPECT_TRUE(lru.trim().empty());
+  // The next step needs one pair: the other goes, back under the budget.
+  const auto plan = lru.prepare({{3, 4}});
+  EXPECT_EQ(plan.evict, (Sets{{1, 2}}));
+  EXPECT_EQ(lru.bytes(), 80);
+  EXPECT_THROW(lru.settle({7}, 1), Error);  // not held
+  EXPECT_THROW(lru.settle({3, 4}, -1), Error);
+}
+
+TEST(MemberSetLru, ByteBoundHoldsOverRandomStepsAndTrainersAgree) {
+  // 200 steps of random groups over 8 trainers with costs by size: after
+  // each step the cache holds at most the budget, unless the step's own
+  // sets exceed it; two caches fed the same inputs evict the same sets.
+  std::mt19937 rng(7);
+  MemberSetLru a(64, 1000), b(64, 1000);
+  int64_t evicted = 0;
+  for (int step = 0; step < 200; ++step) {
+    std::vector<int> ranks{0, 1, 2, 3, 4, 5, 6, 7};
+    std::shuffle(ranks.begin(), ranks.end(), rng);
+    std::vector<std::vector<int>> groups;
+    for (size_t at = 0; at < ranks.size();) {
+      const size_t k = std::min(ranks.size() - at, size_t(1 + rng() % 4));
+      groups.emplace_back(ranks.begin() + long(at), ranks.begin() + long(at + k));
+      at += k;
+    }
+    const Sets sets = distinct_member_sets(groups);
+    const auto pa = a.prepare(sets), pb = b.prepare(sets);
+    EXPECT_EQ(pa.evict, pb.evict);
+    int64_t step_bytes = 0;
+    for (const MemberSet& s : pa.create) {
+      const int64_t cost = 100 * int64_t(s.size()) + int64_t(rng() % 50);  // noisy measurement
+      a.settle(s, cost);
+      b.settle(s, cost);
+    }
+    const Sets ta = a.trim(), tb = b.trim();
+    EXPECT_EQ(ta, tb);
+    evicted += int64_t(pa.evict.size() + ta.size());
+    for (const MemberSet& s : sets) step_bytes += a.bytes_of(s);
+    EXPECT_LE(a.bytes(), std::max<int64_t>(1000, step_bytes)) << "step " << step;
+    for (const MemberSet& s : sets) EXPECT_TRUE(a.contains(s));
+    EXPECT_EQ(a.sets(), b.sets());
+  }
+  EXPECT_GT(evicted, 0);  // the budget, not the count, did the evicting
 }
 
 }  // namespace

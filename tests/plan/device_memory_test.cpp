@@ -124,6 +124,7 @@ TEST(DeviceMemory, TotalIsTheSumOfTheTerms) {
       in.rings = rings;
       in.nccl = rings;
       in.ulysses = rings;
+      in.group_cache = 12345;
       in.zero1 = zero1;
       in.trainers = 3;
       in.offload = 0.5;
@@ -135,7 +136,7 @@ TEST(DeviceMemory, TotalIsTheSumOfTheTerms) {
         names.insert(t.name);
       }
       EXPECT_EQ(m.total(), sum);
-      EXPECT_EQ(names.size(), 11u);  // every term once
+      EXPECT_EQ(names.size(), 12u);  // every term once
     }
 }
 
@@ -173,6 +174,15 @@ TEST(DeviceMemory, UlyssesBuffersOnlyWithUlyssesOrHybrid) {
     EXPECT_GE(m.ulysses, 2 * m.input.tokens * 4096 * m.input.elem_bytes) << algo;
     EXPECT_EQ(device_memory_for_run(c, 1, true).ulysses, 0) << algo;  // no group
   }
+}
+
+TEST(DeviceMemory, GroupCommunicatorsCountAtTheirBoundOnlyOverNccl) {
+  const config::Config c = big_config({"run.gpu_group_cache_mib=300"});
+  EXPECT_EQ(device_memory_for_run(c, 8, true).group_comms, int64_t(300) << 20);
+  EXPECT_EQ(device_memory_for_run(c, 8, false).group_comms, 0);  // MPI rings
+  EXPECT_EQ(device_memory_for_run(c, 1, true).group_comms, 0);   // no group
+  const config::Config fits = big_config({"data.seq_len=32768"});
+  EXPECT_EQ(device_memory_for_run(fits, 8, true).group_comms, 0);  // nothing split
 }
 
 TEST(DeviceMemory, PipelineStagesHoldTheirLayersAndMicroBatchesInFlight) {

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -143,7 +144,7 @@ TEST(GroupComms, SplitsEachMemberSetOnceAndSumsOverItsMembers) {
   if (p < 2) return;  // eviction needs distinct sets
   // Capacity 2: the least recent set goes (its communicator destroyed) and a
   // later step that needs it again splits it again.
-  GroupComms small(trainers.get(), 2);
+  GroupComms small(trainers.get(), GroupCommsOptions{.capacity = 2});
   small.prepare({{0}});
   small.prepare({{1}});
   small.prepare({all});  // evicts {0}
@@ -157,6 +158,51 @@ TEST(GroupComms, SplitsEachMemberSetOnceAndSumsOverItsMembers) {
     EXPECT_EQ(all_reduce_mismatches(small.get(std::vector<int>{0}), {0}, 65), 0);
   }
   EXPECT_EQ(all_reduce_mismatches(small.get(all), all, 129), 0);
+}
+
+// The memory bound: each new communicator's device memory is measured at its
+// split and agreed over the trainers; the cache never holds more than its
+// budget beyond what the current step needs.
+TEST(GroupComms, MeasuresItsCommunicatorsAndKeepsThemWithinTheBudget) {
+  ML_REQUIRE_GPU_PER_RANK();
+  NcclComm trainers(MPI_COMM_WORLD);
+  const int p = world_size();
+  const std::vector<int> all = all_ranks();
+  int64_t whole = 0;
+  {
+    GroupComms probe(trainers.get());
+    const GroupCommStats st = probe.prepare({all});
+    whole = probe.bytes_of(all);
+    EXPECT_EQ(st.held_bytes, whole);
+    EXPECT_EQ(st.misses, 1);
+    int64_t lo = whole, hi = whole;  // the same number on every trainer
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    EXPECT_EQ(lo, hi);
+    // Buffers for each peer: a communicator of two or more is not free.
+    if (p >= 2) {
+      EXPECT_GT(whole, 0);
+    }
+    if (world_rank() == 0)
+      std::printf("communicator of %d trainers: %.1f MiB measured\n", p, double(whole) / 1048576);
+  }
+  if (p < 2) return;  // one trainer has one set only
+  // A budget of the whole set's cost: singletons beside it go, and it goes
+  // beside them, whenever they cost anything.
+  GroupComms small(trainers.get(), GroupCommsOptions{.byte_budget = std::max<int64_t>(1, whole)});
+  const std::vector<std::vector<std::vector<int>>> steps = {{all},     {{0}, {p - 1}}, {all},
+                                                            {{p - 1}}, {all, {0}},     {all}};
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const GroupCommStats st = small.prepare(steps[s]);
+    int64_t step_bytes = 0;
+    for (const auto& g : steps[s]) step_bytes += small.bytes_of(g);
+    EXPECT_EQ(st.held_bytes, small.bytes()) << "step " << s;
+    EXPECT_LE(small.bytes(), std::max<int64_t>(whole, step_bytes)) << "step " << s;
+    for (const auto& g : steps[s]) {
+      if (std::find(g.begin(), g.end(), world_rank()) == g.end()) continue;
+      EXPECT_EQ(all_reduce_mismatches(small.get(g), g, 97), 0) << "step " << s;
+    }
+  }
 }
 
 // Byte b of trainer t's block in step s.
