@@ -446,7 +446,7 @@ class CudaModel final : public TrainerBackend {
       tp_nccl_ = std::make_unique<kernels::NcclComm>(opt.tensor, device_);
       tp_ = kernels::nccl_tp_comm<T>(tp_nccl_->get());
     } else {
-      tp_ = kernels::mpi_tp_comm<T>(opt.tensor);
+      tp_ = kernels::mpi_tp_comm<T>(opt.tensor, opt.watched);
     }
   }
   // Σ g² over the buffer (but the norm_skip ranges) and, at tp > 1, over

@@ -34,6 +34,7 @@
 #include <nccl.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace meshloom::kernels {
@@ -55,7 +56,10 @@ class DeviceTpComm {
 template <class T>
 std::unique_ptr<DeviceTpComm<T>> nccl_tp_comm(ncclComm_t tensor);
 // `tensor`: the TP group's MPI communicator (rank = TP rank); not owned.
+// `watched`, where given, runs each blocking MPI call (`wait`) under the
+// program's watchdog, which names `what` if it outlasts run.timeout.
+using WatchedWait = std::function<void(const char* what, const std::function<void()>& wait)>;
 template <class T>
-std::unique_ptr<DeviceTpComm<T>> mpi_tp_comm(MPI_Comm tensor);
+std::unique_ptr<DeviceTpComm<T>> mpi_tp_comm(MPI_Comm tensor, WatchedWait watched = {});
 
 }  // namespace meshloom::kernels

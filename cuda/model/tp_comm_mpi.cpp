@@ -6,8 +6,10 @@
 
 #include <climits>
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "base/check.hpp"
@@ -43,7 +45,9 @@ V narrow(Sum<V> s) {
 template <class T>
 class MpiTpComm final : public DeviceTpComm<T> {
  public:
-  explicit MpiTpComm(MPI_Comm comm) : comm_(comm) { MPI_CHECK(MPI_Comm_size(comm_, &size_)); }
+  MpiTpComm(MPI_Comm comm, WatchedWait watched) : comm_(comm), watched_(std::move(watched)) {
+    MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  }
   int size() const override { return size_; }
 
   void sum_activations(T* values, int64_t count, cudaStream_t stream) override {
@@ -55,7 +59,9 @@ class MpiTpComm final : public DeviceTpComm<T> {
   void all_reduce_max(double* values, int64_t count, cudaStream_t stream) override {
     if (size_ == 1 || count == 0) return;
     std::span<double> host = staged<double>(values, count, stream);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host.data(), int(count), MPI_DOUBLE, MPI_MAX, comm_));
+    wait("a tensor-parallel all-reduce (max) through host memory", [&] {
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host.data(), int(count), MPI_DOUBLE, MPI_MAX, comm_));
+    });
     upload_sync<double>(values, host, stream);
   }
 
@@ -79,8 +85,10 @@ class MpiTpComm final : public DeviceTpComm<T> {
     std::span<V> mine = staged<V>(values, count, stream);
     const int bytes = int(mine.size_bytes());
     gathered_.resize(mine.size_bytes() * size_t(size_));
-    MPI_CHECK(
-        MPI_Allgather(mine.data(), bytes, MPI_BYTE, gathered_.data(), bytes, MPI_BYTE, comm_));
+    wait("a tensor-parallel sum through host memory", [&] {
+      MPI_CHECK(
+          MPI_Allgather(mine.data(), bytes, MPI_BYTE, gathered_.data(), bytes, MPI_BYTE, comm_));
+    });
     const V* all = reinterpret_cast<const V*>(gathered_.data());
     const size_t n = size_t(count);
     for (size_t i = 0; i < n; ++i) {
@@ -91,7 +99,15 @@ class MpiTpComm final : public DeviceTpComm<T> {
     upload_sync<V>(values, mine, stream);
   }
 
+  void wait(const char* what, const std::function<void()>& call) {
+    if (watched_)
+      watched_(what, call);
+    else
+      call();
+  }
+
   MPI_Comm comm_;
+  WatchedWait watched_;
   int size_ = 1;
   std::vector<std::byte> host_, gathered_;
 };
@@ -99,11 +115,12 @@ class MpiTpComm final : public DeviceTpComm<T> {
 }  // namespace
 
 template <class T>
-std::unique_ptr<DeviceTpComm<T>> mpi_tp_comm(MPI_Comm tensor) {
-  return std::make_unique<MpiTpComm<T>>(tensor);
+std::unique_ptr<DeviceTpComm<T>> mpi_tp_comm(MPI_Comm tensor, WatchedWait watched) {
+  return std::make_unique<MpiTpComm<T>>(tensor, std::move(watched));
 }
 
-template std::unique_ptr<DeviceTpComm<float>> mpi_tp_comm<float>(MPI_Comm);
-template std::unique_ptr<DeviceTpComm<__nv_bfloat16>> mpi_tp_comm<__nv_bfloat16>(MPI_Comm);
+template std::unique_ptr<DeviceTpComm<float>> mpi_tp_comm<float>(MPI_Comm, WatchedWait);
+template std::unique_ptr<DeviceTpComm<__nv_bfloat16>> mpi_tp_comm<__nv_bfloat16>(MPI_Comm,
+                                                                                  WatchedWait);
 
 }  // namespace meshloom::kernels

@@ -84,6 +84,9 @@ struct OptimizerSetup {
   // else [0, numel). Slices are shard_size long (the last one shorter).
   int64_t begin = 0, end = 0, shard_size = 0;
   double timeout_s = 300;  // of every wait on the other trainers
+  // Runs a blocking MPI call of the backend's own (the CUDA TP sums through
+  // host memory) under the watchdog, which names `what` past run.timeout.
+  std::function<void(const char* what, const std::function<void()>& wait)> watched;
   // run.gpu_group_cache_mib: what the NCCL communicators of CP groups may hold.
   int64_t group_cache_bytes = int64_t(1) << 30;
   // The host reductions, when not over NCCL: sum over the trainers in place;

@@ -135,6 +135,10 @@ void Trainer::start_optimizer() {
   opt.shard_size = shard_size_;
   opt.timeout_s = w_.config.run.timeout;
   opt.group_cache_bytes = w_.config.run.gpu_group_cache_mib << 20;
+  opt.watched = [](const char* what, const std::function<void()>& wait) {
+    WatchScope watch(what);
+    wait();
+  };
   opt.tp = tp_;
   opt.tensor = comms_.comm(Axis::tensor);
   for (const auto& t : model_->layout().tensors())
