@@ -1,5 +1,6 @@
 #include "runtime/plan_preview.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "parallel/mesh.hpp"
 #include "plan/device_memory.hpp"
 #include "plan/host_memory.hpp"
+#include "plan/pipeline_schedule.hpp"
 #include "plan/planner.hpp"
 #include "plan/pp_plan.hpp"
 #include "plan/summary.hpp"
@@ -71,9 +73,26 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
   }
   const bool grid = c.plan.planner == config::Planner::static_grid;
   const config::Planner other = grid ? config::Planner::hdp : config::Planner::static_grid;
-  std::printf("%5s %8s %6s %6s %9s %10s %10s %10s %11s %9s %10s\n", "step", "samples", "split",
-              "max k", "micro", "predicted", "imbalance", "ring/step", "plan ms",
-              config::enum_name(other), "speedup");
+  // With pipelines a plan takes its slowest pipeline's 1F1B makespan (as
+  // metrics.jsonl's `predicted`), and the comparison is the other
+  // plan.balance on the same batch.
+  const bool pipes = pp > 1;
+  config::PlanConfig other_balance = c.plan;
+  other_balance.balance =
+      c.plan.balance == config::Balance::pp ? config::Balance::dp : config::Balance::pp;
+  auto step_time = [&](const plan::Plan& plan) {
+    if (!pipes) return plan::plan_stats(plan).makespan;
+    const std::vector<double> t = plan::pipeline_times(plan, costs.pipeline, cost);
+    return *std::max_element(t.begin(), t.end());
+  };
+  if (pipes)
+    std::printf("predicted: the slowest pipeline's 1F1B makespan; against plan.balance: %s\n",
+                config::enum_name(other_balance.balance));
+  const std::string versus = pipes ? strf("balance %s", config::enum_name(other_balance.balance))
+                                   : std::string(config::enum_name(other));
+  std::printf("%5s %8s %6s %6s %9s %10s %10s %10s %11s %10s %10s\n", "step", "samples", "split",
+              "max k", "micro", "predicted", "imbalance", "ring/step", "plan ms", versus.c_str(),
+              "speedup");
   int64_t fallbacks = 0;
   std::string first_rings;
   for (int64_t step = 0; step < steps; ++step) {
@@ -84,12 +103,15 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
     const std::string err = p.validate();
     if (!err.empty()) throw Error(strf("step %lld: %s", (long long)step, err.c_str()));
     const plan::Plan q = plan::make_plan(other, lengths, o, cost);
-    const plan::PlanStats st = plan::plan_stats(p), sq = plan::plan_stats(q);
-    std::printf("%5lld %8zu %6lld %6d %4d-%-4d %10s %10.3f %10s %11.2f %9s %9.2fx%s\n",
+    const plan::Plan& against =
+        pipes ? plan::make_step_plan(other_balance, lengths, o, cost, costs.pipeline) : q;
+    const plan::PlanStats st = plan::plan_stats(p);
+    const double mine = step_time(p), theirs = step_time(against);
+    std::printf("%5lld %8zu %6lld %6d %4d-%-4d %10s %10.3f %10s %11.2f %10s %9.2fx%s\n",
                 (long long)step, lengths.size(), (long long)st.split_sequences, st.max_group,
-                st.min_micro_batches, st.max_micro_batches, human_seconds(st.makespan).c_str(),
+                st.min_micro_batches, st.max_micro_batches, human_seconds(mine).c_str(),
                 st.imbalance, human_bytes(st.comm_bytes).c_str(), p.planning_seconds * 1e3,
-                human_seconds(sq.makespan).c_str(), sq.makespan / std::max(st.makespan, 1e-12),
+                human_seconds(theirs).c_str(), theirs / std::max(mine, 1e-12),
                 p.static_fallback() ? "  static fallback" : "");
     fallbacks += p.static_fallback();
     if (step == 0 && on_first_step) on_first_step(grid ? q : p, grid ? p : q);

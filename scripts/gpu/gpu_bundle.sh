@@ -40,7 +40,8 @@
 #     sanitize  compute-sanitizer memcheck, racecheck, synccheck, initcheck on
 #               the attention kernels and the offloading model test
 #     cpu       (named only) scripts/bench/bench_pp.sh's runs on the machine's
-#               CPU cores, when the checkout and data/prepared are there
+#               CPU cores, when the checkout and data/bench_step's pydocs
+#               and fortunes (.bin, .idx) are there
 #   Results go to $OUT (or build-bundle/out), at most 8 files (the device
 #   machine returns no more), kept up to date as the parts go: summary.md
 #   (the table, printed last too), logs.tar.gz (every log and gtest XML),

@@ -180,11 +180,16 @@ part_bench() {
 # a core per stage): scripts/bench/bench_pp.sh's runs on this machine's cores,
 # into logs.tar.gz's bench_pp/ (RAW=DIR scripts/bench/bench_pp.sh makes the
 # table back home). Needs the checkout around build-bundle/ (the device tool's
-# copy) with data/prepared (carried: it is git-ignored).
+# copy) with data/bench_step's pydocs and fortunes (carried: git-ignored).
 part_cpu() {
-  local root=$here/..
-  if [[ ! -x $root/scripts/bench/bench_pp.sh || ! -f $root/data/prepared/pydocs.idx ]]; then
-    row cpu bench_pp.sh "skipped: needs the checkout and data/prepared beside build-bundle/" 0
+  local root=$here/.. f
+  for f in pydocs.bin pydocs.idx fortunes.bin fortunes.idx; do
+    [[ -f $root/data/bench_step/$f ]] && continue
+    row cpu bench_pp.sh "skipped: needs the checkout and data/bench_step/$f beside build-bundle/" 0
+    return
+  done
+  if [[ ! -x $root/scripts/bench/bench_pp.sh ]]; then
+    row cpu bench_pp.sh "skipped: needs the checkout beside build-bundle/" 0
     return
   fi
   # In the background, packed and reported every 15 s: a run cut off by the
