@@ -6,6 +6,7 @@
 #include "base/check.hpp"
 #include "plan/cp_algorithm.hpp"
 #include "plan/hdp_planner.hpp"
+#include "plan/pipeline_schedule.hpp"
 #include "plan/pp_balance.hpp"
 
 namespace meshloom::plan {
@@ -115,6 +116,21 @@ Plan pp_balance_plan(const std::vector<int64_t>& lengths, const PlannerOptions& 
   return plan;
 }
 
+double slowest_pipeline(const Plan& plan, const PipelineModel& model, const CostModel& cost) {
+  const std::vector<double> t = pipeline_times(plan, model, cost);
+  return t.empty() ? 0.0 : *std::max_element(t.begin(), t.end());
+}
+
+Plan pp_step_plan(const std::vector<int64_t>& lengths, const PlannerOptions& options,
+                  const CostModel& cost, const PipelineModel& pipeline) {
+  Plan pp = pp_balance_plan(lengths, options, cost, pipeline);
+  Plan hdp = make_plan(config::Planner::hdp, lengths, options, cost);
+  // Strictly faster only, so that ties keep PP-Balance.
+  if (slowest_pipeline(hdp, pipeline, cost) < slowest_pipeline(pp, pipeline, cost) * (1 - 1e-3))
+    return hdp;
+  return pp;
+}
+
 Plan make_step_plan(const config::PlanConfig& plan, const std::vector<int64_t>& lengths,
                     const PlannerOptions& options, const CostModel& cost,
                     const PipelineModel& pipeline) {
@@ -122,7 +138,7 @@ Plan make_step_plan(const config::PlanConfig& plan, const std::vector<int64_t>& 
     case config::Balance::dp:
       break;
     case config::Balance::pp:
-      return pp_balance_plan(lengths, options, cost, pipeline);
+      return pp_step_plan(lengths, options, cost, pipeline);
   }
   return make_plan(plan.planner, lengths, options, cost);
 }

@@ -46,8 +46,22 @@ PipelineModel balanced_pipeline(const ModelShape& shape, const CostModel& cost, 
 Plan pp_balance_plan(const std::vector<int64_t>& lengths, const PlannerOptions& options,
                      const CostModel& cost, const PipelineModel& model);
 
+// The slowest pipeline's predicted 1F1B makespan (pipeline_times).
+double slowest_pipeline(const Plan& plan, const PipelineModel& model, const CostModel& cost);
+
+// plan.balance: pp as the runtime plans a step: pp_balance_plan, or hdp's
+// plan (make_plan, planner "hdp") where its slowest pipeline is predicted
+// strictly faster. PP-Balance hands out whole micro-batches, in runs of its
+// length-sorted list; with a few micro-batches a pipeline that is too coarse
+// to balance, and hdp's placement by sequence wins (2026-11-26: 3-15%
+// faster at 4-8 micro-batches a pipeline, docs/performance.md). A portfolio,
+// as hdp's own with Alg. 2: plan.balance: pp is never predicted slower than
+// hdp.
+Plan pp_step_plan(const std::vector<int64_t>& lengths, const PlannerOptions& options,
+                  const CostModel& cost, const PipelineModel& pipeline);
+
 // The step's plan as plan.balance says: dp, make_plan(plan.planner); pp,
-// pp_balance_plan on pipelines of `pipeline`'s stages.
+// pp_step_plan on pipelines of `pipeline`'s stages.
 Plan make_step_plan(const config::PlanConfig& plan, const std::vector<int64_t>& lengths,
                     const PlannerOptions& options, const CostModel& cost,
                     const PipelineModel& pipeline);

@@ -182,9 +182,11 @@ PipelineStep dp_balance_pipelines(const std::vector<int64_t>& lengths, const Pla
 PipelineStep pp_balance_pipelines(const std::vector<int64_t>& lengths, const PlannerOptions& o,
                                   const CostModel& cost, const PipelineModel& model) {
   // The runtime's plan.balance: pp (pp_plan.hpp): hdp's rings first, then
-  // PP-Balance of the rest with the rings as each pipeline's starting load.
-  const Plan p = pp_balance_plan(lengths, o, cost, model);
+  // PP-Balance of the rest with the rings as each pipeline's starting load;
+  // hdp's own plan where that is predicted faster.
+  const Plan p = pp_step_plan(lengths, o, cost, model);
   PipelineStep st = run_pipelines("pp-balance", plan_loads(p, cost), model);
+  st.hdp_placement = p.planner == "hdp";
   for (int32_t t = 0; t < p.trainers; ++t) {  // pipelines that got short sequences
     bool short_ones = false;
     for (const MicroBatch& mb : p.micro_batches_of(t))
@@ -279,6 +281,7 @@ PipeSimResult simulate_pipelines(const SimulateSpec& spec, const LengthSampler& 
         row.mb_max = std::max(row.mb_max, st.most());
         row.static_cp = st.static_cp;
         row.short_pipelines += double(st.short_pipelines) / s.steps;
+        row.hdp_share += double(st.hdp_placement) / s.steps;
       } catch (const Error& e) {
         row.error = e.what();
       }
@@ -354,7 +357,10 @@ std::string pipeline_report(const PipeSimResult& r) {
     if (row.static_cp > 0)
       name += strf(" (CP %d x DP %d)", row.static_cp, f.pipelines / row.static_cp);
     if (row.setup == "pp-balance")
-      name += strf(" (short ones on %.0f pipelines)", row.short_pipelines);
+      name += strf(" (short ones on %.0f pipelines%s)", row.short_pipelines,
+                   row.hdp_share > 0
+                       ? strf("; hdp's plan on %.0f%% of steps", 100 * row.hdp_share).c_str()
+                       : "");
     const double speedup = speedup_over(base, row);
     out +=
         strf("| %s | %s | %s | %.1f%% | %.1f%% | %d-%d |\n", name.c_str(),

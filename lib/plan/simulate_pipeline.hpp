@@ -75,6 +75,7 @@ struct PipelineStep {
   std::vector<int64_t> placed;       // per sequence: its tokens placed (members summed)
   int32_t static_cp = 0;
   int32_t short_pipelines = 0;  // pp-balance: the pipelines that got short sequences
+  bool hdp_placement = false;   // pp-balance: pp_step_plan took hdp's plan
   double makespan() const;
   double bubble() const;      // mean own bubble of the pipelines that run anything
   double idle(int pp) const;  // 1 - busy / (pipelines x pp x step)
@@ -100,6 +101,7 @@ struct PipeSimRow {
   int32_t mb_min = 0, mb_max = 0;
   int32_t static_cp = 0;
   double short_pipelines = 0;
+  double hdp_share = 0;  // pp-balance: the share of steps that took hdp's plan
   std::string error;
 };
 

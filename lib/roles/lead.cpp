@@ -472,6 +472,7 @@ void Lead::dispatch_step(bool last) {
     predicted.push_back(pipelines ? per_rank[size_t(rank)] : last_plan_.trainer_time(rank));
   }
   predicted_.push_back(std::move(predicted));
+  planners_.push_back(last_plan_.planner);
   const int64_t every = w_.config.checkpoint.every;
   // Also after the run's last step: a finished run requeued then has nothing to redo.
   if (every > 0 && ((m.step + 1) % every == 0 || m.step + 1 == w_.config.run.steps)) {

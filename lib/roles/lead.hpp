@@ -68,6 +68,11 @@ class Lead {
   double predicted_time(int64_t step, int trainer) const {
     return predicted_.at(size_t(step - first_step_)).at(size_t(trainer));
   }
+  // The planner that made step s's plan ("pp-balance", or "hdp" where
+  // plan.balance: pp took hdp's plan: plan/pp_plan.hpp).
+  const std::string& planner_of(int64_t step) const {
+    return planners_.at(size_t(step - first_step_));
+  }
 
  private:
   int64_t length(int source, int64_t doc);
@@ -104,6 +109,7 @@ class Lead {
   bool warned_long_ = false;                    // about a long/short policy no document meets
   std::vector<uint64_t> hashes_;                // per dispatched step
   std::vector<std::vector<double>> predicted_;  // per dispatched step, per trainer
+  std::vector<std::string> planners_;           // per dispatched step
   std::string last_full_;                      // file name of the last checkpoint with full lengths
   std::vector<std::vector<proto::Ack>> acks_;  // per step, until taken
   std::vector<int> ack_count_;                 // per step

@@ -128,8 +128,8 @@ void TrainMetrics::log_step(int64_t s, const StepFigures& f) {
         double(f.tokens) / std::max(f.wall, 1e-9), 100 * f.mfu(), f.imbalance(),
         human_seconds(f.max_wait).c_str());
   if (w_.mesh.pp > 1 && (s % w_.config.log.every == 0 || s + 1 == steps))
-    LOG_INFO("step %5lld  micro-batches per pipeline: %lld to %lld", (long long)s,
-             (long long)f.micro_min, (long long)f.micro_max);
+    LOG_INFO("step %5lld  micro-batches per pipeline: %lld to %lld (%s's plan)", (long long)s,
+             (long long)f.micro_min, (long long)f.micro_max, lead_.planner_of(s).c_str());
 }
 
 // Redrawn, the bar follows every step's log line; as lines, one now and then.
@@ -242,6 +242,7 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f, const std::vector
                      {"data_wait_max", f.max_wait},
                      {"stragglers", slow},
                      {"group_comms", groups},
+                     {"planner", lead_.planner_of(s)},
                      {"source_loss", source_losses(f)},
                      {"trainers", trainers}};
   std::fprintf(jsonl_, "%s\n", line.dump().c_str());

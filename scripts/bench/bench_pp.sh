@@ -10,7 +10,8 @@
 #   calib:  DP-Balance (plan.planner: bytescale), to calibrate the cost model:
 #           each micro-batch's seconds summed over its pipeline's stages
 #   dp:     DP-Balance with that calibration
-#   pp:     PP-Balance (plan.balance: pp) with that calibration
+#   pp:     plan.balance: pp with that calibration (PP-Balance's plan, or
+#           hdp's where that is predicted faster: metrics' `planner`)
 # dp and pp train the same batches (their data hashes are compared). Step
 # time: the median over steps 1.. of the slowest trainer's step. Prediction:
 # each pipeline's simulated 1F1B makespan (metrics.jsonl's `predicted`)
@@ -102,7 +103,7 @@ def steps_of(name):
 runs = {n: steps_of(n) for n in ("dp", "pp")}
 for a, b in zip(runs["dp"], runs["pp"]):
     assert a["data_hash"] == b["data_hash"], f"step {a['step']}: other data"
-labels = {"dp": "DP-Balance (bytescale)", "pp": "PP-Balance (plan.balance: pp)"}
+labels = {"dp": "DP-Balance (bytescale)", "pp": "plan.balance: pp"}
 rows, errors = {}, {}
 for name, rs in runs.items():
     pipes = []  # (predicted, measured) per pipeline and step
@@ -139,6 +140,9 @@ with open(f"{out}/pp.csv", "w") as f:
                 f"{pbase / r['predicted']:.4f},{r['micro_min']},{r['micro_max']},"
                 f"{r['within']:.4f},{r['mean_err']:.4f},{r['loss']:.6f}\n")
 print(f"same batches in both (data hashes equal over {len(runs['dp'])} steps)")
+taken = [r.get("planner", "?") for r in runs["pp"]]
+print("plan.balance: pp took " + ", ".join(f"{n}'s plan on {taken.count(n)}" for n in sorted(set(taken)))
+      + f" of {len(taken)} steps")
 fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
 for n, c in (("dp", "tab:blue"), ("pp", "tab:orange")):
     a.plot([r["step"] for r in runs[n]], [r["seconds"] for r in runs[n]], "o-", c=c, label=labels[n])

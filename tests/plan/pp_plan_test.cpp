@@ -158,6 +158,37 @@ TEST(PpPlan, StartingLoadsInPpBalance) {
   EXPECT_THROW(pp_balance(lengths, o, model), Error);
 }
 
+// The runtime's plan.balance: pp is a portfolio: PP-Balance's plan, or
+// hdp's where its slowest pipeline is predicted faster; never slower than
+// either, and each wins somewhere.
+TEST(PpPlan, StepPlanIsTheFasterOfPpBalanceAndHdp) {
+  const CostModel cost = plantest::llama7b_cost();
+  Rng rng(11);
+  int hdp_wins = 0, pp_wins = 0;
+  for (int iter = 0; iter < 200; ++iter) {
+    const plantest::Batch batch = plantest::random_batch(rng, 8, 1.5, 120);
+    const PlannerOptions o = options(batch.trainers, batch.capacity);
+    const int pp = 2 + int(rng.below(3));
+    SCOPED_TRACE(strf("iter %d: T %d, C %lld, pp %d, %zu sequences", iter, o.trainers,
+                      (long long)o.capacity, pp, batch.lengths.size()));
+    const PipelineModel model = balanced_pipeline(llama7b(), cost, pp, o.capacity);
+    const Plan step = pp_step_plan(batch.lengths, o, cost, model);
+    ASSERT_EQ(step.validate(), "");
+    EXPECT_EQ(placed_tokens(step), batch.lengths);
+    const double mine = slowest_pipeline(step, model, cost);
+    const double ppb =
+        slowest_pipeline(pp_balance_plan(batch.lengths, o, cost, model), model, cost);
+    const double hdp =
+        slowest_pipeline(make_plan(config::Planner::hdp, batch.lengths, o, cost), model, cost);
+    EXPECT_LE(mine, ppb * (1 + 1e-9));
+    EXPECT_LE(mine, hdp * (1 + 1e-3));
+    (step.planner == "hdp" ? hdp_wins : pp_wins) += 1;
+  }
+  std::printf("pp_step_plan over 200 batches: PP-Balance's plan %d, hdp's %d\n", pp_wins, hdp_wins);
+  EXPECT_GT(hdp_wins, 0);
+  EXPECT_GT(pp_wins, 0);
+}
+
 TEST(PpPlan, BalanceSwitchPicksTheScheduler) {
   const CostModel cost = plantest::llama7b_cost();
   const std::vector<int64_t> lengths = {9000, 300, 4000, 100, 2500};
@@ -172,9 +203,9 @@ TEST(PpPlan, BalanceSwitchPicksTheScheduler) {
                 .planner,
             "bytescale");
   c.balance = config::Balance::pp;
-  const Plan p =
-      make_step_plan(c, lengths, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity));
-  EXPECT_EQ(p.planner, "pp-balance");
+  const PipelineModel two = balanced_pipeline(llama7b(), cost, 2, o.capacity);
+  const Plan p = make_step_plan(c, lengths, o, cost, two);
+  EXPECT_EQ(p.planner, pp_step_plan(lengths, o, cost, two).planner);
   EXPECT_EQ(p.validate(), "");
   EXPECT_THROW(make_step_plan(c, {0}, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity)),
                Error);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include "plan/device_memory.hpp"
@@ -78,11 +79,13 @@ TEST(SimulatePipeline, TheStaticMeshRunsEqualMicroBatchCounts) {
   }
 }
 
-TEST(SimulatePipeline, PpBalanceOfShortSequencesIsPpBalanceItself) {
+TEST(SimulatePipeline, PpBalanceOfShortSequencesIsPpBalanceItselfOrHdp) {
   // Nothing longer than C: no rings, every pipeline takes short ones, and the
-  // step is PP-Balance's own prediction, never above round-robin's.
+  // step is PP-Balance's own prediction, never above round-robin's, or hdp's
+  // plan where that is predicted faster (pp_step_plan).
   const Small s;
   Rng rng(7);
+  int own = 0;
   for (int trial = 0; trial < 6; ++trial) {
     std::vector<int64_t> lengths;
     for (int i = 0; i < 300; ++i)  // skewed: mostly short, some near C
@@ -91,10 +94,23 @@ TEST(SimulatePipeline, PpBalanceOfShortSequencesIsPpBalanceItself) {
     const PipelineStep st = pp_balance_pipelines(lengths, s.options, s.cost, s.model);
     EXPECT_EQ(st.short_pipelines, 16);
     const PipelineBalanceOptions po{16, s.options.capacity, s.options.slack, {}};
-    EXPECT_NEAR(st.makespan(), pp_balance(lengths, po, s.model).makespan(), 1e-9);
-    EXPECT_LE(st.makespan(), pp_round_robin(lengths, po, s.model).makespan() * (1 + 1e-12));
-    EXPECT_GT(st.most(), st.fewest()) << "cheaper pipelines run more micro-batches";
+    const PipelineBatch balanced = pp_balance(lengths, po, s.model);
+    int32_t fewest = balanced.micro_batches_of(0), most = fewest;
+    for (int32_t p = 1; p < balanced.pipelines(); ++p) {
+      fewest = std::min(fewest, balanced.micro_batches_of(p));
+      most = std::max(most, balanced.micro_batches_of(p));
+    }
+    EXPECT_GT(most, fewest) << "PP-Balance: cheaper pipelines run more micro-batches";
+    const double alone = balanced.makespan();
+    EXPECT_LE(alone, pp_round_robin(lengths, po, s.model).makespan() * (1 + 1e-12));
+    if (st.hdp_placement) {
+      EXPECT_LT(st.makespan(), alone);
+      continue;
+    }
+    ++own;
+    EXPECT_NEAR(st.makespan(), alone, 1e-9);
   }
+  std::printf("PP-Balance's own plan on %d of 6 batches, hdp's on the others\n", own);
 }
 
 TEST(SimulatePipeline, APipelineLoadCostsWhatThePlanPredicts) {

@@ -55,6 +55,8 @@ if [[ $backend == cpu ]]; then
         awk '{print $4, $6}')
       [[ -n ${lo:-} && $lo != "$hi" ]] ||
         { cat "$dir/$case_name.txt"; fail "$case_name: the pipelines ran equal micro-batch counts"; }
+      grep -q "(pp-balance's plan)" "$dir/$case_name.txt" ||
+        { cat "$dir/$case_name.txt"; fail "$case_name: no step ran PP-Balance's own plan"; }
       echo "ok: $case_name: pipelines ran $lo to $hi micro-batches"
     fi
   done
