@@ -222,6 +222,61 @@ PipelineBatch pp_balance(const std::vector<int64_t>& lengths, const PipelineBala
   return finish("pp-balance", std::move(mbs), std::move(best), lengths, model);
 }
 
+PipelineBatch pp_balance_by_sequence(const std::vector<int64_t>& lengths,
+                                     const PipelineBalanceOptions& o, const PipelineModel& model) {
+  check_inputs(lengths, o);
+  const int32_t D = o.pipelines;
+  std::vector<int32_t> order(lengths.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t x, int32_t y) { return lengths[x] > lengths[y]; });
+  struct Pipe {
+    MicroBatches bins;
+    std::vector<int64_t> room;
+    std::vector<MicroBatchLoad> loads;
+  };
+  std::vector<Pipe> pipes(static_cast<size_t>(D));
+  std::vector<MicroBatchLoad> trial;
+  for (int32_t i : order) {
+    const int64_t L = lengths[size_t(i)];
+    int32_t best = 0;
+    size_t best_bin = 0;
+    double best_time = 0;
+    for (int32_t p = 0; p < D; ++p) {
+      const Pipe& pipe = pipes[size_t(p)];
+      size_t bin = 0;  // first fit
+      while (bin < pipe.bins.size() && pipe.room[bin] < L) ++bin;
+      trial = pipe.loads;
+      if (bin == trial.size()) trial.emplace_back();
+      trial[bin].tokens += double(L);
+      trial[bin].attn_l2 += double(L) * double(L);
+      const double t = start_of(o.start, p) + simulate_one_f_one_b(model, trial).makespan;
+      if (p == 0 || t < best_time * (1 - 1e-12)) {
+        best = p;
+        best_bin = bin;
+        best_time = t;
+      }
+    }
+    Pipe& pipe = pipes[size_t(best)];
+    if (best_bin == pipe.bins.size()) {
+      pipe.bins.emplace_back();
+      pipe.room.push_back(o.capacity);
+      pipe.loads.emplace_back();
+    }
+    pipe.bins[best_bin].push_back(i);
+    pipe.room[best_bin] -= L;
+    pipe.loads[best_bin].tokens += double(L);
+    pipe.loads[best_bin].attn_l2 += double(L) * double(L);
+  }
+  MicroBatches mbs;
+  std::vector<int32_t> offsets = {0};
+  for (Pipe& pipe : pipes) {
+    for (auto& bin : pipe.bins) mbs.push_back(std::move(bin));
+    offsets.push_back(int32_t(mbs.size()));
+  }
+  return finish("pp-balance", std::move(mbs), std::move(offsets), lengths, model);
+}
+
 PipelineBatch pp_round_robin(const std::vector<int64_t>& lengths, const PipelineBalanceOptions& o,
                              const PipelineModel& model) {
   check_inputs(lengths, o);

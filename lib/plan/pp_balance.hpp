@@ -65,6 +65,15 @@ struct PipelineBatch {
 
 PipelineBatch pp_balance(const std::vector<int64_t>& lengths, const PipelineBalanceOptions& options,
                          const PipelineModel& model);
+// PP-Balance by sequence, for batches too small to balance in whole
+// micro-batches: longest first, each sequence goes to the pipeline (first
+// fit into its micro-batches) whose predicted 1F1B makespan after taking it,
+// `start` included, is least, so long sequences gather where their bubbles
+// are paid anyway. It simulates every pipeline for every sequence: n x D
+// simulations (pp_plan.hpp runs it only on small batches).
+PipelineBatch pp_balance_by_sequence(const std::vector<int64_t>& lengths,
+                                     const PipelineBalanceOptions& options,
+                                     const PipelineModel& model);
 PipelineBatch pp_round_robin(const std::vector<int64_t>& lengths,
                              const PipelineBalanceOptions& options, const PipelineModel& model);
 

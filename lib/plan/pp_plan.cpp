@@ -67,6 +67,27 @@ std::vector<int32_t> add_rings(PlanBuilder& b, const std::vector<int64_t>& lengt
   return count;
 }
 
+// The slowest pipeline of `b`, starting loads included.
+double slowest_with_start(const PipelineBatch& b, const std::vector<double>& start) {
+  double t = 0;
+  for (int32_t p = 0; p < b.pipelines(); ++p)
+    t = std::max(t, (start.empty() ? 0.0 : start[size_t(p)]) + b.time(p));
+  return t;
+}
+
+// PP-Balance in runs of whole micro-batches, or by sequence where that is
+// predicted faster and cheap to plan (n x D simulations).
+PipelineBatch best_balance(const std::vector<int64_t>& lengths, const PipelineBalanceOptions& o,
+                           const PipelineModel& model) {
+  constexpr double kBySequenceLimit = 1 << 16;  // sequences x pipelines
+  PipelineBatch runs = pp_balance(lengths, o, model);
+  if (double(lengths.size()) * o.pipelines > kBySequenceLimit) return runs;
+  PipelineBatch by_sequence = pp_balance_by_sequence(lengths, o, model);
+  return slowest_with_start(by_sequence, o.start) < slowest_with_start(runs, o.start) * (1 - 1e-3)
+             ? by_sequence
+             : runs;
+}
+
 // Phase 2: the sequences not yet placed, all of at most C tokens, by
 // PP-Balance after each pipeline's rings.
 void add_whole(PlanBuilder& b, const std::vector<int64_t>& lengths, const PlannerOptions& options,
@@ -84,7 +105,7 @@ void add_whole(PlanBuilder& b, const std::vector<int64_t>& lengths, const Planne
   o.capacity = options.capacity;
   o.slack = options.slack;
   o.start = std::move(start);
-  const PipelineBatch batch = pp_balance(whole, o, model);
+  const PipelineBatch batch = best_balance(whole, o, model);
   for (int32_t p = 0; p < batch.pipelines(); ++p)
     for (int32_t j = batch.pipeline_begin[size_t(p)]; j < batch.pipeline_begin[size_t(p) + 1];
          ++j) {

@@ -11,8 +11,9 @@
 //     offload ratios and order, first in every trainer's list. hdp sees the
 //     whole batch so that it widens rings only as far as the step's total
 //     work asks (planned alone, rings would be spread over every rank).
-//  2. Whole sequences. The rest (all within C) go to pp_balance instead of
-//     where hdp put them, each pipeline starting with a load: the predicted
+//  2. Whole sequences. The rest (all within C) go to pp_balance (or, on
+//     small batches where that is predicted faster, pp_balance_by_sequence)
+//     instead of where hdp put them, each pipeline starting with a load: the predicted
 //     1F1B makespan of its kept micro-batches alone (a ring member holds its
 //     slots of tokens and L^2/k of attention; ring traffic and waits for
 //     ring partners are not counted, and the two phases are added, not

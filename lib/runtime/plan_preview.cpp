@@ -112,7 +112,10 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
                 st.min_micro_batches, st.max_micro_batches, human_seconds(mine).c_str(),
                 st.imbalance, human_bytes(st.comm_bytes).c_str(), p.planning_seconds * 1e3,
                 human_seconds(theirs).c_str(), theirs / std::max(mine, 1e-12),
-                p.static_fallback() ? "  static fallback" : "");
+                p.static_fallback() ? "  static fallback"
+                : pipes && c.plan.balance == config::Balance::pp && p.planner != "pp-balance"
+                    ? "  hdp's plan"
+                    : "");
     fallbacks += p.static_fallback();
     if (step == 0 && on_first_step) on_first_step(grid ? q : p, grid ? p : q);
     if (step == 0 && trainers_per_node > 0)

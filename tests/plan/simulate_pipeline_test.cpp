@@ -81,8 +81,9 @@ TEST(SimulatePipeline, TheStaticMeshRunsEqualMicroBatchCounts) {
 
 TEST(SimulatePipeline, PpBalanceOfShortSequencesIsPpBalanceItselfOrHdp) {
   // Nothing longer than C: no rings, every pipeline takes short ones, and the
-  // step is PP-Balance's own prediction, never above round-robin's, or hdp's
-  // plan where that is predicted faster (pp_step_plan).
+  // step is never above PP-Balance's runs of whole micro-batches, which are
+  // never above round-robin's (the plan takes the better of those, by
+  // sequence, and hdp's: pp_plan.hpp).
   const Small s;
   Rng rng(7);
   int own = 0;
@@ -103,12 +104,9 @@ TEST(SimulatePipeline, PpBalanceOfShortSequencesIsPpBalanceItselfOrHdp) {
     EXPECT_GT(most, fewest) << "PP-Balance: cheaper pipelines run more micro-batches";
     const double alone = balanced.makespan();
     EXPECT_LE(alone, pp_round_robin(lengths, po, s.model).makespan() * (1 + 1e-12));
-    if (st.hdp_placement) {
-      EXPECT_LT(st.makespan(), alone);
-      continue;
-    }
-    ++own;
-    EXPECT_NEAR(st.makespan(), alone, 1e-9);
+    // PP-Balance's better placement (runs or by sequence), or hdp's.
+    EXPECT_LE(st.makespan(), alone * (1 + 1e-9));
+    own += !st.hdp_placement;
   }
   std::printf("PP-Balance's own plan on %d of 6 batches, hdp's on the others\n", own);
 }
