@@ -144,12 +144,17 @@ double slowest_pipeline(const Plan& plan, const PipelineModel& model, const Cost
 
 Plan pp_step_plan(const std::vector<int64_t>& lengths, const PlannerOptions& options,
                   const CostModel& cost, const PipelineModel& pipeline) {
+  const auto t0 = std::chrono::steady_clock::now();
   Plan pp = pp_balance_plan(lengths, options, cost, pipeline);
   Plan hdp = make_plan(config::Planner::hdp, lengths, options, cost);
   // Strictly faster only, so that ties keep PP-Balance.
-  if (slowest_pipeline(hdp, pipeline, cost) < slowest_pipeline(pp, pipeline, cost) * (1 - 1e-3))
-    return hdp;
-  return pp;
+  Plan& best =
+      slowest_pipeline(hdp, pipeline, cost) < slowest_pipeline(pp, pipeline, cost) * (1 - 1e-3)
+          ? hdp
+          : pp;
+  best.planning_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::move(best);
 }
 
 Plan make_step_plan(const config::PlanConfig& plan, const std::vector<int64_t>& lengths,

@@ -11,7 +11,6 @@
 #include "parallel/mesh.hpp"
 #include "plan/device_memory.hpp"
 #include "plan/host_memory.hpp"
-#include "plan/pipeline_schedule.hpp"
 #include "plan/planner.hpp"
 #include "plan/pp_plan.hpp"
 #include "plan/summary.hpp"
@@ -81,9 +80,8 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
   other_balance.balance =
       c.plan.balance == config::Balance::pp ? config::Balance::dp : config::Balance::pp;
   auto step_time = [&](const plan::Plan& plan) {
-    if (!pipes) return plan::plan_stats(plan).makespan;
-    const std::vector<double> t = plan::pipeline_times(plan, costs.pipeline, cost);
-    return *std::max_element(t.begin(), t.end());
+    return pipes ? plan::slowest_pipeline(plan, costs.pipeline, cost)
+                 : plan::plan_stats(plan).makespan;
   };
   if (pipes)
     std::printf("predicted: the slowest pipeline's 1F1B makespan; against plan.balance: %s\n",
