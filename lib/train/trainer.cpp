@@ -182,6 +182,10 @@ void Trainer::start_optimizer() {
         need.describe(3).c_str(), (long long)need.input.tokens, human_bytes(free_bytes).c_str());
     if (info.sharers > 1) memory_note_ += strf(" for %d trainers", info.sharers);
   };
+  // The CUDA backend's start waits on the other trainers (the device memory
+  // check, NCCL's bootstrap and set-up) with no deadline of its own. Nothing
+  // in it opens a watch of its own (the callbacks above run during steps).
+  WatchScope watch("the start of the trainers' backend (device memory check, NCCL set-up)");
   backend_->start_optimizer(opt, model_->params());
 }
 
