@@ -47,6 +47,7 @@ class MpiTpComm final : public DeviceTpComm<T> {
  public:
   MpiTpComm(MPI_Comm comm, WatchedWait watched) : comm_(comm), watched_(std::move(watched)) {
     MPI_CHECK(MPI_Comm_size(comm_, &size_));
+    if (!watched_) watched_ = [](const char*, const std::function<void()>& wait) { wait(); };
   }
   int size() const override { return size_; }
 
@@ -59,7 +60,7 @@ class MpiTpComm final : public DeviceTpComm<T> {
   void all_reduce_max(double* values, int64_t count, cudaStream_t stream) override {
     if (size_ == 1 || count == 0) return;
     std::span<double> host = staged<double>(values, count, stream);
-    wait("a tensor-parallel all-reduce (max) through host memory", [&] {
+    watched_("a tensor-parallel all-reduce (max) through host memory", [&] {
       MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host.data(), int(count), MPI_DOUBLE, MPI_MAX, comm_));
     });
     upload_sync<double>(values, host, stream);
@@ -85,7 +86,7 @@ class MpiTpComm final : public DeviceTpComm<T> {
     std::span<V> mine = staged<V>(values, count, stream);
     const int bytes = int(mine.size_bytes());
     gathered_.resize(mine.size_bytes() * size_t(size_));
-    wait("a tensor-parallel sum through host memory", [&] {
+    watched_("a tensor-parallel sum through host memory", [&] {
       MPI_CHECK(
           MPI_Allgather(mine.data(), bytes, MPI_BYTE, gathered_.data(), bytes, MPI_BYTE, comm_));
     });
@@ -99,15 +100,8 @@ class MpiTpComm final : public DeviceTpComm<T> {
     upload_sync<V>(values, mine, stream);
   }
 
-  void wait(const char* what, const std::function<void()>& call) {
-    if (watched_)
-      watched_(what, call);
-    else
-      call();
-  }
-
   MPI_Comm comm_;
-  WatchedWait watched_;
+  WatchedWait watched_;  // never empty: a plain call where none was given
   int size_ = 1;
   std::vector<std::byte> host_, gathered_;
 };
@@ -121,6 +115,6 @@ std::unique_ptr<DeviceTpComm<T>> mpi_tp_comm(MPI_Comm tensor, WatchedWait watche
 
 template std::unique_ptr<DeviceTpComm<float>> mpi_tp_comm<float>(MPI_Comm, WatchedWait);
 template std::unique_ptr<DeviceTpComm<__nv_bfloat16>> mpi_tp_comm<__nv_bfloat16>(MPI_Comm,
-                                                                                  WatchedWait);
+                                                                                 WatchedWait);
 
 }  // namespace meshloom::kernels

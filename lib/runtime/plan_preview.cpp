@@ -101,8 +101,10 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
     const std::string err = p.validate();
     if (!err.empty()) throw Error(strf("step %lld: %s", (long long)step, err.c_str()));
     const plan::Plan q = plan::make_plan(other, lengths, o, cost);
-    const plan::Plan& against =
-        pipes ? plan::make_step_plan(other_balance, lengths, o, cost, costs.pipeline) : q;
+    const plan::Plan other_step =
+        pipes ? plan::make_step_plan(other_balance, lengths, o, cost, costs.pipeline)
+              : plan::Plan{};
+    const plan::Plan& against = pipes ? other_step : q;
     const plan::PlanStats st = plan::plan_stats(p);
     const double mine = step_time(p), theirs = step_time(against);
     std::printf("%5lld %8zu %6lld %6d %4d-%-4d %10s %10.3f %10s %11.2f %10s %9.2fx%s\n",
