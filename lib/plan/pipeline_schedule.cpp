@@ -249,12 +249,4 @@ std::vector<std::vector<MicroBatchLoad>> plan_loads(const Plan& plan, const Cost
   return lists;
 }
 
-std::vector<double> pipeline_times(const Plan& plan, const PipelineModel& model,
-                                   const CostModel& cost) {
-  std::vector<double> out;
-  for (const auto& loads : plan_loads(plan, cost))
-    out.push_back(loads.empty() ? 0.0 : simulate_one_f_one_b(model, loads).makespan);
-  return out;
-}
-
 }  // namespace meshloom::plan

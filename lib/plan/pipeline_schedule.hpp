@@ -85,12 +85,6 @@ PipeTiming simulate_one_f_one_b(const PipelineModel& model,
 MicroBatchLoad pipeline_load(const Plan& plan, const MicroBatch& mb, const CostModel& cost);
 // Every HDP rank's micro-batches of `plan`, in its order, as pipeline loads.
 std::vector<std::vector<MicroBatchLoad>> plan_loads(const Plan& plan, const CostModel& cost);
-// Each HDP rank of `plan` run as a pipeline (parallel.pp > 1): the predicted
-// 1F1B makespan of its plan_loads on `model`. Rings are not made to wait for
-// their other members (the runtime's slots do that).
-std::vector<double> pipeline_times(const Plan& plan, const PipelineModel& model,
-                                   const CostModel& cost);
-
 // The least makespan any schedule could reach: the longest micro-batch's
 // chain through every stage and back (with its messages), and the busiest
 // stage's total work.

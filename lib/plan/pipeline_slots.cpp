@@ -95,27 +95,47 @@ namespace {
 
 enum class Input { ready, missing, wrong };
 
-// The state of simulate_pipelines: where each (pipeline, stage) is, and the
-// messages in flight. Micro-batches are indices into their pipeline's list.
+constexpr double kNotYet = -1;
+
+// A message in a channel: its micro-batch and when it arrives.
+struct Message {
+  int32_t micro_batch = 0;
+  double at = 0;
+};
+
+// The state of simulate_pipelines and pipeline_timings: where each
+// (pipeline, stage) is, when it is free, and the messages in flight.
+// Micro-batches are indices into their pipeline's list. Without costs every
+// op takes no time.
 struct Pipelines {
   const Plan& plan;
   std::span<const PipeSchedule> schedules;
+  std::span<const PipeCosts> costs;  // per pipeline, or empty
   int pp = 0;
-  std::vector<std::vector<size_t>> next;                   // [t][s]: next op
-  std::vector<std::vector<std::deque<int32_t>>> acts;      // [t][s]: from s - 1
-  std::vector<std::vector<std::deque<int32_t>>> grads;     // [t][s]: from s + 1
-  std::vector<std::vector<std::vector<uint8_t>>> forward;  // [t][s][i]: F(i) ran
+  std::vector<std::vector<size_t>> next;                // [t][s]: next op
+  std::vector<std::vector<std::deque<Message>>> acts;   // [t][s]: from s - 1
+  std::vector<std::vector<std::deque<Message>>> grads;  // [t][s]: from s + 1
+  std::vector<std::vector<std::vector<double>>> f_end;  // [t][s][i]: kNotYet
+  std::vector<std::vector<double>> free;                // [t][s]
+  std::vector<PipeTiming> timing;                       // per pipeline
   std::string error;
 
-  Pipelines(const Plan& p, std::span<const PipeSchedule> sch, int stages)
-      : plan(p), schedules(sch), pp(stages) {
+  Pipelines(const Plan& p, std::span<const PipeSchedule> sch, std::span<const PipeCosts> c,
+            int stages)
+      : plan(p), schedules(sch), costs(c), pp(stages) {
     const size_t T = size_t(p.trainers);
     next.assign(T, std::vector<size_t>(size_t(pp), 0));
-    acts.assign(T, std::vector<std::deque<int32_t>>(size_t(pp)));
+    acts.assign(T, std::vector<std::deque<Message>>(size_t(pp)));
     grads = acts;
-    forward.resize(T);
-    for (size_t t = 0; t < T; ++t)
-      forward[t].assign(size_t(pp), std::vector<uint8_t>(size_t(list_size(p, int32_t(t))), 0));
+    free.assign(T, std::vector<double>(size_t(pp), 0.0));
+    f_end.resize(T);
+    timing.resize(T);
+    for (size_t t = 0; t < T; ++t) {
+      f_end[t].assign(size_t(pp), std::vector<double>(size_t(list_size(p, int32_t(t))), kNotYet));
+      timing[t].busy.assign(size_t(pp), 0.0);
+      timing[t].ops.resize(size_t(pp));
+      for (int s = 0; s < pp; ++s) timing[t].ops[size_t(s)].resize(sch[t][size_t(s)].size());
+    }
   }
 
   const PipeOp* next_op(int32_t t, int s) const {
@@ -131,50 +151,77 @@ struct Pipelines {
     return strf("pipeline %d stage %d at %s%s", t, s, to_string(op).c_str(),
                 r < 0 ? "" : strf(" (ring of sequence %d)", r).c_str());
   }
+  double seconds(int32_t t, int s, const PipeOp& op) const {
+    if (costs.empty()) return 0;
+    const PipeCosts& c = costs[size_t(t)];
+    return (op.backward ? c.backward : c.forward)[size_t(s)][size_t(op.micro_batch)];
+  }
 
-  // Whether op's input (its activation, or its gradient and own forward) is there.
-  Input input(int32_t t, int s, const PipeOp& op) {
+  // Whether op's input (its activation, or its gradient and own forward) is
+  // there; if so, `at` is when the op could start on an idle stage.
+  Input input(int32_t t, int s, const PipeOp& op, double* at = nullptr) {
     const int32_t i = op.micro_batch;
-    if (op.backward && !forward[size_t(t)][size_t(s)][size_t(i)]) {
+    const double own = f_end[size_t(t)][size_t(s)][size_t(i)];
+    if (op.backward && own == kNotYet) {
       error = name(t, s, op) + ": its forward has not run";
       return Input::wrong;
     }
+    double ready = op.backward ? own : 0.0;
     const bool first = op.backward ? s == pp - 1 : s == 0;
-    if (first) return Input::ready;
-    const std::deque<int32_t>& q = (op.backward ? grads : acts)[size_t(t)][size_t(s)];
-    if (q.empty()) return Input::missing;
-    if (q.front() == i) return Input::ready;
-    error = name(t, s, op) + strf(": the first %s in its channel is for micro-batch %d",
-                                  op.backward ? "gradient" : "activation", q.front());
-    return Input::wrong;
+    if (!first) {
+      const std::deque<Message>& q = (op.backward ? grads : acts)[size_t(t)][size_t(s)];
+      if (q.empty()) return Input::missing;
+      if (q.front().micro_batch != i) {
+        error =
+            name(t, s, op) + strf(": the first %s in its channel is for micro-batch %d",
+                                  op.backward ? "gradient" : "activation", q.front().micro_batch);
+        return Input::wrong;
+      }
+      ready = std::max(ready, q.front().at);
+    }
+    if (at) *at = std::max(ready, free[size_t(t)][size_t(s)]);
+    return Input::ready;
   }
 
-  void run(int32_t t, int s) {
+  // Runs (t, s)'s next op from `start` for `len` seconds.
+  void run(int32_t t, int s, double start, double len) {
     const PipeOp op = *next_op(t, s);
     auto& here = (op.backward ? grads : acts)[size_t(t)];
     if (op.backward ? s < pp - 1 : s > 0) here[size_t(s)].pop_front();
-    if (!op.backward) forward[size_t(t)][size_t(s)][size_t(op.micro_batch)] = 1;
+    const double end = start + len;
+    if (!op.backward) f_end[size_t(t)][size_t(s)][size_t(op.micro_batch)] = end;
     const int to = op.backward ? s - 1 : s + 1;
-    if (to >= 0 && to < pp) here[size_t(to)].push_back(op.micro_batch);
+    const double transfer = costs.empty() ? 0.0 : costs[size_t(t)].transfer[size_t(op.micro_batch)];
+    if (to >= 0 && to < pp) here[size_t(to)].push_back({op.micro_batch, end + transfer});
+    PipeTiming& tm = timing[size_t(t)];
+    tm.ops[size_t(s)][next[size_t(t)][size_t(s)]] = {start, end};
+    tm.busy[size_t(s)] += len;
+    free[size_t(t)][size_t(s)] = end;
     ++next[size_t(t)][size_t(s)];
   }
 
-  // Runs the next op of (t, s), with the rest of its ring; false when it waits.
+  // Runs the next op of (t, s), with the rest of its ring; false when it
+  // waits. A ring starts when its last member can and takes its slowest
+  // member's time on all (a collective).
   bool step(int32_t t, int s) {
     const PipeOp* op = next_op(t, s);
-    if (!op || input(t, s, *op) != Input::ready) return false;
+    double start = 0;
+    if (!op || input(t, s, *op, &start) != Input::ready) return false;
     const int32_t r = ring(t, *op);
     if (r < 0) {
-      run(t, s);
+      run(t, s, start, seconds(t, s, *op));
       return true;
     }
+    double len = 0;
     for (int32_t m : plan.group(r)) {
       const PipeOp* mine = next_op(m, s);
-      if (m == t) continue;
       if (!mine || mine->backward != op->backward || ring(m, *mine) != r) return false;
-      if (input(m, s, *mine) != Input::ready) return false;
+      double at = 0;
+      if (input(m, s, *mine, &at) != Input::ready) return false;
+      start = std::max(start, at);
+      len = std::max(len, seconds(m, s, *mine));
     }
-    for (int32_t m : plan.group(r)) run(m, s);
+    for (int32_t m : plan.group(r)) run(m, s, start, len);
     return true;
   }
 
@@ -201,6 +248,22 @@ struct Pipelines {
           parts.push_back(name(t, s, *next_op(t, s)) + " waits for " + waits(t, s));
     return parts.empty() ? "" : "pipelines deadlock: " + join(parts, "; ");
   }
+
+  // Runs every op that can run; "" when all ran, else what went wrong.
+  std::string run_all() {
+    // Every sweep runs at least one op or ends: at most (all ops) sweeps.
+    for (bool progress = true; progress && error.empty();) {
+      progress = false;
+      for (int32_t t = 0; t < plan.trainers; ++t)
+        for (int s = 0; s < pp; ++s)
+          while (error.empty() && step(t, s)) progress = true;
+    }
+    if (!error.empty()) return error;
+    for (PipeTiming& tm : timing)
+      for (const std::vector<OpTime>& ops : tm.ops)
+        if (!ops.empty()) tm.makespan = std::max(tm.makespan, ops.back().end);
+    return stuck();
+  }
 };
 
 std::string check_shapes(const Plan& plan, std::span<const PipeSchedule> schedules) {
@@ -221,16 +284,30 @@ std::string check_shapes(const Plan& plan, std::span<const PipeSchedule> schedul
 std::string simulate_pipelines(const Plan& plan, std::span<const PipeSchedule> schedules) {
   const std::string shapes = check_shapes(plan, schedules);
   if (!shapes.empty() || plan.trainers == 0) return shapes;
-  Pipelines run(plan, schedules, int(schedules[0].size()));
-  // Every sweep runs at least one op or ends: at most (all ops) sweeps.
-  for (bool progress = true; progress && run.error.empty();) {
-    progress = false;
-    for (int32_t t = 0; t < plan.trainers; ++t)
-      for (int s = 0; s < run.pp; ++s)
-        while (run.error.empty() && run.step(t, s)) progress = true;
+  return Pipelines(plan, schedules, {}, int(schedules[0].size())).run_all();
+}
+
+std::vector<PipeTiming> pipeline_timings(const Plan& plan, const PipelineModel& model,
+                                         const CostModel& cost) {
+  const PipelineSlots slots = pipeline_slots(plan);
+  std::vector<PipeSchedule> schedules;
+  std::vector<PipeCosts> costs;
+  const std::vector<std::vector<MicroBatchLoad>> loads = plan_loads(plan, cost);
+  for (int32_t t = 0; t < plan.trainers; ++t) {
+    schedules.push_back(pipeline_schedule(plan, slots, t, model.pp()));
+    costs.push_back(pipe_costs(model, loads[size_t(t)]));
   }
-  if (!run.error.empty()) return run.error;
-  return run.stuck();
+  Pipelines run(plan, schedules, costs, model.pp());
+  const std::string err = run.run_all();
+  if (!err.empty()) throw Error("pipeline timing: " + err);
+  return std::move(run.timing);
+}
+
+std::vector<double> pipeline_times(const Plan& plan, const PipelineModel& model,
+                                   const CostModel& cost) {
+  std::vector<double> out;
+  for (const PipeTiming& t : pipeline_timings(plan, model, cost)) out.push_back(t.makespan);
+  return out;
 }
 
 }  // namespace meshloom::plan

@@ -76,4 +76,16 @@ PipeSchedule pipeline_schedule(const Plan& plan, const PipelineSlots& slots, int
 // else the first message out of order or the ops stuck in a deadlock.
 std::string simulate_pipelines(const Plan& plan, std::span<const PipeSchedule> schedules);
 
+// Each HDP rank of `plan` run as a pipeline (parallel.pp > 1) as the runtime
+// runs it: 1F1B over its slots with plan_loads' costs on `model`, every
+// pipeline at once, a ring's op starting when all its members' stages can
+// and lasting its slowest member's time. So a pipeline's timing includes
+// its waits for the other pipelines of its rings (a short pipeline whose
+// ring partner is busy ends late too). Throws Error if the plan deadlocks.
+std::vector<PipeTiming> pipeline_timings(const Plan& plan, const PipelineModel& model,
+                                         const CostModel& cost);
+// Their makespans: each pipeline's predicted time.
+std::vector<double> pipeline_times(const Plan& plan, const PipelineModel& model,
+                                   const CostModel& cost);
+
 }  // namespace meshloom::plan

@@ -7,6 +7,7 @@
 #include "plan/cp_algorithm.hpp"
 #include "plan/hdp_planner.hpp"
 #include "plan/pipeline_schedule.hpp"
+#include "plan/pipeline_slots.hpp"
 #include "plan/pp_balance.hpp"
 
 namespace meshloom::plan {

@@ -7,6 +7,7 @@
 #include "base/check.hpp"
 #include "base/strings.hpp"
 #include "plan/device_memory.hpp"
+#include "plan/pipeline_slots.hpp"
 #include "plan/pp_balance.hpp"
 #include "plan/pp_plan.hpp"
 #include "plan/static_planner.hpp"
@@ -46,6 +47,17 @@ PipelineStep run_pipelines(std::string setup, const Lists& lists, const Pipeline
     st.timing.push_back(simulate_one_f_one_b(model, list));
     st.micro_batch.push_back(int32_t(list.size()));
   }
+  return st;
+}
+
+// A plan's pipelines as the runtime runs them (rings coupling them).
+PipelineStep plan_pipelines(std::string setup, const Plan& plan, const PipelineModel& model,
+                            const CostModel& cost) {
+  PipelineStep st;
+  st.setup = std::move(setup);
+  st.timing = pipeline_timings(plan, model, cost);
+  for (int32_t t = 0; t < plan.trainers; ++t)
+    st.micro_batch.push_back(int32_t(plan.micro_batches_of(t).size()));
   return st;
 }
 
@@ -173,7 +185,7 @@ PipelineStep static_pipelines(const std::vector<int64_t>& lengths, const Planner
 PipelineStep dp_balance_pipelines(const std::vector<int64_t>& lengths, const PlannerOptions& o,
                                   const CostModel& cost, const PipelineModel& model) {
   const Plan p = make_plan("bytescale", lengths, o, cost);
-  PipelineStep st = run_pipelines("dp-balance", plan_loads(p, cost), model);
+  PipelineStep st = plan_pipelines("dp-balance", p, model, cost);
   st.placed.assign(lengths.size(), 0);
   add_placed(p, identity(lengths.size()), st.placed);
   return st;
@@ -185,7 +197,7 @@ PipelineStep pp_balance_pipelines(const std::vector<int64_t>& lengths, const Pla
   // PP-Balance of the rest with the rings as each pipeline's starting load;
   // hdp's own plan where that is predicted faster.
   const Plan p = pp_step_plan(lengths, o, cost, model);
-  PipelineStep st = run_pipelines("pp-balance", plan_loads(p, cost), model);
+  PipelineStep st = plan_pipelines("pp-balance", p, model, cost);
   st.hdp_placement = p.planner == "hdp";
   for (int32_t t = 0; t < p.trainers; ++t) {  // pipelines that got short sequences
     bool short_ones = false;

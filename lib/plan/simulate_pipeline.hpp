@@ -19,10 +19,10 @@
 // The step is the slowest pipeline.
 //
 // A micro-batch of a plan becomes a pipeline load (pipeline_load,
-// pipeline_schedule.hpp). The one simplification: the members of a ring in different
-// pipelines are not made to wait for each other (only the static grid's
-// lock step holds by construction); HDP setups are thereby a little
-// optimistic.
+// pipeline_schedule.hpp); HDP setups run their pipelines together as the
+// runtime does (pipeline_timings, pipeline_slots.hpp): a ring's members
+// wait for each other stage by stage, and the static grid's DP ranks run in
+// lock step by construction.
 //
 // The PP degree, when not given, follows from memory (pipeline_fit): stage s
 // of a 1F1B pipeline holds its layers' weights, gradients and ZeRO-1 share

@@ -19,7 +19,10 @@
 # `meshloom plan --config` predicts both on the same batches first
 # ($out/pp_predicted.txt). Prints the table, writes bench/results/pp.csv
 # and pp.png. Bubbles cost wall time only with a core per rank: on fewer
-# cores than ranks a waiting stage gives its core away.
+# cores than ranks a waiting stage gives its core away, so there each rank
+# runs capped at an even share of the cores (core_share.sh, a cgroup CPU
+# quota: a rank on a slower core of its own; CORE_SHARE= turns it off,
+# CORE_SHARE=0.2 sets it).
 #   scripts/bench/bench_pp.sh   (STEPS=8 TOKENS=32768 C=2048 SEQ=4096
 #                                LONG=2048 PIPES=3 by default)
 #   RUNS_TO=DIR ...   runs only, in DIR (config, metrics, logs, the machine's
@@ -59,7 +62,8 @@ data:
 checkpoint: {every: 0}
 YAML
 run() { bench_train "$1" $((2 + 2 * PIPES)) "${@:2}"; }
-echo "$(nproc) cores, $(hostname)" >"$work/machine.txt"
+CORE_SHARE=${CORE_SHARE-$(core_share_for $((2 + 2 * PIPES)))}
+echo "$(nproc) cores${CORE_SHARE:+, each rank capped at $CORE_SHARE of a core}, $(hostname)" >"$work/machine.txt"
 "$MESHLOOM" plan --config "$work/c.yaml" --trainers $((2 * PIPES)) --steps "$STEPS" \
   --set plan.balance=pp >"$work/predicted.txt" 2>&1 || { cat "$work/predicted.txt"; exit 1; }
 run calib

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <tuple>
 
 #include "base/strings.hpp"
 #include "plan/planner.hpp"
@@ -178,4 +180,100 @@ TEST(PipelineSlots, RandomPlansNeverDeadlock) {
               rings, plain_deadlocks);
   EXPECT_GT(rings, plans);        // the batches do couple pipelines
   EXPECT_GT(plain_deadlocks, 0);  // and without slots some of them deadlock
+}
+
+namespace {
+
+// Each pipeline's slot schedule simulated alone: no waits for ring members.
+std::vector<PipeTiming> alone(const Plan& plan, const PipelineModel& model, const CostModel& cost) {
+  const std::vector<PipeSchedule> schedules = by_slots(plan, model.pp());
+  const auto loads = plan_loads(plan, cost);
+  std::vector<PipeTiming> out;
+  for (int32_t t = 0; t < plan.trainers; ++t)
+    out.push_back(simulate_pipeline(schedules[t], pipe_costs(model, loads[t])));
+  return out;
+}
+
+// Every ring's op, at every stage, starts and ends at one time on all its
+// members; "" or the first that does not.
+std::string rings_together(const Plan& plan, const std::vector<PipeTiming>& timing, int pp) {
+  const std::vector<PipeSchedule> schedules = by_slots(plan, pp);
+  std::map<std::tuple<int32_t, int, bool>, OpTime> seen;  // (ring, stage, backward)
+  for (int32_t t = 0; t < plan.trainers; ++t)
+    for (int s = 0; s < pp; ++s)
+      for (size_t k = 0; k < schedules[t][s].size(); ++k) {
+        const PipeOp& op = schedules[t][s][k];
+        const int32_t seq = plan.pieces[plan.micro_batches_of(t)[op.micro_batch].piece_begin].seq;
+        if (plan.group_size(seq) == 1) continue;
+        const OpTime at = timing[t].ops[s][k];
+        const auto [it, first] = seen.emplace(std::tuple(seq, s, op.backward), at);
+        if (!first && (it->second.start != at.start || it->second.end != at.end))
+          return strf("ring of sequence %d, stage %d, %s: [%g, %g] on pipeline %d, [%g, %g] before",
+                      seq, s, op.backward ? "backward" : "forward", at.start, at.end, t,
+                      it->second.start, it->second.end);
+      }
+  return "";
+}
+
+}  // namespace
+
+TEST(PipelineTimings, ARingWaitsForItsSlowestMember) {
+  // Trainer 0 runs R and Q; trainer 1 runs A between them, so trainer 0's Q
+  // waits for trainer 1's A and both pipelines end with Q's backward, when
+  // trainer 1 alone would.
+  const Plan plan = ring_a_ring_plan();
+  const CostModel cost = plantest::llama7b_cost();
+  for (int pp = 1; pp <= 3; ++pp) {
+    SCOPED_TRACE(strf("pp %d", pp));
+    const PipelineModel model = balanced_pipeline(model_shape("llama-7b"), cost, pp, 200);
+    const std::vector<PipeTiming> coupled = pipeline_timings(plan, model, cost);
+    const std::vector<PipeTiming> own = alone(plan, model, cost);
+    ASSERT_EQ(coupled.size(), 2u);
+    EXPECT_EQ(rings_together(plan, coupled, pp), "");
+    EXPECT_DOUBLE_EQ(coupled[0].makespan, coupled[1].makespan);
+    EXPECT_DOUBLE_EQ(coupled[1].makespan, own[1].makespan);  // trainer 1 never waited
+    // With one stage A cannot hide in a bubble: trainer 0 waits for it.
+    if (pp == 1) {
+      EXPECT_GT(coupled[0].makespan, own[0].makespan * 1.05);
+    }
+    EXPECT_EQ(pipeline_times(plan, model, cost),
+              (std::vector<double>{coupled[0].makespan, coupled[1].makespan}));
+  }
+}
+
+TEST(PipelineTimings, RandomPlansOnlyWaitForRings) {
+  const CostModel cost = plantest::llama7b_cost();
+  Rng rng(21);
+  int coupled_later = 0, ringless = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    PlannerOptions o;
+    o.trainers = 1 + int32_t(rng.below(8));
+    o.capacity = 64 + int64_t(rng.below(448));
+    const int pp = 1 + int(rng.below(4));
+    const std::vector<int64_t> lengths = random_lengths(rng, o.trainers, o.capacity);
+    const PipelineModel model = balanced_pipeline(model_shape("llama-7b"), cost, pp, o.capacity);
+    for (const std::string planner : {"hdp", "bytescale", "pp-balance"}) {
+      SCOPED_TRACE(strf("iter %d, %s, T %d, pp %d", iter, planner.c_str(), o.trainers, pp));
+      const Plan plan = planner == "pp-balance" ? pp_balance_plan(lengths, o, cost, model)
+                                                : make_plan(planner, lengths, o, cost);
+      const std::vector<PipeTiming> coupled = pipeline_timings(plan, model, cost);
+      const std::vector<PipeTiming> own = alone(plan, model, cost);
+      ASSERT_EQ(rings_together(plan, coupled, pp), "");
+      bool rings = false;
+      for (int32_t s = 0; s < plan.sequences(); ++s) rings = rings || plan.group_size(s) > 1;
+      for (int32_t t = 0; t < plan.trainers; ++t) {
+        // Waiting only delays: never earlier than alone, the same without rings.
+        ASSERT_GE(coupled[t].makespan, own[t].makespan * (1 - 1e-12));
+        if (!rings) {
+          ASSERT_DOUBLE_EQ(coupled[t].makespan, own[t].makespan);
+        }
+        coupled_later += coupled[t].makespan > own[t].makespan * (1 + 1e-9);
+      }
+      ringless += !rings;
+    }
+  }
+  std::printf("%d pipelines waited for ring members; %d plans without rings\n", coupled_later,
+              ringless);
+  EXPECT_GT(coupled_later, 0);
+  EXPECT_GT(ringless, 0);
 }
