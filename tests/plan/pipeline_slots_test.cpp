@@ -96,6 +96,31 @@ std::vector<int64_t> random_lengths(Rng& rng, int32_t trainers, int64_t capacity
   return lengths;
 }
 
+// Random batches (trainers 1-8, C 64-511, pp 1..max_pp), each planned by
+// hdp, bytescale and pp-balance: check(plan, model, pp) on every plan,
+// under a trace naming it; stops at the first fatal failure.
+template <class Check>
+void for_random_plans(uint64_t seed, int batches, int max_pp, Check check) {
+  const CostModel cost = plantest::llama7b_cost();
+  Rng rng(seed);
+  for (int iter = 0; iter < batches && !::testing::Test::HasFatalFailure(); ++iter) {
+    PlannerOptions o;
+    o.trainers = 1 + int32_t(rng.below(8));
+    o.capacity = 64 + int64_t(rng.below(448));
+    const int pp = 1 + int(rng.below(uint64_t(max_pp)));
+    const std::vector<int64_t> lengths = random_lengths(rng, o.trainers, o.capacity);
+    const PipelineModel model = balanced_pipeline(model_shape("llama-7b"), cost, pp, o.capacity);
+    for (const std::string planner : {"hdp", "bytescale", "pp-balance"}) {
+      SCOPED_TRACE(strf("iter %d, %s, T %d, C %lld, pp %d, %zu sequences", iter, planner.c_str(),
+                        o.trainers, (long long)o.capacity, pp, lengths.size()));
+      const Plan plan = planner == "pp-balance" ? pp_balance_plan(lengths, o, cost, model)
+                                                : make_plan(planner, lengths, o, cost);
+      check(plan, model, pp);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
 }  // namespace
 
 TEST(PipelineSlots, PlainIndicesDeadlockSlotsDoNot) {
@@ -152,30 +177,16 @@ TEST(PipelineSlots, ReportsMessagesOutOfOrder) {
 }
 
 TEST(PipelineSlots, RandomPlansNeverDeadlock) {
-  const CostModel cost = plantest::llama7b_cost();
-  Rng rng(20);
   int plans = 0, rings = 0, plain_deadlocks = 0;
-  for (int iter = 0; iter < 1000; ++iter) {
-    PlannerOptions o;
-    o.trainers = 1 + int32_t(rng.below(8));
-    o.capacity = 64 + int64_t(rng.below(448));
-    const int pp = 1 + int(rng.below(5));
-    const std::vector<int64_t> lengths = random_lengths(rng, o.trainers, o.capacity);
-    const PipelineModel model = balanced_pipeline(model_shape("llama-7b"), cost, pp, o.capacity);
-    for (const std::string planner : {"hdp", "bytescale", "pp-balance"}) {
-      SCOPED_TRACE(strf("iter %d, %s, T %d, C %lld, pp %d, %zu sequences", iter, planner.c_str(),
-                        o.trainers, (long long)o.capacity, pp, lengths.size()));
-      const Plan plan = planner == "pp-balance" ? pp_balance_plan(lengths, o, cost, model)
-                                                : make_plan(planner, lengths, o, cost);
-      ASSERT_EQ(plan.validate(), "");
-      const PipelineSlots slots = pipeline_slots(plan);
-      ASSERT_EQ(check_slots(plan, slots), "");
-      ASSERT_EQ(simulate_pipelines(plan, by_slots(plan, pp)), "");
-      ++plans;
-      for (int32_t s = 0; s < plan.sequences(); ++s) rings += plan.group_size(s) > 1;
-      if (!simulate_pipelines(plan, by_list_index(plan, pp)).empty()) ++plain_deadlocks;
-    }
-  }
+  for_random_plans(20, 1000, 5, [&](const Plan& plan, const PipelineModel&, int pp) {
+    ASSERT_EQ(plan.validate(), "");
+    const PipelineSlots slots = pipeline_slots(plan);
+    ASSERT_EQ(check_slots(plan, slots), "");
+    ASSERT_EQ(simulate_pipelines(plan, by_slots(plan, pp)), "");
+    ++plans;
+    for (int32_t s = 0; s < plan.sequences(); ++s) rings += plan.group_size(s) > 1;
+    if (!simulate_pipelines(plan, by_list_index(plan, pp)).empty()) ++plain_deadlocks;
+  });
   std::printf("%d plans, %d rings; %d deadlock with plain list indices, none with slots\n", plans,
               rings, plain_deadlocks);
   EXPECT_GT(rings, plans);        // the batches do couple pipelines
@@ -243,35 +254,23 @@ TEST(PipelineTimings, ARingWaitsForItsSlowestMember) {
 
 TEST(PipelineTimings, RandomPlansOnlyWaitForRings) {
   const CostModel cost = plantest::llama7b_cost();
-  Rng rng(21);
   int coupled_later = 0, ringless = 0;
-  for (int iter = 0; iter < 300; ++iter) {
-    PlannerOptions o;
-    o.trainers = 1 + int32_t(rng.below(8));
-    o.capacity = 64 + int64_t(rng.below(448));
-    const int pp = 1 + int(rng.below(4));
-    const std::vector<int64_t> lengths = random_lengths(rng, o.trainers, o.capacity);
-    const PipelineModel model = balanced_pipeline(model_shape("llama-7b"), cost, pp, o.capacity);
-    for (const std::string planner : {"hdp", "bytescale", "pp-balance"}) {
-      SCOPED_TRACE(strf("iter %d, %s, T %d, pp %d", iter, planner.c_str(), o.trainers, pp));
-      const Plan plan = planner == "pp-balance" ? pp_balance_plan(lengths, o, cost, model)
-                                                : make_plan(planner, lengths, o, cost);
-      const std::vector<PipeTiming> coupled = pipeline_timings(plan, model, cost);
-      const std::vector<PipeTiming> own = alone(plan, model, cost);
-      ASSERT_EQ(rings_together(plan, coupled, pp), "");
-      bool rings = false;
-      for (int32_t s = 0; s < plan.sequences(); ++s) rings = rings || plan.group_size(s) > 1;
-      for (int32_t t = 0; t < plan.trainers; ++t) {
-        // Waiting only delays: never earlier than alone, the same without rings.
-        ASSERT_GE(coupled[t].makespan, own[t].makespan * (1 - 1e-12));
-        if (!rings) {
-          ASSERT_DOUBLE_EQ(coupled[t].makespan, own[t].makespan);
-        }
-        coupled_later += coupled[t].makespan > own[t].makespan * (1 + 1e-9);
+  for_random_plans(21, 300, 4, [&](const Plan& plan, const PipelineModel& model, int pp) {
+    const std::vector<PipeTiming> coupled = pipeline_timings(plan, model, cost);
+    const std::vector<PipeTiming> own = alone(plan, model, cost);
+    ASSERT_EQ(rings_together(plan, coupled, pp), "");
+    bool rings = false;
+    for (int32_t s = 0; s < plan.sequences(); ++s) rings = rings || plan.group_size(s) > 1;
+    for (int32_t t = 0; t < plan.trainers; ++t) {
+      // Waiting only delays: never earlier than alone, the same without rings.
+      ASSERT_GE(coupled[t].makespan, own[t].makespan * (1 - 1e-12));
+      if (!rings) {
+        ASSERT_DOUBLE_EQ(coupled[t].makespan, own[t].makespan);
       }
-      ringless += !rings;
+      coupled_later += coupled[t].makespan > own[t].makespan * (1 + 1e-9);
     }
-  }
+    ringless += !rings;
+  });
   std::printf("%d pipelines waited for ring members; %d plans without rings\n", coupled_later,
               ringless);
   EXPECT_GT(coupled_later, 0);
