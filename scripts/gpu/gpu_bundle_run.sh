@@ -176,8 +176,9 @@ part_bench() {
   timed "$out/step_gpu_model.txt" with_libs "$b/bin/gpu_step_bench" tokens="${TOKENS:-32768}" layers="${LAYERS:-16}" iters=5
   row bench gpu_step_bench "rc $rc: $(tr ' ' '\n' <"$out/step_gpu_model.txt" | grep -E '^(mfu|tflops|step_seconds)=' | tr '\n' ' ')" $secs
 }
-# The CPU benchmark that 2 shared cores cannot measure (pipeline bubbles need
-# a core per stage): scripts/bench/bench_pp.sh's runs on this machine's cores,
+# The pipeline benchmark on real cores, a core per rank (2 cores at home run
+# it with each rank capped by core_share.sh; this checks that emulation):
+# scripts/bench/bench_pp.sh's runs on this machine's cores,
 # into logs.tar.gz's bench_pp/ (RAW=DIR scripts/bench/bench_pp.sh makes the
 # table back home). Needs the checkout around build-bundle/ (the device tool's
 # copy) with data/bench_step's pydocs and fortunes (carried: git-ignored).
