@@ -30,8 +30,10 @@ bool holds_long(const Plan& plan, const MicroBatch& mb) {
 // Phase 1: hdp plans the whole batch; its micro-batches that hold a
 // sequence longer than C are copied into `b`, first in each trainer's list
 // (keys 0, 1, ...). Returns each trainer's count of them, marks their
-// sequences in `placed`, and sets `start` to each pipeline's 1F1B makespan
-// of them.
+// sequences in `placed`, and sets `start` to each pipeline's makespan of
+// them with the pipelines run together (pipeline_times): a ring waits for
+// its slowest member, so a pipeline's rings can end well after their own
+// work would, and PP-Balance would fill that wait with short micro-batches.
 std::vector<int32_t> add_rings(PlanBuilder& b, const std::vector<int64_t>& lengths,
                                const PlannerOptions& options, const CostModel& cost,
                                const PipelineModel& model, std::vector<uint8_t>& placed,
@@ -44,27 +46,25 @@ std::vector<int32_t> add_rings(PlanBuilder& b, const std::vector<int64_t>& lengt
   const Plan hdp = plan_hdp(lengths, o, cost);
   ML_CHECK(hdp.rule == ChunkRule::kBalanced && hdp.trainers == options.trainers,
            "hdp's plan has another layout");
-  for (int32_t t = 0; t < hdp.trainers; ++t) {
-    std::vector<MicroBatchLoad> loads;
+  // The rings alone, to time them: the other sequences grouped, not placed.
+  PlanBuilder rings("rings", options.trainers, options.capacity, ChunkRule::kBalanced, lengths,
+                    cost);
+  for (int32_t s = 0; s < hdp.sequences(); ++s) rings.set_group(s, hdp.group(s));
+  for (int32_t t = 0; t < hdp.trainers; ++t)
     for (const MicroBatch& mb : hdp.micro_batches_of(t)) {
       if (!holds_long(hdp, mb)) continue;
       const std::span<const Piece> pieces = hdp.pieces_of(mb);
-      MicroBatchLoad load;
-      for (const Piece& p : pieces) {
+      for (const Piece& p : pieces)
         if (p.member == 0) {  // once per sequence
           b.set_group(p.seq, hdp.group(p.seq));
           b.set_offload(p.seq, hdp.offload_ratio(p.seq));
           placed[size_t(p.seq)] = 1;
         }
-        const double L = double(lengths[size_t(p.seq)]);
-        load.tokens += double(hdp.slots(p));
-        load.attn_l2 += L * L / hdp.group_size(p.seq);
-      }
-      b.add_micro_batch(t, double(count[size_t(t)]++), pieces);
-      loads.push_back(load);
+      const double key = double(count[size_t(t)]++);
+      b.add_micro_batch(t, key, pieces);
+      rings.add_micro_batch(t, key, pieces);
     }
-    start[size_t(t)] = simulate_one_f_one_b(model, loads).makespan;
-  }
+  start = pipeline_times(rings.finish(cost), model, cost);
   return count;
 }
 

@@ -13,12 +13,12 @@
 //     work asks (planned alone, rings would be spread over every rank).
 //  2. Whole sequences. The rest (all within C) go to pp_balance (or, on
 //     small batches where that is predicted faster, pp_balance_by_sequence)
-//     instead of where hdp put them, each pipeline starting with a load: the predicted
-//     1F1B makespan of its kept micro-batches alone (a ring member holds its
-//     slots of tokens and L^2/k of attention; ring traffic and waits for
-//     ring partners are not counted, and the two phases are added, not
-//     overlapped). A pipeline busy with rings takes fewer whole
-//     micro-batches, or none.
+//     instead of where hdp put them, each pipeline starting with a load: the
+//     predicted makespan of its kept micro-batches, all pipelines' rings run
+//     together (pipeline_times: a ring waits for its slowest member at
+//     every stage; its exposed traffic counts through pipeline_load). The
+//     two phases are added, not overlapped. A pipeline busy with rings, or
+//     waiting for them, takes fewer whole micro-batches, or none.
 // The Plan's micro-batches are pp_balance's (k = 1, up to C tokens, in its
 // order) after the rings; predicted times are the cost model's serial ones
 // (Plan::retime), not the pipelines' 1F1B. Each ring's CP algorithm is then
