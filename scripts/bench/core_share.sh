@@ -33,7 +33,7 @@ case ${1:-} in
   --check)
     root=$(cgroup_root) || { echo "no writable cgroup CPU controller" >&2; exit 1; }
     probe="$root/meshloom-core-share/probe-$$"
-    mkdir -p "$probe" && rmdir "$probe" || { echo "cannot create cgroups under $root" >&2; exit 1; }
+    if ! mkdir -p "$probe" || ! rmdir "$probe"; then echo "cannot create cgroups under $root" >&2; exit 1; fi
     echo "$root"
     exit 0
     ;;

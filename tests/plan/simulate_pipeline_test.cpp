@@ -172,6 +172,29 @@ TEST(SimulatePipeline, Llama70bOn8kGpusNeedsPipelines) {
   EXPECT_THROW(simulate_pipelines(spec, LengthSampler::named("github"), 1), Error);
 }
 
+TEST(SimulatePipeline, PpBalanceCountsItsRingsWaitsAt70bScale) {
+  // ByteScale's setting on GitHub lengths (bench_pp_simulate.sh's first
+  // rows): rings span up to all 512 pipelines and wait for their slowest
+  // members. PP-Balance ran no faster than DP-Balance while it took each
+  // pipeline's rings as ending when their own work did; counting the waits
+  // it is ahead.
+  SimulateSpec spec;
+  spec.model = "llama-70b";
+  spec.gpus = 8192;
+  spec.tp = 8;
+  spec.capacity = 0;
+  spec.context = 2 << 20;
+  spec.batch = 32 << 20;
+  spec.steps = 8;
+  const PipeSimResult r = simulate_pipelines(spec, LengthSampler::named("github"), 2);
+  ASSERT_EQ(r.rows.size(), 3u);
+  const PipeSimRow &dp = r.rows[1], &pp = r.rows[2];
+  ASSERT_EQ(dp.setup, "dp-balance");
+  ASSERT_EQ(pp.setup, "pp-balance");
+  EXPECT_LT(pp.step_s, dp.step_s * 0.95);
+  EXPECT_LT(pp.idle, dp.idle);
+}
+
 TEST(SimulatePipeline, ReportAndCsv) {
   Small s;
   s.spec.steps = 2;
