@@ -58,6 +58,7 @@ std::vector<int32_t> add_rings(PlanBuilder& b, const std::vector<int64_t>& lengt
         if (p.member == 0) {  // once per sequence
           b.set_group(p.seq, hdp.group(p.seq));
           b.set_offload(p.seq, hdp.offload_ratio(p.seq));
+          rings.set_offload(p.seq, hdp.offload_ratio(p.seq));
           placed[size_t(p.seq)] = 1;
         }
       const double key = double(count[size_t(t)]++);
