@@ -141,14 +141,24 @@ TEST(SimulatePipeline, StageZeroHoldsPpMicroBatchesOfActivations) {
   EXPECT_EQ(four.total() - one.total(), 3 * one.activations);
 }
 
-TEST(SimulatePipeline, Llama70bOn8kGpusNeedsPipelines) {
-  // ByteScale's 70B setting: at TP 8 alone the model state leaves too little
-  // for the 2M context; the PP degree used is the smallest that fits.
+namespace {
+
+// ByteScale's 70B setting: LLaMA-70B on 8,192 GPUs at TP 8, C from memory.
+SimulateSpec llama70b_on_8k_gpus() {
   SimulateSpec spec;
   spec.model = "llama-70b";
   spec.gpus = 8192;
   spec.tp = 8;
   spec.capacity = 0;
+  return spec;
+}
+
+}  // namespace
+
+TEST(SimulatePipeline, Llama70bOn8kGpusNeedsPipelines) {
+  // At TP 8 alone the model state leaves too little for the 2M context; the
+  // PP degree used is the smallest that fits.
+  SimulateSpec spec = llama70b_on_8k_gpus();
   const ModelShape shape = model_shape("llama-70b");
   const CostModel cost = CostModel::from_shape(shape, trainer_hardware(spec));
   const std::vector<int> pps = pp_candidates(spec, shape);
@@ -178,11 +188,7 @@ TEST(SimulatePipeline, PpBalanceCountsItsRingsWaitsAt70bScale) {
   // members. PP-Balance ran no faster than DP-Balance while it took each
   // pipeline's rings as ending when their own work did; counting the waits
   // it is ahead.
-  SimulateSpec spec;
-  spec.model = "llama-70b";
-  spec.gpus = 8192;
-  spec.tp = 8;
-  spec.capacity = 0;
+  SimulateSpec spec = llama70b_on_8k_gpus();
   spec.context = 2 << 20;
   spec.batch = 32 << 20;
   spec.steps = 8;
