@@ -33,7 +33,16 @@ case ${1:-} in
   --check)
     root=$(cgroup_root) || { echo "no writable cgroup CPU controller" >&2; exit 1; }
     probe="$root/meshloom-core-share/probe-$$"
-    if ! mkdir -p "$probe" || ! rmdir "$probe"; then echo "cannot create cgroups under $root" >&2; exit 1; fi
+    mkdir -p "$probe" 2>/dev/null || { echo "cannot create cgroups under $root" >&2; exit 1; }
+    # v2 shows cpu.max in a child only where every parent delegates cpu.
+    quota_file=cpu.cfs_quota_us
+    if [[ $root != /sys/fs/cgroup/cpu ]]; then
+      quota_file=cpu.max
+      { echo +cpu >"$root/meshloom-core-share/cgroup.subtree_control"; } 2>/dev/null || true
+    fi
+    [[ -w $probe/$quota_file ]] && ok=1 || ok=0
+    rmdir "$probe"
+    ((ok)) || { echo "no CPU quota ($quota_file) in cgroups under $root" >&2; exit 1; }
     echo "$root"
     exit 0
     ;;
@@ -66,7 +75,7 @@ if [[ $root == /sys/fs/cgroup/cpu ]]; then
 else
   # v2: a child gets the cpu controller only if every parent delegates it.
   for d in "$root/meshloom-core-share" "$root/meshloom-core-share/${CORE_SHARE_GROUP:-default}"; do
-    echo +cpu >"$d/cgroup.subtree_control" 2>/dev/null || true
+    { echo +cpu >"$d/cgroup.subtree_control"; } 2>/dev/null || true
   done
   echo "$quota $period" >"$dir/cpu.max"
 fi
