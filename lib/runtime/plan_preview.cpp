@@ -84,8 +84,10 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
                  : plan::plan_stats(plan).makespan;
   };
   if (pipes)
-    std::printf("predicted: the slowest pipeline's 1F1B makespan; against plan.balance: %s\n",
-                config::enum_name(other_balance.balance));
+    std::printf(
+        "predicted: the slowest pipeline's 1F1B makespan, rings waiting for their members; against "
+        "plan.balance: %s\n",
+        config::enum_name(other_balance.balance));
   const std::string versus = pipes ? strf("balance %s", config::enum_name(other_balance.balance))
                                    : std::string(config::enum_name(other));
   std::printf("%5s %8s %6s %6s %9s %10s %10s %10s %11s %10s %10s\n", "step", "samples", "split",

@@ -21,7 +21,7 @@ plan() { "$meshloom" plan --config "$dir/c.yaml" --trainers 6 --steps 3 "$@" 2>&
 times() { awk '$1 ~ /^[0-9]+$/ && $5 ~ /^[0-9]+-[0-9]+$/ { print $1, $6 $7, $12 $13 }' <<<"$1"; }
 
 dp=$(plan) || fail "plan failed: $dp"
-grep -q "predicted: the slowest pipeline's 1F1B makespan; against plan.balance: pp" <<<"$dp" ||
+grep -q "predicted: the slowest pipeline's 1F1B makespan, rings waiting for their members; against plan.balance: pp" <<<"$dp" ||
   fail "no 1F1B line against PP-Balance: $dp"
 grep -q 'balance pp' <<<"$dp" || fail "no 'balance pp' column: $dp"
 pp=$(plan --set plan.balance=pp) || fail "plan with plan.balance: pp failed: $pp"
