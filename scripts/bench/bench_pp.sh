@@ -8,7 +8,8 @@
 # documents over 2048 bytes, samples up to 4096), C = 2048, so the long
 # samples run as CP rings of stages across pipelines, in both settings.
 #   calib:  DP-Balance (plan.planner: bytescale), to calibrate the cost model:
-#           each micro-batch's seconds summed over its pipeline's stages
+#           each micro-batch's seconds summed over its pipeline's stages, a
+#           ring's from its fastest member (calibration_csv.py)
 #   dp:     DP-Balance with that calibration
 #   pp:     plan.balance: pp with that calibration (PP-Balance's plan, or
 #           hdp's where that is predicted faster: metrics' `planner`)
@@ -67,26 +68,10 @@ echo "$(nproc) cores${CORE_SHARE:+, each rank capped at $CORE_SHARE of a core}, 
 "$MESHLOOM" plan --config "$work/c.yaml" --trainers $((2 * PIPES)) --steps "$STEPS" \
   --set plan.balance=pp >"$work/predicted.txt" 2>&1 || { cat "$work/predicted.txt"; exit 1; }
 run calib
-"$python" - "$work/calib/metrics.jsonl" "$work/calib.csv" <<'PY'
-# Each micro-batch once: its tokens, L^2 work and the seconds of all its
-# stages (trainer t is stage t % 2 of pipeline t // 2 at tp 1, pp 2).
-import json, sys
-rows = []
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if "step" not in r or r["step"] < 1:
-        continue
-    by = {t["trainer"]: t["micro"] for t in r["trainers"]}
-    for t in by:
-        if t % 2:
-            continue
-        for m0, m1 in zip(by[t], by[t + 1]):
-            rows.append((m0[0], m0[1], m0[3] + m1[3]))
-with open(sys.argv[2], "w") as f:
-    f.write("tokens,sum_l2,seconds\n")
-    for tokens, l2, s in rows:
-        f.write(f"{tokens},{l2:.6g},{s:.6g}\n")
-PY
+# Each micro-batch once, its seconds summed over its pipeline's 2 stages; a
+# ring's from its fastest member (the others' include waiting for it).
+"$python" scripts/bench/calibration_csv.py --stages 2 --ring-fastest "$work/calib/metrics.jsonl" \
+  "$work/calib.csv"
 run dp --set plan.calibration="$work/calib.csv"
 run pp --set plan.calibration="$work/calib.csv" --set plan.balance=pp
 if [[ -n ${RUNS_TO:-} ]]; then
