@@ -9,13 +9,12 @@
 
 namespace meshloom::plan {
 
-double PipelineBatch::makespan() const {
-  double m = 0;
-  for (const PipeTiming& t : timing) m = std::max(m, t.makespan);
-  return m;
-}
-
 namespace {
+
+// Pipeline p's starting load (0 without any).
+double start_of(const std::vector<double>& start, int32_t p) {
+  return start.empty() ? 0.0 : start[size_t(p)];
+}
 
 using MicroBatches = std::vector<std::vector<int32_t>>;
 
@@ -131,11 +130,6 @@ int32_t furthest_end(const Segments& seg, int32_t begin, double target) {
   return ok;
 }
 
-// Pipeline p's starting load (0 without any).
-double start_of(const std::vector<double>& start, int32_t p) {
-  return start.empty() ? 0.0 : start[size_t(p)];
-}
-
 // Pipelines filled in order, each within `target` less its starting load
 // (one whose load leaves no room for the next micro-batch takes none): D + 1
 // offsets, or empty when the micro-batches do not all fit.
@@ -187,6 +181,14 @@ PipelineBatch finish(std::string scheduler, MicroBatches mbs, std::vector<int32_
 }
 
 }  // namespace
+
+double PipelineBatch::makespan() const { return makespan({}); }
+
+double PipelineBatch::makespan(const std::vector<double>& start) const {
+  double m = 0;
+  for (int32_t p = 0; p < pipelines(); ++p) m = std::max(m, start_of(start, p) + time(p));
+  return m;
+}
 
 PipelineBatch pp_balance(const std::vector<int64_t>& lengths, const PipelineBalanceOptions& o,
                          const PipelineModel& model) {

@@ -45,8 +45,9 @@ struct PipelineBalanceOptions {
   int32_t pipelines = 1;    // D
   int64_t capacity = 4096;  // C: tokens of one micro-batch
   double slack = 0.02;      // delta, relative
-  // pp_balance only, per pipeline: seconds it is busy before its first
-  // micro-batch here (empty: none). PipelineBatch's timings exclude it.
+  // pp_balance and pp_balance_by_sequence, per pipeline: seconds it is busy
+  // before its first micro-batch here (empty: none). PipelineBatch's
+  // timings exclude it.
   std::vector<double> start;
 };
 
@@ -61,6 +62,8 @@ struct PipelineBatch {
   int32_t micro_batches_of(int32_t p) const { return pipeline_begin[p + 1] - pipeline_begin[p]; }
   double time(int32_t p) const { return timing[p].makespan; }
   double makespan() const;  // the step: the slowest pipeline
+  // The slowest pipeline with its starting load (PipelineBalanceOptions::start).
+  double makespan(const std::vector<double>& start) const;
 };
 
 PipelineBatch pp_balance(const std::vector<int64_t>& lengths, const PipelineBalanceOptions& options,

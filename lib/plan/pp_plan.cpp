@@ -27,23 +27,19 @@ bool holds_long(const Plan& plan, const MicroBatch& mb) {
   return false;
 }
 
-// Phase 1: hdp plans the whole batch; its micro-batches that hold a
-// sequence longer than C are copied into `b`, first in each trainer's list
-// (keys 0, 1, ...). Returns each trainer's count of them, marks their
-// sequences in `placed`, and sets `start` to each pipeline's makespan of
-// them with the pipelines run together (pipeline_times): a ring waits for
-// its slowest member, so a pipeline's rings can end well after their own
-// work would, and PP-Balance would fill that wait with short micro-batches.
-std::vector<int32_t> add_rings(PlanBuilder& b, const std::vector<int64_t>& lengths,
+// Phase 1: `hdp`, hdp's plan of the whole batch (no static fallback); its
+// micro-batches that hold a sequence longer than C are copied into `b`, first in each trainer's
+// list (keys 0, 1, ...). Returns each trainer's count of them, marks their sequences in `placed`,
+// and sets `start` to each pipeline's makespan of them with the pipelines run together
+// (pipeline_times): a ring waits for its slowest member, so a pipeline's rings can end well after
+// their own work would, and PP-Balance would fill that wait with short micro-batches.
+std::vector<int32_t> add_rings(PlanBuilder& b, const Plan& hdp, const std::vector<int64_t>& lengths,
                                const PlannerOptions& options, const CostModel& cost,
                                const PipelineModel& model, std::vector<uint8_t>& placed,
                                std::vector<double>& start) {
   std::vector<int32_t> count(size_t(options.trainers), 0);
   if (std::none_of(lengths.begin(), lengths.end(), [&](int64_t L) { return L > options.capacity; }))
     return count;
-  PlannerOptions o = options;
-  o.static_fallback = false;  // the grid's padded chunks would split short sequences too
-  const Plan hdp = plan_hdp(lengths, o, cost);
   ML_CHECK(hdp.rule == ChunkRule::kBalanced && hdp.trainers == options.trainers,
            "hdp's plan has another layout");
   // The rings alone, to time them: the other sequences grouped, not placed.
@@ -69,14 +65,6 @@ std::vector<int32_t> add_rings(PlanBuilder& b, const std::vector<int64_t>& lengt
   return count;
 }
 
-// The slowest pipeline of `b`, starting loads included.
-double slowest_with_start(const PipelineBatch& b, const std::vector<double>& start) {
-  double t = 0;
-  for (int32_t p = 0; p < b.pipelines(); ++p)
-    t = std::max(t, (start.empty() ? 0.0 : start[size_t(p)]) + b.time(p));
-  return t;
-}
-
 // PP-Balance in runs of whole micro-batches, or by sequence where that is
 // predicted faster and cheap to plan (n x D simulations).
 PipelineBatch best_balance(const std::vector<int64_t>& lengths, const PipelineBalanceOptions& o,
@@ -85,9 +73,7 @@ PipelineBatch best_balance(const std::vector<int64_t>& lengths, const PipelineBa
   PipelineBatch runs = pp_balance(lengths, o, model);
   if (double(lengths.size()) * o.pipelines > kBySequenceLimit) return runs;
   PipelineBatch by_sequence = pp_balance_by_sequence(lengths, o, model);
-  return slowest_with_start(by_sequence, o.start) < slowest_with_start(runs, o.start) * (1 - 1e-3)
-             ? by_sequence
-             : runs;
+  return by_sequence.makespan(o.start) < runs.makespan(o.start) * (1 - 1e-3) ? by_sequence : runs;
 }
 
 // Phase 2: the sequences not yet placed, all of at most C tokens, by
@@ -120,20 +106,37 @@ void add_whole(PlanBuilder& b, const std::vector<int64_t>& lengths, const Planne
     }
 }
 
+// pp_balance_plan around `hdp`, hdp's plan of the batch without the
+// static fallback.
+Plan balance_around(const Plan& hdp, const std::vector<int64_t>& lengths,
+                    const PlannerOptions& options, const CostModel& cost,
+                    const PipelineModel& model) {
+  PlanBuilder b("pp-balance", options.trainers, options.capacity, ChunkRule::kBalanced, lengths,
+                cost);
+  std::vector<uint8_t> placed(lengths.size(), 0);
+  std::vector<double> start(size_t(options.trainers), 0.0);
+  const std::vector<int32_t> rings =
+      add_rings(b, hdp, lengths, options, cost, model, placed, start);
+  add_whole(b, lengths, options, model, placed, rings, std::move(start));
+  Plan plan = b.finish(cost);
+  choose_cp_algorithms(plan, cost, options.cp_algorithm);
+  return plan;
+}
+
+PlannerOptions without_fallback(const PlannerOptions& options) {
+  PlannerOptions o = options;
+  o.static_fallback = false;  // the grid's padded chunks would split short sequences too
+  return o;
+}
+
 }  // namespace
 
 Plan pp_balance_plan(const std::vector<int64_t>& lengths, const PlannerOptions& options,
                      const CostModel& cost, const PipelineModel& model) {
   check_plan_inputs(lengths, options);
   const auto t0 = std::chrono::steady_clock::now();
-  PlanBuilder b("pp-balance", options.trainers, options.capacity, ChunkRule::kBalanced, lengths,
-                cost);
-  std::vector<uint8_t> placed(lengths.size(), 0);
-  std::vector<double> start(size_t(options.trainers), 0.0);
-  const std::vector<int32_t> rings = add_rings(b, lengths, options, cost, model, placed, start);
-  add_whole(b, lengths, options, model, placed, rings, std::move(start));
-  Plan plan = b.finish(cost);
-  choose_cp_algorithms(plan, cost, options.cp_algorithm);
+  Plan plan = balance_around(plan_hdp(lengths, without_fallback(options), cost), lengths, options,
+                             cost, model);
   plan.planning_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return plan;
@@ -147,8 +150,11 @@ double slowest_pipeline(const Plan& plan, const PipelineModel& model, const Cost
 Plan pp_step_plan(const std::vector<int64_t>& lengths, const PlannerOptions& options,
                   const CostModel& cost, const PipelineModel& pipeline) {
   const auto t0 = std::chrono::steady_clock::now();
-  Plan pp = pp_balance_plan(lengths, options, cost, pipeline);
   Plan hdp = make_plan(config::Planner::hdp, lengths, options, cost);
+  // Without the static fallback hdp's plan is the one PP-Balance keeps the
+  // rings of (its CP algorithms aside, which add_rings does not read).
+  Plan pp = options.static_fallback ? pp_balance_plan(lengths, options, cost, pipeline)
+                                    : balance_around(hdp, lengths, options, cost, pipeline);
   // Strictly faster only, so that ties keep PP-Balance.
   Plan& best =
       slowest_pipeline(hdp, pipeline, cost) < slowest_pipeline(pp, pipeline, cost) * (1 - 1e-3)
