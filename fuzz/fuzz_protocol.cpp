@@ -6,11 +6,13 @@
 // the peer rank, never a crash or an allocation its bytes cannot justify (a
 // count of 2^60 fails before allocating); a message that decodes encodes to
 // bytes that decode and encode the same again.
+#include <cstring>
 #include <string>
 
 #include "base/bytes.hpp"
 #include "base/strings.hpp"
 #include "fuzz/harness.hpp"
+#include "roles/patch_wire.hpp"
 #include "roles/protocol.hpp"
 
 using namespace meshloom;
@@ -81,6 +83,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 8: {  // a token reply, read where the constructor receives it
         ByteReader r(msg, "token reply", from);
         (void)r.get_vector<int32_t>();
+        const std::vector<float> patches = proto::get_patches(r);
+        ByteWriter w;  // decoding gives what was encoded, bit for bit
+        proto::put_patches(w, patches);
+        ByteReader again(w.bytes(), "token reply", from);
+        const std::vector<float> back = proto::get_patches(again);
+        if (back.size() != patches.size() ||
+            std::memcmp(back.data(), patches.data(), back.size() * sizeof(float)) != 0)
+          fuzz::finding("patches do not survive encode(decode(m))");
         break;
       }
     }

@@ -12,6 +12,9 @@
 #include "base/bytes.hpp"
 #include "ckpt/checkpoint.hpp"
 #include "dataplane/data_plane.hpp"
+#include "image/patches.hpp"
+#include "model/batch.hpp"
+#include "roles/patch_wire.hpp"
 #include "roles/protocol.hpp"
 
 using namespace meshloom;
@@ -71,7 +74,20 @@ int main(int argc, char** argv) {
   mb.group = {1, 2};
   mb.member = 1;
   mb.offload = 0.5f;
-  batch.micro = {mb};
+  // An image-text micro-batch: two image positions of 2 x 2 patches (12
+  // values each), then a caption token. Pixel v (0..255) is pixel_value(v),
+  // -1 padding (0.0); the raw seed below has 0.5 / 127.5, which no pixel gives.
+  std::vector<float> patches;
+  for (int v :
+       {0, 255, 7, 9, 200, 128, 0, 255, 255, 0, -1, -1, 1, 2, 3, -1, -1, -1, 4, 5, 6, -1, -1, -1})
+    patches.push_back(v < 0 ? 0.0f : image::pixel_value(uint8_t(v)));
+  proto::MicroBatch image_mb;
+  image_mb.tokens = {model::kImagePosition, model::kImagePosition, 464};
+  image_mb.targets = {-1, -1, -1};
+  image_mb.positions = {0, 1, 2};
+  image_mb.segments = {{0, 0, 3}};
+  image_mb.patches = patches;
+  batch.micro = {mb, image_mb};
   protocol(p, 5, "batch", proto::encode(batch));
 
   proto::Report report;
@@ -94,7 +110,17 @@ int main(int argc, char** argv) {
 
   ByteWriter tokens;
   tokens.put_vector(std::vector<int32_t>{464, 2068, 7586, 21831});
+  proto::put_patches(tokens, {});
   protocol(p, 8, "token_reply", tokens.bytes());
+  ByteWriter image_tokens;  // the patches of two image positions, as pixels
+  image_tokens.put_vector(std::vector<int32_t>{model::kImagePosition, model::kImagePosition, 464});
+  proto::put_patches(image_tokens, image_mb.patches);
+  protocol(p, 8, "token_reply_image", image_tokens.bytes());
+  ByteWriter raw_tokens;  // one value no pixel gives: raw float32
+  raw_tokens.put_vector(std::vector<int32_t>{model::kImagePosition, model::kImagePosition, 464});
+  patches[3] = 0.5f / 127.5f;
+  proto::put_patches(raw_tokens, patches);
+  protocol(p, 8, "token_reply_raw", raw_tokens.bytes());
 
   // Checkpoints: a full one and a delta, as a 2-tensor model would write them.
   dataplane::DataPlane::State plane;

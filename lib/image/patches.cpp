@@ -27,7 +27,7 @@ Patches cut_patches(const RgbImage& image, int patch) {
           const int py = r * patch + y;
           if (px >= image.size.width || py >= image.size.height) continue;
           const uint8_t* rgb = image.at(px, py);
-          for (int ch = 0; ch < 3; ++ch) v[ch] = float(rgb[ch]) / 127.5f - 1.0f;
+          for (int ch = 0; ch < 3; ++ch) v[ch] = pixel_value(rgb[ch]);
         }
   return out;
 }

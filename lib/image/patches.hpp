@@ -26,6 +26,9 @@
 
 namespace meshloom::image {
 
+// A pixel's value in a patch (step 4): v / 255 * 2 - 1, computed only here.
+inline float pixel_value(uint8_t v) { return float(v) / 127.5f - 1.0f; }
+
 struct ImageOptions {
   int max_side = 512;                // data.image.max_side
   int patch = 16;                    // data.image.patch

@@ -7,6 +7,7 @@
 #include "base/clock.hpp"
 #include "base/strings.hpp"
 #include "model/batch.hpp"
+#include "roles/patch_wire.hpp"
 #include "roles/report.hpp"
 
 namespace meshloom {
@@ -30,7 +31,7 @@ void split_token_reply(const std::string& msg, int served, const proto::StepWork
                        std::map<int32_t, SampleData>* data) {
   ByteReader r(msg, "token reply", served);
   const std::vector<int32_t> tokens = r.get_vector<int32_t>();
-  const std::vector<float> patches = r.get_vector<float>();
+  const std::vector<float> patches = proto::get_patches(r);
   size_t at = 0, patch_at = 0;
   for (int32_t idx : idxs) {
     const int64_t n = work.samples[size_t(idx)].length;

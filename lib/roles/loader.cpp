@@ -15,6 +15,7 @@
 #include "comm/p2p.hpp"
 #include "roles/doc_source.hpp"
 #include "roles/faults.hpp"
+#include "roles/patch_wire.hpp"
 #include "roles/protocol.hpp"
 #include "roles/report.hpp"
 
@@ -155,7 +156,7 @@ void run_loader(const World& w) {
       report.tokens += int64_t(tokens.size());
       ByteWriter out;
       out.put_vector(tokens);
-      out.put_vector(patches);
+      proto::put_patches(out, patches);
       send_bytes(out.bytes(), from, proto::kTokenRep, MPI_COMM_WORLD);
     } else if (tag == proto::kStop) {
       break;

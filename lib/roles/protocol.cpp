@@ -7,6 +7,7 @@
 #include "base/bytes.hpp"
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "roles/patch_wire.hpp"
 
 namespace meshloom::proto {
 
@@ -57,6 +58,7 @@ class Encoder {
     for (const T& x : v) each(x);
   }
   void segments(const std::vector<Segment>& v, size_t /*samples*/) { w_.put_vector(v); }
+  void patches(const std::vector<float>& v) { put_patches(w_, v); }
   // Sample lists travel sparse: their size, then the index and value of each
   // sample present (length > 0; a trimmed list's others are default).
   void samples(const std::vector<Sample>& samples) {
@@ -108,6 +110,7 @@ class Decoder {
         r_.fail_corrupt("a segment of sample " + std::to_string(s.sample) + " outside a list of " +
                         std::to_string(samples));
   }
+  void patches(std::vector<float>& v) { v = get_patches(r_); }
   void samples(std::vector<Sample>& samples) {
     const uint64_t n = r_.get<uint64_t>();
     if (n > kMaxSamples)
@@ -215,7 +218,7 @@ void layout(IO& io, M& m) {
     io(mb.targets);
     io(mb.positions);
     io.segments(mb.segments, m.samples.size());
-    io(mb.patches);
+    io.patches(mb.patches);
     io(mb.group);
     io(mb.member);
     io(mb.offload);

@@ -7,7 +7,9 @@
 #    falls: the last 5 steps' mean is below the first 5 steps' by 10% or more;
 #  - stopped after the checkpoint of step 19 and resumed (the lengths and
 #    image counts restored from the checkpoint), the run continues with the
-#    same data and losses within 1e-6.
+#    same data and losses within 1e-6;
+#  - the batches, patches included, are the same through 2 loaders and a
+#    constructor (patches as 8-bit pixels on the wire) as read in place.
 #   images_train_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
@@ -48,4 +50,17 @@ train cut 8 --stop-at 22
 train cut 8 --resume auto
 grep -q "document lengths restored" "$dir/cut.log" || { cat "$dir/cut.log"; fail "no lengths restored"; }
 same_losses full cut 20 1e-6 || fail "the resumed run differs"
+# Patches that travel (loader -> constructor -> trainer, as 8-bit pixels:
+# roles/patch_wire.hpp) are the patches a trainer cuts itself (colocated):
+# the batch hash covers every patch value, bit for bit.
+for mode in disaggregated colocated; do
+  set -- --set cluster.roles.loaders=2
+  [[ $mode == colocated ]] && set -- --set data.mode=colocated --set cluster.roles.loaders=0
+  timeout 60 "$mpiexec" --oversubscribe --bind-to none -np 6 "$meshloom" data -c "$dir/c.yaml" \
+    --steps 10 "$@" >"$dir/data-$mode.txt" 2>&1 || { cat "$dir/data-$mode.txt"; fail "meshloom data, $mode"; }
+done
+hash=$(sed -n 's/^batch hash: //p' "$dir/data-disaggregated.txt")
+[[ -n $hash && $hash == $(sed -n 's/^batch hash: //p' "$dir/data-colocated.txt") ]] ||
+  fail "patches through loaders differ from patches read in place: $(grep -h 'batch hash' "$dir"/data-*.txt)"
+echo "ok: the same batches, patches included, through loaders and in place (hash $hash)"
 echo "images train test passed"
