@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -85,6 +86,13 @@ class ByteReader {
       if (!(b & 0x80)) return v;
     }
     fail_corrupt("a varint longer than 10 bytes");
+  }
+  // The next n bytes, in place (valid while the reader's bytes are).
+  std::string_view get_view(size_t n) {
+    need(n);
+    const std::string_view v(data_ + pos_, n);
+    pos_ += n;
+    return v;
   }
   void get_raw(void* out, size_t n) {
     need(n);

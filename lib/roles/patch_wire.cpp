@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
+#include <bit>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "image/patches.hpp"
@@ -23,22 +22,32 @@ const std::array<float, 256>& pixel_values() {
   return table;
 }
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+uint32_t bits_of(float x) { return std::bit_cast<uint32_t>(x); }
 
-// The pixel whose value is exactly x, or -1.
-int pixel_of(float x) {
-  if (!(x >= -1.0f && x <= 1.0f)) return -1;  // NaN too
-  const long v = std::lround((double(x) + 1.0) * 127.5);
-  return same_bits(pixel_values()[size_t(v)], x) ? int(v) : -1;
+// The pixel whose value is exactly x (bit for bit), or -1. The rounding
+// only guesses; the table decides.
+int pixel_of(float x, const std::array<float, 256>& table) {
+  const float y = (x + 1.0f) * 127.5f + 0.5f;
+  if (!(y >= 0.0f && y < 256.0f)) return -1;  // NaN too
+  const int v = int(y);
+  return bits_of(table[size_t(v)]) == bits_of(x) ? v : -1;
 }
 
 }  // namespace
 
 void put_patches(ByteWriter& w, const std::vector<float>& values) {
-  std::vector<uint8_t> pixels(values.size(), 0);
+  std::string& out = w.bytes();
+  const size_t at = out.size(), n = values.size();
+  w.put(kPixels);
+  w.put(uint64_t(n));
+  out.resize(out.size() + n);
+  auto* pixels = reinterpret_cast<uint8_t*>(out.data() + out.size() - n);
+  const std::array<float, 256>& table = pixel_values();
   std::vector<uint64_t> runs;  // begin, end of each run of padding
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (same_bits(values[i], 0.0f)) {
+  for (size_t i = 0; i < n; ++i) {
+    const float x = values[i];
+    if (bits_of(x) == 0) {  // +0.0: padding
+      pixels[i] = 0;
       if (!runs.empty() && runs.back() == i) {
         runs.back() = i + 1;
       } else {
@@ -47,16 +56,15 @@ void put_patches(ByteWriter& w, const std::vector<float>& values) {
       }
       continue;
     }
-    const int v = pixel_of(values[i]);
-    if (v < 0) {
+    const int v = pixel_of(x, table);
+    if (v < 0) {  // not a pixel: the whole list as float32
+      out.resize(at);
       w.put(kRaw);
       w.put_vector(values);
       return;
     }
     pixels[i] = uint8_t(v);
   }
-  w.put(kPixels);
-  w.put_vector(pixels);
   w.put_varint(runs.size() / 2);
   uint64_t end = 0;
   for (size_t k = 0; k < runs.size(); k += 2) {
@@ -70,10 +78,12 @@ std::vector<float> get_patches(ByteReader& r) {
   const auto format = r.get<uint8_t>();
   if (format == kRaw) return r.get_vector<float>();
   if (format != kPixels) r.fail_corrupt("patches in format " + std::to_string(format));
-  const std::vector<uint8_t> pixels = r.get_vector<uint8_t>();
-  std::vector<float> values(pixels.size());
-  for (size_t i = 0; i < pixels.size(); ++i) values[i] = pixel_values()[pixels[i]];
-  const uint64_t n = pixels.size(), count = r.get_varint();
+  const uint64_t n = r.get_count(1);
+  const auto* pixels = reinterpret_cast<const uint8_t*>(r.get_view(n).data());
+  const std::array<float, 256>& table = pixel_values();
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = table[pixels[i]];
+  const uint64_t count = r.get_varint();
   uint64_t end = 0;
   for (uint64_t k = 0; k < count; ++k) {
     const uint64_t gap = r.get_varint(), length = r.get_varint();
