@@ -157,6 +157,8 @@ void run_loader(const World& w) {
       ByteWriter out;
       out.put_vector(tokens);
       proto::put_patches(out, patches);
+      ++report.replies;
+      report.reply_bytes += int64_t(out.bytes().size());
       send_bytes(out.bytes(), from, proto::kTokenRep, MPI_COMM_WORLD);
     } else if (tag == proto::kStop) {
       break;

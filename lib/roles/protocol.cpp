@@ -242,6 +242,8 @@ void layout(IO& io, M& m) {
   io(m.decoded_docs);
   io(m.decodes_at_read);
   io(m.decode_seconds);
+  io(m.replies);
+  io(m.reply_bytes);
 }
 
 template <class IO, Is<Ack> M>

@@ -195,6 +195,8 @@ struct Report {
   // Loaders: image decoding over their sources (DocSource::decode_stats).
   int64_t decodes = 0, decoded_docs = 0, decodes_at_read = 0;
   double decode_seconds = 0;
+  // Loaders: the token replies sent (tokens and patches), and their bytes.
+  int64_t replies = 0, reply_bytes = 0;
 };
 
 // `all` with only the samples `work`'s segments touch kept (the others

@@ -141,7 +141,7 @@ nlohmann::ordered_json memory_by_role(const std::vector<proto::Report>& reports)
   nlohmann::ordered_json roles = nlohmann::ordered_json::object();
   for (Role role : {Role::constructor, Role::loader, Role::trainer}) {
     int64_t mx = 0, sum = 0, pss = 0, worker_pss = 0, n = 0;
-    int64_t decodes = 0, decoded_docs = 0, at_read = 0;
+    int64_t decodes = 0, decoded_docs = 0, at_read = 0, replies = 0, reply_bytes = 0, tokens = 0;
     double decode_seconds = 0;
     double busy = 0, busy_max = 0;  // loaders: serving requests; trainers: 0 in data runs
     for (const auto& r : reports)
@@ -151,6 +151,9 @@ nlohmann::ordered_json memory_by_role(const std::vector<proto::Report>& reports)
         decoded_docs += r.decoded_docs;
         at_read += r.decodes_at_read;
         decode_seconds += r.decode_seconds;
+        replies += r.replies;
+        reply_bytes += r.reply_bytes;
+        tokens += r.tokens;
         busy_max = std::max(busy_max, r.busy_seconds);
         mx = std::max(mx, r.peak_rss_kib);
         sum += r.peak_rss_kib;
@@ -169,6 +172,14 @@ nlohmann::ordered_json memory_by_role(const std::vector<proto::Report>& reports)
                               {"worker_pss_sum_kib", worker_pss},
                               {"busy_seconds_sum", busy},
                               {"busy_seconds_max", busy_max}};
+    if (replies > 0) {
+      roles[role_name(role)]["replies"] = replies;
+      roles[role_name(role)]["reply_bytes"] = reply_bytes;
+      roles[role_name(role)]["tokens"] = tokens;
+      std::printf("  %s token replies: %lld, %s for %lld tokens (%.1f bytes a token)\n",
+                  role_name(role), (long long)replies, human_bytes(double(reply_bytes)).c_str(),
+                  (long long)tokens, double(reply_bytes) / double(std::max<int64_t>(tokens, 1)));
+    }
     if (decodes > 0) {
       roles[role_name(role)]["decodes"] = decodes;
       roles[role_name(role)]["decoded_samples"] = decoded_docs;

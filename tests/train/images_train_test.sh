@@ -9,7 +9,8 @@
 #    image counts restored from the checkpoint), the run continues with the
 #    same data and losses within 1e-6;
 #  - the batches, patches included, are the same through 2 loaders and a
-#    constructor (patches as 8-bit pixels on the wire) as read in place.
+#    constructor (patches as 8-bit pixels on the wire) as read in place, and
+#    the loaders' replies take a byte a patch value.
 #   images_train_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
@@ -54,7 +55,7 @@ same_losses full cut 20 1e-6 || fail "the resumed run differs"
 # roles/patch_wire.hpp) are the patches a trainer cuts itself (colocated):
 # the batch hash covers every patch value, bit for bit.
 for mode in disaggregated colocated; do
-  set -- --set cluster.roles.loaders=2
+  set -- --set cluster.roles.loaders=2 --report "$dir/data.json" --dump "$dir/data.h5"
   [[ $mode == colocated ]] && set -- --set data.mode=colocated --set cluster.roles.loaders=0
   timeout 60 "$mpiexec" --oversubscribe --bind-to none -np 6 "$meshloom" data -c "$dir/c.yaml" \
     --steps 10 "$@" >"$dir/data-$mode.txt" 2>&1 || { cat "$dir/data-$mode.txt"; fail "meshloom data, $mode"; }
@@ -63,4 +64,18 @@ hash=$(sed -n 's/^batch hash: //p' "$dir/data-disaggregated.txt")
 [[ -n $hash && $hash == $(sed -n 's/^batch hash: //p' "$dir/data-colocated.txt") ]] ||
   fail "patches through loaders differ from patches read in place: $(grep -h 'batch hash' "$dir"/data-*.txt)"
 echo "ok: the same batches, patches included, through loaders and in place (hash $hash)"
+# The loaders' replies hold 4 bytes a token and a byte a patch value (plus
+# the padding's runs and a few counts a reply), not 4 bytes a value.
+/usr/bin/python3 - "$dir/data.json" "$dir/data.h5" <<'PY' || fail "the loaders' reply bytes"
+import json, sys
+import h5py
+loaders = json.load(open(sys.argv[1]))["roles"]["loader"]
+images, values = h5py.File(sys.argv[2], "r")["patches"].shape
+tokens, sent, replies = loaders["tokens"], loaders["reply_bytes"], loaders["replies"]
+least = 4 * tokens + images * values
+most = 4 * tokens + 1.1 * images * values + 64 * replies
+print(f"loaders sent {sent} bytes in {replies} replies: {tokens} tokens, {images} patches of "
+      f"{values} values (as float32: {4 * tokens + 4 * images * values})")
+assert images > 0 and least <= sent <= most, (least, sent, most)
+PY
 echo "images train test passed"
