@@ -368,10 +368,11 @@ print(",".join(str(x) for x in [
     g("constructor", "pss_sum_kib"), g("loader", "pss_sum_kib"), g("trainer", "pss_sum_kib"),
     g("trainer", "worker_pss_sum_kib"),
     g("constructor", "peak_rss_sum_kib"), g("loader", "peak_rss_sum_kib"),
-    g("trainer", "peak_rss_sum_kib"), g("trainer", "peak_rss_max_kib")]))
+    g("trainer", "peak_rss_sum_kib"), g("trainer", "peak_rss_max_kib"),
+    g("loader", "replies"), g("loader", "reply_bytes")]))
 EOF
 }
-IMG_HEADER="mode,constructors,loaders,trainers,steps,tokens,seconds,tokens_per_s,samples,samples_per_s,image_samples,text_samples,hash,repartitions,clipart_loaders,bible_loaders,clipart_s_per_token,bible_s_per_token,decodes,decoded_samples,decodes_at_read,decode_seconds,loader_busy_s_sum,loader_busy_s_max,constructor_pss_kib,loader_pss_kib,trainer_pss_kib,trainer_worker_pss_kib,constructor_peak_rss_kib,loader_peak_rss_kib,trainer_peak_rss_kib,trainer_peak_rss_max_kib"
+IMG_HEADER="mode,constructors,loaders,trainers,steps,tokens,seconds,tokens_per_s,samples,samples_per_s,image_samples,text_samples,hash,repartitions,clipart_loaders,bible_loaders,clipart_s_per_token,bible_s_per_token,decodes,decoded_samples,decodes_at_read,decode_seconds,loader_busy_s_sum,loader_busy_s_max,constructor_pss_kib,loader_pss_kib,trainer_pss_kib,trainer_worker_pss_kib,constructor_peak_rss_kib,loader_peak_rss_kib,trainer_peak_rss_kib,trainer_peak_rss_max_kib,loader_replies,loader_reply_bytes"
 if has_part 4; then
   t4=$(date +%s)
   mkdir -p "$WORK/raw" "$WORK/images"

@@ -318,16 +318,18 @@ def images_tput(res):
         stats[L] = (sps, tps, isps)
         split = (f"{r0['clipart_loaders']} : {r0['bible_loaders']}" if r0["clipart_loaders"]
                  else ("1 : 1 (fixed)" if L == 2 else "shared" if L == 1 else "-"))
+        sent = float(r0.get("loader_reply_bytes") or 0)  # absent before 2026-11-27
+        replies = (f"{sent / MIB / MIB:.1f} ({sent / float(r0['tokens']):.0f})" if sent else "-")
         summary.append([L, T, 1 + L + T, r0["steps"], r0["tokens"], len(rs), round(secs, 2),
                         round(sps, 1), round(isps, 1), round(tps), round(sps / base, 3),
                         r0["repartitions"], r0["clipart_loaders"], r0["bible_loaders"],
                         r0["clipart_s_per_token"], r0["bible_s_per_token"], r0["decodes"],
                         r0["decoded_samples"], r0["decodes_at_read"], r0["decode_seconds"],
-                        r0["loader_busy_s_max"], r0["load1"]])
+                        r0["loader_busy_s_max"], r0["load1"], int(sent)])
         cost = (f"{float(r0['clipart_s_per_token']) * 1e6:.2f} / "
                 f"{float(r0['bible_s_per_token']) * 1e6:.3f}" if r0["clipart_s_per_token"] else "-")
         rows.append([L, 1 + L + T, f"{secs:.1f}", f"**{sps:.0f}**", f"{isps:.0f}",
-                     f"{tps / 1e3:.1f}", f"{sps / base:.2f}", split, cost,
+                     f"{tps / 1e3:.1f}", replies, f"{sps / base:.2f}", split, cost,
                      f"{r0['decodes']} ({r0['decoded_samples']}, {r0['decodes_at_read']})",
                      f"{float(r0['decode_seconds']):.1f}", f"{float(r0['loader_busy_s_max']):.1f}",
                      r0["load1"]])
@@ -336,7 +338,7 @@ def images_tput(res):
            "samples_per_s", "image_samples_per_s", "tokens_per_s", "samples_vs_1_loader",
            "repartitions", "clipart_loaders", "bible_loaders", "clipart_s_per_token",
            "bible_s_per_token", "decodes", "decoded_samples", "decodes_at_read", "decode_seconds",
-           "loader_busy_s_max", "load1"], summary)
+           "loader_busy_s_max", "load1", "loader_reply_bytes"], summary)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.2))
     a1.plot(counts, [stats[L][0] for L in counts], marker="o", label="all samples")
     a1.plot(counts, [stats[L][2] for L in counts], marker="s", label="image samples")
@@ -359,7 +361,7 @@ def images_tput(res):
             "data.workers %s, %s steps of 16,384 tokens, %d run(s) each)\n\n"
             % (r0["trainers"], r0["workers"], r0["steps"], len(runs) // len(counts)) +
             table(["loaders", "ranks", "seconds", "samples/s", "image samples/s",
-                   "k tokens/s", "samples/s vs 1 loader",
+                   "k tokens/s", "loader replies MiB (bytes a token)", "samples/s vs 1 loader",
                    "loaders clipart : bible (after re-partitioning)",
                    "measured us/token clipart / bible",
                    "decodes (distinct samples, at read)", "decode s (all loaders)",
