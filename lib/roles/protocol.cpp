@@ -11,10 +11,11 @@
 
 namespace meshloom::proto {
 
-// Plain structs of fixed-width fields travel as raw bytes inside vectors.
-static_assert(std::is_trivially_copyable_v<TokenRange>);
+// Samples travel as raw bytes inside vectors: fixed-width fields and no
+// padding, whose bytes would travel uninitialised. Segments and token ranges
+// have padding: they travel field by field.
 static_assert(std::is_trivially_copyable_v<Sample>);
-static_assert(std::is_trivially_copyable_v<Segment>);
+static_assert(std::has_unique_object_representations_v<Sample>);
 
 std::vector<Sample> samples_for(const std::vector<Sample>& all,
                                 std::span<const TrainerWork> trainers) {
@@ -39,6 +40,14 @@ namespace {
 // Fixed-width fields, vectors of them and strings take io(field); the few
 // fields with rules of their own take a named call.
 
+// A segment's fields, for an Encoder or a Decoder: 20 bytes.
+template <class IO, class S>
+void segment_fields(IO& io, S& s) {
+  io(s.sample);
+  io(s.begin);
+  io(s.length);
+}
+
 class Encoder {
  public:
   template <class T>
@@ -57,7 +66,9 @@ class Encoder {
     w_.put(uint64_t(v.size()));
     for (const T& x : v) each(x);
   }
-  void segments(const std::vector<Segment>& v, size_t /*samples*/) { w_.put_vector(v); }
+  void segments(const std::vector<Segment>& v, size_t /*samples*/) {
+    list(v, 20, [&](const Segment& s) { segment_fields(*this, s); });
+  }
   void patches(const std::vector<float>& v) { put_patches(w_, v); }
   // Sample lists travel sparse: their size, then the index and value of each
   // sample present (length > 0; a trimmed list's others are default).
@@ -104,7 +115,7 @@ class Decoder {
   }
   // Every segment names a sample of the message's list.
   void segments(std::vector<Segment>& v, size_t samples) {
-    v = r_.get_vector<Segment>();
+    list(v, 20, [&](Segment& s) { segment_fields(*this, s); });
     for (const Segment& s : v)
       if (s.sample < 0 || size_t(s.sample) >= samples)
         r_.fail_corrupt("a segment of sample " + std::to_string(s.sample) + " outside a list of " +
@@ -169,7 +180,12 @@ void layout(IO& io, M& m) {
 template <class IO, Is<TokenRequest> M>
 void layout(IO& io, M& m) {
   io(m.step);
-  io(m.ranges);
+  io.list(m.ranges, 28, [&](auto& r) {
+    io(r.source);
+    io(r.doc);
+    io(r.offset);
+    io(r.length);
+  });
 }
 
 // What the step work and the batches made from it share: the step, its

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <new>
+
 #include "base/check.hpp"
 
 using namespace meshloom;
@@ -178,4 +181,34 @@ TEST(Protocol, ACorruptMessageNamesThePeerRankAndAllocatesNothing) {
   EXPECT_NE(segment.find("a segment of sample 3 outside a list of 1"), std::string::npos)
       << segment;
   EXPECT_NE(error_of(decode_ack, encode(Ack{}) + "x").find("bytes left over"), std::string::npos);
+}
+
+// Structs with padding (segments, token ranges) travel field by field: what
+// was in their padding never reaches the wire, so equal messages encode to
+// equal bytes.
+TEST(Protocol, EqualMessagesEncodeToEqualBytesWhateverThePaddingHeld) {
+  auto encoded = [](unsigned char fill) {
+    alignas(Segment) unsigned char seg_bytes[sizeof(Segment)];
+    alignas(TokenRange) unsigned char range_bytes[sizeof(TokenRange)];
+    std::memset(seg_bytes, fill, sizeof(seg_bytes));
+    std::memset(range_bytes, fill, sizeof(range_bytes));
+    Segment* seg = new (seg_bytes) Segment;  // default-initialised: padding keeps `fill`
+    seg->sample = 0;
+    seg->begin = 2;
+    seg->length = 3;
+    TokenRange* range = new (range_bytes) TokenRange;
+    range->source = 1;
+    range->doc = 4;
+    range->offset = 5;
+    range->length = 6;
+    Batch b;
+    b.samples = {sample(0, 5)};
+    MicroBatch mb;
+    mb.segments = {*seg};
+    b.micro = {mb};
+    TokenRequest req;
+    req.ranges = {*range};
+    return encode(b) + encode(req);
+  };
+  EXPECT_EQ(encoded(0x00), encoded(0xAB));
 }
