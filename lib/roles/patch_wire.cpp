@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "image/patches.hpp"
 
@@ -40,20 +41,17 @@ void put_patches(ByteWriter& w, const std::vector<float>& values) {
   const size_t at = out.size(), n = values.size();
   w.put(kPixels);
   w.put(uint64_t(n));
-  out.resize(out.size() + n);
+  out.resize(out.size() + n);  // zeros: what padding leaves
   auto* pixels = reinterpret_cast<uint8_t*>(out.data() + out.size() - n);
   const std::array<float, 256>& table = pixel_values();
-  std::vector<uint64_t> runs;  // begin, end of each run of padding
+  std::vector<std::pair<uint64_t, uint64_t>> runs;  // [begin, end) of padding
   for (size_t i = 0; i < n; ++i) {
     const float x = values[i];
     if (bits_of(x) == 0) {  // +0.0: padding
-      pixels[i] = 0;
-      if (!runs.empty() && runs.back() == i) {
-        runs.back() = i + 1;
-      } else {
-        runs.push_back(i);
-        runs.push_back(i + 1);
-      }
+      if (!runs.empty() && runs.back().second == i)
+        ++runs.back().second;
+      else
+        runs.emplace_back(i, i + 1);
       continue;
     }
     const int v = pixel_of(x, table);
@@ -65,12 +63,12 @@ void put_patches(ByteWriter& w, const std::vector<float>& values) {
     }
     pixels[i] = uint8_t(v);
   }
-  w.put_varint(runs.size() / 2);
+  w.put_varint(runs.size());
   uint64_t end = 0;
-  for (size_t k = 0; k < runs.size(); k += 2) {
-    w.put_varint(runs[k] - end);
-    w.put_varint(runs[k + 1] - runs[k]);
-    end = runs[k + 1];
+  for (const auto& [begin, run_end] : runs) {
+    w.put_varint(begin - end);
+    w.put_varint(run_end - begin);
+    end = run_end;
   }
 }
 

@@ -8,26 +8,16 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <string>
 
 #include "base/check.hpp"
 #include "image/patches.hpp"
+#include "tests/image/image_test_util.hpp"
 
 using namespace meshloom;
 
 namespace {
-
-std::string image_bytes(const std::string& name) {
-  std::ifstream in(std::string(MESHLOOM_SOURCE_DIR) + "/tests/data/images/" + name,
-                   std::ios::binary);
-  EXPECT_TRUE(in) << name;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string encoded(const std::vector<float>& values) {
   ByteWriter w;
@@ -57,7 +47,8 @@ TEST(PatchWire, RealImagesTravelAsPixelsBitForBit) {
         "hopper_palette_64x75.png", "wood_progressive_150x94.jpg"}) {
     image::ImageOptions options;
     options.max_side = 120;  // no multiple of 16: padding on every image
-    const image::Patches p = image::image_to_patches(image_bytes(name), options);
+    const image::Patches p =
+        image::image_to_patches(image::testing::read_test_image(name), options);
     ASSERT_GT(std::count(p.values.begin(), p.values.end(), 0.0f), 0) << name << ": no padding";
     const std::string bytes = encoded(p.values);
     EXPECT_TRUE(same_bits(decoded(bytes), p.values)) << name;
