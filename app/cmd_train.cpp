@@ -58,6 +58,10 @@ void add_train(CLI::App& app, Runner* run, int* argc, char*** argv) {
   cmd->add_option("--resume", args.run.resume,
                   "Continue from a checkpoint: auto (the newest good one in the checkpoint "
                   "folder, or a fresh start) or a checkpoint file");
+  cmd->add_flag("--overwrite", args.run.overwrite,
+                "Start even where the checkpoint folder holds checkpoints this run would not "
+                "continue from (another run's, or later steps than --resume's): move them aside "
+                "into a replaced-<time> folder inside it");
   cmd->add_option("--stop-at", args.run.stop_at,
                   "Stop cleanly before this step (as a preempted job would); checkpoints and "
                   "the schedule still follow run.steps");

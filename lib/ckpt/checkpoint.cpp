@@ -45,6 +45,14 @@ std::string checkpoint_path(const std::string& dir, int64_t step) {
   return dir + strf("/step_%08lld.h5", (long long)step);
 }
 
+int64_t checkpoint_step(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  if (!starts_with(name, "step_") || !name.ends_with(".h5")) return -1;
+  const std::string digits = name.substr(5, name.size() - 8);
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
 namespace {
 
 std::string checksum_name(const std::string& dataset) {
@@ -266,6 +274,11 @@ Checkpoint read_checkpoint(const std::string& path, bool only_meta) {
   return c;
 }
 
+std::string read_checkpoint_config(const std::string& path) {
+  H5File f(path, "r");
+  return Reader(f, path).get_string("meta/config");
+}
+
 std::string verify_checkpoint(const std::string& path) {
   try {
     read_checkpoint(path, /*only_meta=*/true);
@@ -281,15 +294,16 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) return out;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (starts_with(name, "step_") && name.size() > 8 && name.substr(name.size() - 3) == ".h5")
-      out.push_back(e.path().string());
+    if (checkpoint_step(name) >= 0) out.push_back(e.path().string());
   }
   std::sort(out.rbegin(), out.rend());  // zero-padded step numbers sort by name
   return out;
 }
 
-void prune_checkpoints(const std::string& dir, int64_t keep) {
-  std::vector<std::string> all = list_checkpoints(dir);
+void prune_checkpoints(const std::string& dir, int64_t keep, const IsOurs& ours) {
+  std::vector<std::string> all;
+  for (const auto& p : list_checkpoints(dir))
+    if (ours(p)) all.push_back(p);
   std::set<std::string> needed;
   for (size_t i = 0; i < all.size() && int64_t(i) < keep; ++i) {
     needed.insert(all[i]);

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,9 @@ struct Checkpoint {
 // "DIR/step_00000042.h5"
 std::string checkpoint_path(const std::string& dir, int64_t step);
 
+// The step a checkpoint's file name gives ("step_00000042.h5": 42), -1 for another name.
+int64_t checkpoint_step(const std::string& path);
+
 // Writes atomically (NAME.tmp, fsync, rename). Returns the bytes written.
 int64_t write_checkpoint(const std::string& path, const Checkpoint& c);
 
@@ -71,15 +75,20 @@ int64_t write_checkpoint(const std::string& path, const Checkpoint& c);
 // model and optimizer (for the lead), still verifying every checksum.
 Checkpoint read_checkpoint(const std::string& path, bool only_meta = false);
 
+// Only /meta/config, verified against its checksum.
+std::string read_checkpoint_config(const std::string& path);
+
 // Checks a file without keeping it: "" when good, else the problem.
 std::string verify_checkpoint(const std::string& path);
 
 // Checkpoint files in `dir`, newest first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 
-// Removes all but the newest `keep`, never a full-lengths file that a kept
-// delta refers to.
-void prune_checkpoints(const std::string& dir, int64_t keep);
+// Removes all but the newest `keep` of the checkpoints that `ours` accepts,
+// never a full-lengths file that a kept delta refers to. What `ours` rejects
+// (another run's files, unreadable ones) is neither counted nor removed.
+using IsOurs = std::function<bool(const std::string& path)>;
+void prune_checkpoints(const std::string& dir, int64_t keep, const IsOurs& ours);
 
 uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ULL);
 // The datasets' checksum: FNV-1a over 64-bit little-endian words (the last

@@ -1,7 +1,9 @@
 #include "ckpt/resume.hpp"
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "base/log.hpp"
 #include "base/strings.hpp"
@@ -19,9 +21,105 @@ void reset_resume_attempts(const std::string& dir) {
   std::filesystem::remove(dir + "/resume_attempts", ec);
 }
 
-ResumePoint choose_checkpoint(const config::Config& config, const std::string& resume) {
-  if (resume.empty()) return {};
+namespace {
+
+namespace fs = std::filesystem;
+
+// The keys that decide the model's function and which samples come next;
+// everything else (optimizer, schedule, layout, folders, model.loss_chunk:
+// memory, not the function) may change between attempts.
+bool resume_must_keep(const std::string& key) {
+  if (key == "model.loss_chunk") return false;
+  if (key.rfind("model.", 0) == 0 || key == "run.seed" || key == "data.sources.size") return true;
+  if (key.rfind("data.sources[", 0) != 0) return false;
+  const std::string leaf = key.substr(key.find("].") + 2);
+  return leaf == "name" || leaf == "format" || leaf == "tokenizer";
+}
+
+std::string file_names(const std::vector<std::string>& files) {
+  auto name = [](const std::string& f) { return fs::path(f).filename().string(); };
+  if (files.size() == 1) return name(files[0]);
+  if (files.size() == 2) return name(files[0]) + " and " + name(files[1]);
+  return strf("%zu files, %s to %s", files.size(), name(files.front()).c_str(),
+              name(files.back()).c_str());
+}
+
+// A new folder inside `dir` for checkpoints moved aside: replaced-<UTC time>.
+std::string aside_folder(const std::string& dir) {
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
+  std::string folder = dir + "/replaced-" + stamp;
+  for (int n = 2; fs::exists(folder); ++n) folder = dir + "/replaced-" + stamp + strf("-%d", n);
+  return folder;
+}
+
+// --overwrite: the files and the resume-attempt count go into a new folder
+// beside them (nothing is deleted).
+void move_aside(const std::string& dir, const std::vector<std::string>& files) {
+  const std::string folder = aside_folder(dir);
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) throw Error("--overwrite: cannot create " + folder + ": " + ec.message());
+  std::vector<std::string> moving = files;
+  if (fs::exists(dir + "/resume_attempts")) moving.push_back(dir + "/resume_attempts");
+  for (const std::string& f : moving) {
+    fs::rename(f, folder + "/" + fs::path(f).filename().string(), ec);
+    if (ec) throw Error("--overwrite: cannot move " + f + " into " + folder + ": " + ec.message());
+  }
+  LOG_INFO("--overwrite: moved aside into %s: %s", folder.c_str(), file_names(files).c_str());
+}
+
+// Checkpoint files in `dir` of `first_step` or later, oldest first.
+std::vector<std::string> checkpoints_from(const std::string& dir, int64_t first_step) {
+  std::vector<std::string> out;
+  for (const std::string& path : ckpt::list_checkpoints(dir))
+    if (ckpt::checkpoint_step(path) >= first_step) out.insert(out.begin(), path);
+  return out;
+}
+
+// The refusal: what is in the way, why, and the ways out.
+Error checkpoints_in_the_way(const std::string& dir, const std::vector<std::string>& files,
+                             int64_t first_step) {
+  const bool fresh = first_step == 0;
+  return Error(strf(
+      "%s holds checkpoints of %s (%s): %s would write its own beside them, and pruning or a "
+      "later --resume auto could keep theirs instead. %s, give this run another run.dir (or "
+      "checkpoint.dir), or pass --overwrite to move them aside into %s/replaced-<time>/",
+      dir.c_str(), fresh ? "an earlier run" : "later steps", file_names(files).c_str(),
+      fresh ? "a fresh run" : strf("a run resuming at step %lld", (long long)first_step).c_str(),
+      fresh ? "Continue that run with --resume auto" : "Resume from the newest with --resume auto",
+      dir.c_str()));
+}
+
+}  // namespace
+
+void clear_the_way(const std::string& dir, int64_t first_step, bool overwrite) {
+  const std::vector<std::string> files = checkpoints_from(dir, first_step);
+  if (files.empty()) return;
+  if (!overwrite) throw checkpoints_in_the_way(dir, files, first_step);
+  move_aside(dir, files);
+}
+
+bool written_by_this_run(const std::string& path, const config::Config& config) {
+  try {
+    const config::Config saved =
+        config::parse_config(ckpt::read_checkpoint_config(path), path + ":/meta/config");
+    for (const config::KeyChange& c : config::changed_keys(saved, config))
+      if (resume_must_keep(c.key)) return false;
+    return true;
+  } catch (const std::exception&) {  // torn, or written by another version: not ours to prune
+    return false;
+  }
+}
+
+ResumePoint choose_checkpoint(const config::Config& config, const std::string& resume,
+                              bool overwrite) {
   const std::string dir = checkpoint_dir(config);
+  if (resume.empty()) {
+    clear_the_way(dir, 0, overwrite);
+    return {};
+  }
   // Reading a checkpoint verifies it (every checksum): each candidate is read once.
   ckpt::Checkpoint meta;
   auto read = [&meta](const std::string& path) -> std::string {
@@ -53,12 +151,16 @@ ResumePoint choose_checkpoint(const config::Config& config, const std::string& r
   }
   ResumePoint point{chosen, meta.step + 1};
   try {
-    check_resume_config(config::parse_config(meta.config, chosen + ":/meta/config"), config,
-                        chosen);
+    const config::Config saved = config::parse_config(meta.config, chosen + ":/meta/config");
+    check_resume_config(saved, config, chosen);
+    point.saved_steps = saved.run.steps;
   } catch (const config::ConfigError& e) {  // written by another version of meshloom
     LOG_WARN("cannot compare the config with %s's (%s): resuming without that check",
              chosen.c_str(), e.what());
   }
+  // --resume auto took the newest good checkpoint: what lies after it is torn.
+  if (resume != "auto")
+    clear_the_way(dir, point.first_step, overwrite);
   if (point.first_step >= config.run.steps) return point;  // not an attempt: the run is done
   // Count resumes from this checkpoint.
   const std::string counter = dir + "/resume_attempts";
@@ -84,19 +186,9 @@ ResumePoint choose_checkpoint(const config::Config& config, const std::string& r
 
 void check_resume_config(const config::Config& saved, const config::Config& now,
                          const std::string& checkpoint) {
-  // What picks the function and the samples; everything else (optimizer,
-  // schedule, layout, folders, model.loss_chunk: memory, not the function)
-  // may change between attempts.
-  auto must_keep = [](const std::string& key) {
-    if (key == "model.loss_chunk") return false;
-    if (key.rfind("model.", 0) == 0 || key == "run.seed" || key == "data.sources.size") return true;
-    if (key.rfind("data.sources[", 0) != 0) return false;
-    const std::string leaf = key.substr(key.find("].") + 2);
-    return leaf == "name" || leaf == "format" || leaf == "tokenizer";
-  };
   std::string refused, listed;
   for (const config::KeyChange& c : config::changed_keys(saved, now)) {
-    std::string& into = must_keep(c.key) ? refused : listed;
+    std::string& into = resume_must_keep(c.key) ? refused : listed;
     into += strf("%s%s %s -> %s", into.empty() ? "" : ", ", c.key.c_str(), c.before.c_str(),
                  c.after.c_str());
   }

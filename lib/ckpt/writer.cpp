@@ -7,9 +7,13 @@
 
 namespace meshloom::ckpt {
 
-BackgroundWriter::BackgroundWriter(std::string dir, int64_t keep, bool background,
+BackgroundWriter::BackgroundWriter(std::string dir, int64_t keep, IsOurs ours, bool background,
                                    std::function<void(const std::string&, int64_t, double)> done)
-    : dir_(std::move(dir)), keep_(keep), background_(background), done_(std::move(done)) {
+    : dir_(std::move(dir)),
+      keep_(keep),
+      ours_(std::move(ours)),
+      background_(background),
+      done_(std::move(done)) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) throw Error("cannot create checkpoint folder " + dir_ + ": " + ec.message());
@@ -35,7 +39,7 @@ void BackgroundWriter::write_one(const Checkpoint& c) {
   const auto start = std::chrono::steady_clock::now();
   const std::string path = checkpoint_path(dir_, c.step);
   int64_t bytes = write_checkpoint(path, c);
-  prune_checkpoints(dir_, keep_);
+  prune_checkpoints(dir_, keep_, ours_);
   if (done_)
     done_(path, bytes,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -1,7 +1,8 @@
 // Writes checkpoints on a background thread, so training continues while the
 // file is written: the caller hands over a complete copy (taken between two
 // steps) and goes on; the next checkpoint waits only if the previous one is
-// still being written. After each write, old checkpoints are pruned.
+// still being written. After each write, this run's old checkpoints are
+// pruned (`ours` tells them from another run's).
 #pragma once
 
 #include <condition_variable>
@@ -18,7 +19,7 @@ namespace meshloom::ckpt {
 class BackgroundWriter {
  public:
   // `done` is called on the writer thread after each write (path, bytes, seconds).
-  BackgroundWriter(std::string dir, int64_t keep, bool background,
+  BackgroundWriter(std::string dir, int64_t keep, IsOurs ours, bool background,
                    std::function<void(const std::string&, int64_t, double)> done);
   ~BackgroundWriter();  // finishes the pending write
   void write(Checkpoint c);
@@ -31,6 +32,7 @@ class BackgroundWriter {
   void write_one(const Checkpoint& c);
   std::string dir_;
   int64_t keep_;
+  IsOurs ours_;
   bool background_;
   std::function<void(const std::string&, int64_t, double)> done_;
   std::mutex mutex_;

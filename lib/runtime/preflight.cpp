@@ -62,8 +62,11 @@ void check_host_memory(const World& w) {
       human_bytes(need * busiest->second).c_str(), human_bytes(node).c_str()));
 }
 
-// What the run will write, and the step options against run.steps.
+// What the run will write, and the step options against run.steps. A fresh
+// run refuses another run's checkpoints here already, so that a dry run
+// says so too (a resume's are checked once its checkpoint is read).
 void check_outputs(const config::Config& c, const TrainRun& a) {
+  if (a.resume.empty() && !a.overwrite) clear_the_way(checkpoint_dir(c), 0, false);
   require_writable_dir(c.run.dir, "run.dir");
   if (c.checkpoint.every > 0)
     require_writable_dir(checkpoint_dir(c), c.checkpoint.dir.empty()
@@ -122,9 +125,11 @@ int print_dry_run(const World& w) {
 #else
   std::printf(" (CPU-only build)\n");
 #endif
-  save_effective_config(w);
+  // The folder may hold a run's config.yaml: a dry run leaves it as it is.
   std::printf(
-      "# dry run OK: config valid, roles fit, sources open, outputs writable; nothing trained\n");
+      "# dry run OK: config valid, roles fit, sources open, outputs writable; nothing trained "
+      "or written (a run saves its effective config to %s/config.yaml)\n",
+      w.config.run.dir.c_str());
   return kExitOk;
 }
 

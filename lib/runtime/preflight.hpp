@@ -17,8 +17,8 @@ void check_train_start(const World& w, const TrainRun& run);
 // Writes the effective config to run.dir/config.yaml, so a run can be repeated.
 void save_effective_config(const World& w);
 
-// --dry-run: rank 0 prints the effective config, the layout and the backend,
-// and saves the config. Returns the exit code.
+// --dry-run: rank 0 prints the effective config, the layout and the backend;
+// it writes nothing (a run folder's config.yaml stays). Returns the exit code.
 int print_dry_run(const World& w);
 
 }  // namespace meshloom

@@ -26,6 +26,7 @@
 #include "runtime/preflight.hpp"
 #include "runtime/run_role.hpp"
 #include "runtime/step_loops.hpp"
+#include "train/optimizer.hpp"
 #include "train/step_dump.hpp"
 #include "train/trainer.hpp"
 
@@ -70,6 +71,13 @@ int run_train_lead(const World& w, const TrainRun& run, const std::string& resum
   return kExitOk;
 }
 
+// A resume that changes run.steps moves the learning rate mid-run: say so.
+void warn_schedule_change(const config::Config& config, const ResumePoint& p) {
+  const std::string change =
+      train::schedule_change(config.optim, p.first_step, p.saved_steps, config.run.steps);
+  if (!change.empty()) LOG_WARN("%s", change.c_str());
+}
+
 // The roofline for MFU, FLOP/s of this trainer's share: on the CPU one trainer
 // per node measures the node's sgemm peak with the threads the node's
 // trainers use together (capped at its cores) while the others wait, so the
@@ -103,8 +111,11 @@ class CheckpointWriter {
   explicit CheckpointWriter(const World& w) {
     if (w.role_index != 0 || w.config.checkpoint.every <= 0) return;
     const std::string dir = checkpoint_dir(w.config);
+    const config::Config& config = w.config;
     writer_ = std::make_unique<ckpt::BackgroundWriter>(
-        dir, w.config.checkpoint.keep, w.config.checkpoint.background,
+        dir, w.config.checkpoint.keep,
+        [&config](const std::string& path) { return written_by_this_run(path, config); },
+        w.config.checkpoint.background,
         [this, dir](const std::string& path, int64_t bytes, double seconds) {
           reset_resume_attempts(dir);
           std::lock_guard<std::mutex> lock(mutex_);
@@ -195,8 +206,9 @@ int run_train(const World& w, const TrainRun& run) {
   if (!run_on_root(
           MPI_COMM_WORLD,
           [&] {
-            ResumePoint p = choose_checkpoint(w.config, run.resume);
+            ResumePoint p = choose_checkpoint(w.config, run.resume, run.overwrite);
             first = p.first_step;
+            warn_schedule_change(w.config, p);
             return p.path;
           },
           &resume_from)) {

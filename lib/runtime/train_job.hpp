@@ -18,6 +18,7 @@ struct TrainRun {
   int64_t dump_step = -1;  // --dump-step N FILE
   std::string dump_file;
   std::string resume;    // --resume: "", "auto" or a checkpoint file
+  bool overwrite = false;  // --overwrite: move checkpoints in the way aside
   int64_t stop_at = -1;  // --stop-at: stop before this step, as a preempted job would
 
   // The step this attempt stops before: run.steps, or --stop-at if earlier.

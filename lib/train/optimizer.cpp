@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/strings.hpp"
+
 namespace meshloom::train {
 
 double learning_rate(const config::OptimConfig& o, int64_t step, int64_t total_steps) {
@@ -10,6 +12,19 @@ double learning_rate(const config::OptimConfig& o, int64_t step, int64_t total_s
   const int64_t decay_steps = std::max<int64_t>(1, total_steps - 1 - o.warmup_steps);
   const double progress = std::min(1.0, double(step - o.warmup_steps) / double(decay_steps));
   return o.min_lr + 0.5 * (o.lr - o.min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+std::string schedule_change(const config::OptimConfig& o, int64_t step, int64_t saved_steps,
+                            int64_t steps) {
+  if (saved_steps <= 0 || saved_steps == steps) return "";
+  const double before = learning_rate(o, step, saved_steps), after = learning_rate(o, step, steps);
+  if (std::abs(after - before) <= 0.01 * before) return "";
+  return strf(
+      "run.steps %lld -> %lld changes the cosine schedule mid-run: the learning rate at step "
+      "%lld becomes %.3g where the run had %.3g (x%.2f). Keep run.steps %lld to continue the "
+      "schedule as it was",
+      (long long)saved_steps, (long long)steps, (long long)step, after, before, after / before,
+      (long long)saved_steps);
 }
 
 double clip_scale(double norm, double clip) {

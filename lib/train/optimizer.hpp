@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,12 @@
 namespace meshloom::train {
 
 double learning_rate(const config::OptimConfig& o, int64_t step, int64_t total_steps);
+
+// The schedule's length is run.steps, so a resume that changes it moves the
+// learning rate mid-run: "" when the rate at `step` stays within 1%, else a
+// warning giving both rates.
+std::string schedule_change(const config::OptimConfig& o, int64_t step, int64_t saved_steps,
+                            int64_t steps);
 
 // The factor that brings a gradient of global L2 norm `norm` under `clip`
 // (1 when clip is 0 or the norm is already below it).

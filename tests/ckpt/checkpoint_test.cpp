@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/strings.hpp"
+#include "ckpt/resume.hpp"
+#include "config/config.hpp"
 #include "tests/common/test_util.hpp"
 
 using namespace meshloom;
@@ -76,9 +79,43 @@ TEST(Checkpoint, PruneKeepsTheNewestAndTheirBase) {
   ckpt::write_checkpoint(ckpt::checkpoint_path(dir.path(), 1), sample(1, true));
   for (int s : {2, 3, 4})
     ckpt::write_checkpoint(ckpt::checkpoint_path(dir.path(), s), sample(s, false));
-  ckpt::prune_checkpoints(dir.path(), 2);
+  ckpt::prune_checkpoints(dir.path(), 2, [](const std::string&) { return true; });
   auto left = ckpt::list_checkpoints(dir.path());
   ASSERT_EQ(left.size(), 3u);  // 4 and 3, and 1: the base they need
   EXPECT_EQ(left[0], ckpt::checkpoint_path(dir.path(), 4));
   EXPECT_EQ(left[2], ckpt::checkpoint_path(dir.path(), 1));
+}
+
+// Another run's checkpoints (another seed) at higher steps neither push this
+// run's newest out nor get removed; a torn file is nobody's.
+TEST(Checkpoint, PruneCountsOnlyThisRunsCheckpoints) {
+  test::TempDir dir;
+  auto of_seed = [](int64_t step, int seed) {
+    ckpt::Checkpoint c = sample(step, true);
+    c.config = strf("run: {seed: %d, steps: 9}\ndata: {sources: [{name: a, path: a}]}\n", seed);
+    return c;
+  };
+  for (int s : {4, 5, 6}) ckpt::write_checkpoint(ckpt::checkpoint_path(dir.path(), s), of_seed(s, 2));
+  for (int s : {0, 1, 2}) ckpt::write_checkpoint(ckpt::checkpoint_path(dir.path(), s), of_seed(s, 1));
+  const std::string torn = ckpt::checkpoint_path(dir.path(), 7);
+  std::ofstream(torn) << "not hdf5";
+  const config::Config now = config::parse_config(
+      "run: {seed: 1, steps: 20}\ndata: {sources: [{name: a, path: b}]}\n", "now.yaml");
+  EXPECT_TRUE(written_by_this_run(ckpt::checkpoint_path(dir.path(), 1), now));
+  EXPECT_FALSE(written_by_this_run(ckpt::checkpoint_path(dir.path(), 4), now));
+  EXPECT_FALSE(written_by_this_run(torn, now));
+  ckpt::prune_checkpoints(dir.path(), 2,
+                          [&](const std::string& p) { return written_by_this_run(p, now); });
+  std::vector<int64_t> left;
+  for (const auto& p : ckpt::list_checkpoints(dir.path())) left.push_back(ckpt::checkpoint_step(p));
+  EXPECT_EQ(left, (std::vector<int64_t>{7, 6, 5, 4, 2, 1}));
+}
+
+TEST(Checkpoint, StepFromTheFileName) {
+  EXPECT_EQ(ckpt::checkpoint_step("/a/step_00000042.h5"), 42);
+  EXPECT_EQ(ckpt::checkpoint_step(ckpt::checkpoint_path("d", 123456789)), 123456789);
+  EXPECT_EQ(ckpt::checkpoint_step("/a/step_00000042.h5.tmp"), -1);
+  EXPECT_EQ(ckpt::checkpoint_step("/a/step_.h5"), -1);
+  EXPECT_EQ(ckpt::checkpoint_step("/a/step_4x.h5"), -1);
+  EXPECT_EQ(ckpt::checkpoint_step("/a/config.yaml"), -1);
 }
