@@ -505,9 +505,12 @@ inline int64_t patch_dim(const Config& c) {
 
 // Reads `file`, applies `overrides` ("a.b=c", YAML values), checks every key
 // and every cross-key rule. Throws ConfigError naming file:line:column (or
-// the --set) and the key path.
+// the --set) and the key path. Relative paths become absolute: those written
+// in the file against its folder, --set ones and defaults against the
+// working directory (paths.cpp).
 Config load_config(const std::string& file, const std::vector<std::string>& overrides = {});
-// The same from text already in memory (`name` is used in messages).
+// The same from text already in memory (`name` is used in messages); its
+// paths stay as written.
 Config parse_config(const std::string& text, const std::string& name,
                     const std::vector<std::string>& overrides = {});
 

@@ -15,6 +15,8 @@
 namespace meshloom::config {
 
 void validate(const Config& config, const Origin& origin);  // validate.cpp
+void resolve_relative_paths(Config* c, const Origin& origin,
+                            const std::string& config_file);  // paths.cpp
 
 // --- Origin ------------------------------------------------------------------
 
@@ -24,6 +26,12 @@ const std::string* Origin::override_for(const std::string& path) const {
     if (path == key || starts_with(path, key + ".") || starts_with(path, key + "[")) return &text;
   }
   return nullptr;
+}
+
+bool Origin::written_in_file(const std::string& path) const {
+  if (override_for(path)) return false;
+  auto it = marks_.find(path);
+  return it != marks_.end() && !it->second.is_null();
 }
 
 std::string Origin::where(const std::string& path, const YAML::Mark& mark) const {
@@ -257,8 +265,12 @@ static void apply_override(YAML::Node root, const std::string& text, Origin* ori
 
 // --- loading -------------------------------------------------------------------
 
-Config parse_config(const std::string& text, const std::string& name,
-                    const std::vector<std::string>& overrides) {
+namespace {
+
+// With `file_paths`, `name` is the config file, and relative paths resolve
+// against its folder (paths.cpp).
+Config parse(const std::string& text, const std::string& name,
+             const std::vector<std::string>& overrides, bool file_paths) {
   Origin origin(name);
   const size_t valid = valid_utf8_prefix(text);
   if (valid < text.size()) {
@@ -285,12 +297,20 @@ Config parse_config(const std::string& text, const std::string& name,
     config.visit(reader);
     reader.finish();
     validate(config, origin);
+    if (file_paths) resolve_relative_paths(&config, origin, name);
     return config;
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null()) throw ConfigError(name + ": " + e.msg);
     throw ConfigError(
         strf("%s:%d:%d: %s", name.c_str(), e.mark.line + 1, e.mark.column + 1, e.msg.c_str()));
   }
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text, const std::string& name,
+                    const std::vector<std::string>& overrides) {
+  return parse(text, name, overrides, /*file_paths=*/false);
 }
 
 Config load_config(const std::string& file, const std::vector<std::string>& overrides) {
@@ -303,7 +323,7 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw ConfigError("cannot read config '" + file + "': " + std::strerror(errno));
-  return parse_config(text.str(), file, overrides);
+  return parse(text.str(), file, overrides, /*file_paths=*/true);
 }
 
 std::string to_yaml(const Config& config) {

@@ -54,6 +54,8 @@ class Origin {
   [[noreturn]] void error(const std::string& path, const YAML::Mark& mark,
                           const std::string& what) const;
   const std::string& file() const { return file_; }
+  // Whether the key's value was written in the file (not --set, not a default).
+  bool written_in_file(const std::string& path) const;
 
  private:
   const std::string* override_for(const std::string& path) const;

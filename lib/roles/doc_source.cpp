@@ -245,52 +245,73 @@ void check_image_source(const config::SourceConfig& s, const config::Config& con
              r.summary().c_str(), r.problems.size(), first.c_str());
 }
 
+// One source opens and holds what its format promises.
+void check_source(const config::Config& config, size_t i) {
+  const int64_t vocab = config.model.vocab_size;
+  const config::SourceConfig& s = config.data.sources[i];
+  if (s.format == config::SourceFormat::indexed) {
+    open_doc_source(config, i);  // checks the first documents' ids
+    return;
+  }
+  if (s.format == config::SourceFormat::webdataset) {
+    check_image_source(s, config);
+    return;
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(s.path, ec))
+    throw Error("source '" + s.name + "': cannot read input " + s.path +
+                ": No such file or directory");
+  check_tokenizer(s, vocab);
+  // Read the text once here: the loaders drop bad lines and repair bad
+  // UTF-8 as `meshloom prepare` does, and this is the one place to say so.
+  data::ReaderOptions opt;
+  opt.format = raw_format(s.format);
+  data::DocumentReader reader({s.path}, opt);
+  data::Document doc;
+  while (reader.next(&doc)) {
+  }
+  const data::InputReport& r = reader.report();
+  if (r.documents == 0)
+    throw Error("source '" + s.name + "': '" + s.path +
+                "' holds no document: " + why_no_document(r));
+  if (r.unreadable > 0) {
+    std::string first;
+    for (const std::string& p : r.problems) first += "\n  " + p;
+    LOG_WARN("source '%s': %llu of %llu items in %s skipped as unreadable (first %zu below)%s",
+             s.name.c_str(), (unsigned long long)r.unreadable,
+             (unsigned long long)(r.unreadable + r.documents + r.empty), s.path.c_str(),
+             r.problems.size(), first.c_str());
+  }
+  if (r.invalid_utf8_documents > 0)
+    LOG_WARN(
+        "source '%s': invalid UTF-8 in %llu of %llu documents of %s (%llu sequences "
+        "replaced by U+FFFD)",
+        s.name.c_str(), (unsigned long long)r.invalid_utf8_documents,
+        (unsigned long long)r.documents, s.path.c_str(),
+        (unsigned long long)r.invalid_utf8_sequences);
+}
+
+// A source whose folder is missing was most likely resolved against another
+// folder than its writer meant: say which rule applied.
+std::string with_path_rule(const std::string& message, const config::SourceConfig& s, size_t i) {
+  std::error_code ec;
+  const std::filesystem::path folder = std::filesystem::path(s.path).parent_path();
+  if (std::filesystem::is_directory(folder, ec)) return message;
+  return strf("%s (data.sources[%zu].path: there is no folder %s; a relative path written in "
+              "the config resolves against the config file's folder, one given with --set "
+              "against the working directory)",
+              message.c_str(), i, folder.string().c_str());
+}
+
 }  // namespace
 
 void check_sources(const config::Config& config) {
-  const int64_t vocab = config.model.vocab_size;
   for (size_t i = 0; i < config.data.sources.size(); ++i) {
-    const config::SourceConfig& s = config.data.sources[i];
-    if (s.format == config::SourceFormat::indexed) {
-      open_doc_source(config, i);  // checks the first documents' ids
-      continue;
+    try {
+      check_source(config, i);
+    } catch (const Error& e) {
+      throw Error(with_path_rule(e.what(), config.data.sources[i], i));
     }
-    if (s.format == config::SourceFormat::webdataset) {
-      check_image_source(s, config);
-      continue;
-    }
-    std::error_code ec;
-    if (!std::filesystem::exists(s.path, ec))
-      throw Error("source '" + s.name + "': cannot read input " + s.path +
-                  ": No such file or directory");
-    check_tokenizer(s, vocab);
-    // Read the text once here: the loaders drop bad lines and repair bad
-    // UTF-8 as `meshloom prepare` does, and this is the one place to say so.
-    data::ReaderOptions opt;
-    opt.format = raw_format(s.format);
-    data::DocumentReader reader({s.path}, opt);
-    data::Document doc;
-    while (reader.next(&doc)) {
-    }
-    const data::InputReport& r = reader.report();
-    if (r.documents == 0)
-      throw Error("source '" + s.name + "': '" + s.path +
-                  "' holds no document: " + why_no_document(r));
-    if (r.unreadable > 0) {
-      std::string first;
-      for (const std::string& p : r.problems) first += "\n  " + p;
-      LOG_WARN("source '%s': %llu of %llu items in %s skipped as unreadable (first %zu below)%s",
-               s.name.c_str(), (unsigned long long)r.unreadable,
-               (unsigned long long)(r.unreadable + r.documents + r.empty), s.path.c_str(),
-               r.problems.size(), first.c_str());
-    }
-    if (r.invalid_utf8_documents > 0)
-      LOG_WARN(
-          "source '%s': invalid UTF-8 in %llu of %llu documents of %s (%llu sequences "
-          "replaced by U+FFFD)",
-          s.name.c_str(), (unsigned long long)r.invalid_utf8_documents,
-          (unsigned long long)r.documents, s.path.c_str(),
-          (unsigned long long)r.invalid_utf8_sequences);
   }
 }
 

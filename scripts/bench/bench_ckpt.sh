@@ -23,8 +23,8 @@ data:
   seq_len: 1024
   tokens_per_step: 2048
   sources:
-    - {name: pydocs, path: data/prepared/pydocs}
-    - {name: bible, path: data/prepared/bible}
+    - {name: pydocs, path: $PWD/data/prepared/pydocs}
+    - {name: bible, path: $PWD/data/prepared/bible}
 checkpoint: {keep: 3, full_every: 4}
 YAML
 run() {  # name sets...

@@ -29,8 +29,8 @@ data:
   tokens_per_step: $TOKENS
   long_policy: {threshold: 2048, share: 0.5}
   sources:
-    - {name: pydocs, path: data/prepared/pydocs, format: indexed, weight: 3}
-    - {name: bible, path: data/prepared/bible, format: indexed, weight: 1}
+    - {name: pydocs, path: $PWD/data/prepared/pydocs, format: indexed, weight: 3}
+    - {name: bible, path: $PWD/data/prepared/bible, format: indexed, weight: 1}
 checkpoint: {every: 0}
 YAML
 run() { bench_train "$1" 6 "${@:2}"; }

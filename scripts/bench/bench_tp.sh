@@ -31,7 +31,7 @@ plan: {capacity: $TOKENS}
 data:
   seq_len: $TOKENS
   tokens_per_step: $TOKENS
-  sources: [{name: pydocs, path: data/prepared/pydocs, format: indexed}]
+  sources: [{name: pydocs, path: $PWD/data/prepared/pydocs, format: indexed}]
 checkpoint: {every: 0}
 YAML
 run() {  # name trainers threads tp sequence-parallel [train arguments...]

@@ -3,7 +3,10 @@
 # through slurm/submit.sh and the one-node template, wait for it, check its
 # output; the first attempt stops at step 7 as a preempted job would; then
 # requeue it and check that the second attempt resumed from its checkpoint
-# and finished the run. Then the fault-tolerant template: a hung trainer,
+# and finished the run. The config's paths are relative (to its folder) and
+# the job is submitted from another folder; its log lands in run.dir under a
+# name with the submit time. By hand, the template moves an older job's log
+# of the same number aside. Then the fault-tolerant template: a hung trainer,
 # the watchdog's exit code 3 seen through mpirun --enable-recovery, requeue and
 # resume. Stops the cluster if it started it.
 #   slurm_test.sh MESHLOOM
@@ -29,16 +32,18 @@ fi
 mkdir -p "$dir/docs"
 cp /usr/share/doc/python3.11/html/_sources/library/[a-c]*.rst.txt "$dir/docs/" || fail "python3.11-doc missing"
 "$meshloom" prepare --input "$dir/docs" --format text --tokenizer byte --out "$dir/docs" >/dev/null || fail prepare
+# Relative paths: against the config's folder ($dir), not the submit folder.
 cat >"$dir/c.yaml" <<YAML
-run: {steps: 12, timeout: 60, dir: $dir/run}
+run: {steps: 12, timeout: 60, dir: run}
 cluster: {roles: {constructors: 1, loaders: 1}}
 model: {vocab_size: 257, d_model: 32, n_layers: 1, n_heads: 4, n_kv_heads: 2, ffn_dim: 64}
 data:
   seq_len: 512
   tokens_per_step: 2048
-  sources: [{name: docs, path: $dir/docs}]
+  sources: [{name: docs, path: docs}]
 checkpoint: {every: 3}
 YAML
+mkdir -p "$dir/elsewhere"
 
 # await_restarted POLLS RELEASE: waits (0.5 s a poll) until $job has completed
 # after a restart; sets $state. RELEASE > 0: after that many polls pending
@@ -63,11 +68,13 @@ await_restarted() {
   return 1
 }
 
-out=$dir/job.out
-job=$(cd "$dir" && MESHLOOM="$meshloom" EXTRA_FIRST="--stop-at 7" \
-      "$root/slurm/submit.sh" "$dir/c.yaml" 2 --parsable --wait --output="$out") ||
+job=$(cd "$dir/elsewhere" && MESHLOOM="$meshloom" EXTRA_FIRST="--stop-at 7" \
+      "$root/slurm/submit.sh" "$dir/c.yaml" 2 --parsable --wait) ||
   fail "sbatch --wait: the first attempt failed"
 job=${job%%;*}
+out=$(ls "$dir"/run/slurm-2*-"$job".out) || fail "no log run/slurm-<time>-$job.out"
+[[ -z $(ls -A "$dir/elsewhere") ]] || fail "the job wrote into the submit folder: $(ls "$dir/elsewhere")"
+echo "ok: relative paths from the config's folder; log $(basename "$out") in run.dir"
 grep -q "attempt 0 on .*: 4 ranks" "$out" || fail "the job did not run 4 ranks"
 grep -q "trained steps 0-6" "$out" || fail "the first attempt did not train steps 0-6"
 [[ -f $dir/run/checkpoints/step_00000005.h5 ]] || fail "no checkpoint at step 5"
@@ -84,6 +91,27 @@ grep -q "attempt 1 on" "$out" || fail "no second attempt in the output"
 grep -q "resuming from .*step_00000005.h5" "$out" || fail "the second attempt did not resume from step 5"
 grep -q "trained steps 6-11" "$out" || fail "the second attempt did not finish steps 6-11"
 echo "ok: requeued, attempt 1: $(grep -o 'resuming from .*' "$out" | head -1 | sed "s|$dir/||")"
+
+# By hand, the template's own log name meshloom-<job>.out: a log left there by
+# an older job of the same number (a new cluster numbers from 1 again) is
+# moved aside, not appended to. The finished run has nothing left to train.
+job=$(cd "$dir/elsewhere" && CONFIG="$dir/c.yaml" MESHLOOM="$meshloom" \
+      sbatch --parsable --hold -n 4 --export=ALL "$root/slurm/meshloom-1node.sbatch") ||
+  fail "sbatch --hold of the template"
+job=${job%%;*}
+out=$dir/elsewhere/meshloom-$job.out
+echo "a line of an older job $job" >"$out"
+scontrol release "$job" || fail "scontrol release $job"
+for _ in $(seq 120); do
+  state=$(scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+  [[ $state == COMPLETED || $state == FAILED || $state == CANCELLED ]] && break
+  sleep 0.5
+done
+[[ $state == COMPLETED ]] || fail "the job by hand: $state"
+grep -q "older job" "$out" && fail "the new job appended to an older job's log"
+grep -q "job $job attempt 0" "$out" || fail "the job's own lines are not in $out"
+grep -q "older job" "$out".older-* || fail "the older job's log was not kept aside"
+echo "ok: by hand, an older meshloom-$job.out moved aside to $(basename "$out".older-*)"
 
 # The fault-tolerant template (mpirun --enable-recovery, whose own exit code is
 # always 0): a trainer hangs at step 4 in the first attempt, the watchdog ends
