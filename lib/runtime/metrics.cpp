@@ -98,34 +98,42 @@ void TrainMetrics::step(int64_t s, const std::vector<proto::Ack>& acks) {
              w_.config.run.peak_gflops > 0 ? "configured" : "measured",
              w_.config.run.backend == config::Backend::cuda ? "GPU product" : "sgemm",
              w_.config.run.peak_gflops > 0 ? "" : " (run.peak_gflops sets a known one)");
-  warn_mfu(f);
-  log_step(s, f);
+  const std::optional<double> mfu = reported_mfu(s, f);
+  log_step(s, f, mfu);
   show_progress(s);
-  write_step(s, f, acks, slow);
+  write_step(s, f, mfu, acks, slow);
 }
 
-void TrainMetrics::warn_mfu(const StepFigures& f) {
-  if (f.mfu() <= 1 || warned_mfu_) return;
-  warned_mfu_ = true;
-  if (w_.config.run.peak_gflops > 0)
-    LOG_WARN("MFU %.0f%% is above 100%%: run.peak_gflops %g is below what the trainers reach",
-             100 * f.mfu(), w_.config.run.peak_gflops);
-  else
-    LOG_WARN(
-        "MFU %.0f%% is above 100%%: the sgemm peak was measured too low (other ranks busy at "
-        "start?); set run.peak_gflops to the nodes' real peak",
-        100 * f.mfu());
+// None without a peak, and from the first step whose MFU exceeds 1 on: that
+// step shows the peak too low, so every MFU against it overstates (warned once).
+std::optional<double> TrainMetrics::reported_mfu(int64_t s, const StepFigures& f) {
+  if (f.peak <= 0 || peak_too_low_) return std::nullopt;
+  if (f.mfu() <= 1) return f.mfu();
+  peak_too_low_ = true;
+  const std::string why =
+      w_.config.run.peak_gflops > 0
+          ? strf("run.peak_gflops %g is below what the trainers reach; set it to their real peak",
+                 w_.config.run.peak_gflops)
+          : strf(
+                "the sgemm peak measured at start (%.1f GFLOP/s) is below what the trainers "
+                "reach (the node busy then, or the model's products faster than the "
+                "measurement's); set run.peak_gflops to the node's trainers' real peak",
+                f.peak / 1e9);
+  LOG_WARN("MFU %.0f%% at step %lld is above 100%%: %s. MFU is n/a (peak unknown) from here on",
+           100 * f.mfu(), (long long)s, why.c_str());
+  return std::nullopt;
 }
 
-void TrainMetrics::log_step(int64_t s, const StepFigures& f) {
+void TrainMetrics::log_step(int64_t s, const StepFigures& f, std::optional<double> mfu) {
   const int64_t steps = w_.config.run.steps;
   if (progress_.redraw()) std::printf("\r\033[K");
   if (s % w_.config.log.every == 0 || s + 1 == steps)
     LOG_INFO(
-        "step %5lld  loss %.4f  lr %.2e  |g| %.3f  %7.0f tok/s  MFU %4.1f%%  imbalance %.2f  "
+        "step %5lld  loss %.4f  lr %.2e  |g| %.3f  %7.0f tok/s  MFU %s  imbalance %.2f  "
         "data wait %s",
         (long long)s, f.loss, train::learning_rate(w_.config.optim, s, steps), f.grad_norm,
-        double(f.tokens) / std::max(f.wall, 1e-9), 100 * f.mfu(), f.imbalance(),
+        double(f.tokens) / std::max(f.wall, 1e-9),
+        mfu ? strf("%4.1f%%", 100 * *mfu).c_str() : "n/a (peak unknown)", f.imbalance(),
         human_seconds(f.max_wait).c_str());
   if (w_.mesh.pp > 1 && (s % w_.config.log.every == 0 || s + 1 == steps))
     LOG_INFO("step %5lld  micro-batches per pipeline: %lld to %lld (%s's plan)", (long long)s,
@@ -194,7 +202,8 @@ Json TrainMetrics::source_losses(const StepFigures& f) const {
   return out;
 }
 
-void TrainMetrics::write_step(int64_t s, const StepFigures& f, const std::vector<proto::Ack>& acks,
+void TrainMetrics::write_step(int64_t s, const StepFigures& f, std::optional<double> mfu,
+                              const std::vector<proto::Ack>& acks,
                               const std::vector<int>& stragglers) {
   if (!jsonl_) return;
   const int first_trainer = w_.layout.first_rank(Role::trainer);
@@ -237,7 +246,7 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f, const std::vector
                      {"tokens", f.tokens},
                      {"seconds", f.wall},
                      {"tokens_per_s", double(f.tokens) / std::max(f.wall, 1e-9)},
-                     {"mfu", f.mfu()},
+                     {"mfu", mfu ? Json(*mfu) : Json(nullptr)},
                      {"imbalance", f.imbalance()},
                      {"data_wait_max", f.max_wait},
                      {"stragglers", slow},
