@@ -167,6 +167,11 @@ void TrainMetrics::SourceWindow::add(const StepFigures& f) {
   }
 }
 
+std::optional<double> TrainMetrics::SourceWindow::mean(size_t source) const {
+  if (source >= predictions.size() || predictions[source] == 0) return std::nullopt;
+  return loss[source] / double(predictions[source]);
+}
+
 void TrainMetrics::add_to_windows(int64_t s, const StepFigures& f) {
   const int64_t window = std::max<int64_t>(1, (end_ - first_) / 10);
   if (s < first_ + window) early_.add(f);
@@ -174,23 +179,27 @@ void TrainMetrics::add_to_windows(int64_t s, const StepFigures& f) {
 }
 
 // "loss by source, first -> last tenth of the steps: pydocs 10.81 -> 6.95,
-// clipart 10.79 -> 5.40 (captions)"; empty with one text source or none known.
+// clipart 10.79 -> not seen in the last tenth (captions)": a source missing
+// from a tenth is named, not dropped. Empty with one text source or no
+// per-source losses (the GPU keeps none).
 std::string TrainMetrics::describe_source_losses() const {
   const auto& sources = w_.config.data.sources;
   if (sources.size() < 2 && config::patch_dim(w_.config) == 0) return "";
+  if (early_.predictions.empty() && late_.predictions.empty()) return "";
   std::vector<std::string> parts;
   for (size_t i = 0; i < sources.size(); ++i) {
-    if (i >= early_.loss.size() || i >= late_.loss.size() || early_.predictions[i] == 0 ||
-        late_.predictions[i] == 0)
-      continue;
-    parts.push_back(
-        strf("%s %.3f -> %.3f%s", sources[i].name.c_str(),
-             early_.loss[i] / double(early_.predictions[i]),
-             late_.loss[i] / double(late_.predictions[i]),
-             sources[i].format == config::SourceFormat::webdataset ? " (captions)" : ""));
+    const std::optional<double> first = early_.mean(i), last = late_.mean(i);
+    const char* captions =
+        sources[i].format == config::SourceFormat::webdataset ? " (captions)" : "";
+    if (!first && !last)
+      parts.push_back(strf("%s not seen in the first or last tenth", sources[i].name.c_str()));
+    else
+      parts.push_back(strf("%s %s -> %s%s", sources[i].name.c_str(),
+                           first ? strf("%.3f", *first).c_str() : "not seen in the first tenth",
+                           last ? strf("%.3f", *last).c_str() : "not seen in the last tenth",
+                           captions));
   }
-  return parts.empty() ? ""
-                       : "loss by source, first -> last tenth of the steps: " + join(parts, ", ");
+  return "loss by source, first -> last tenth of the steps: " + join(parts, ", ");
 }
 
 // {"name": mean loss} of the sources with predictions in the step.

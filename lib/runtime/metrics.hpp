@@ -102,6 +102,7 @@ class TrainMetrics {
     std::vector<double> loss;
     std::vector<int64_t> predictions;
     void add(const StepFigures& f);
+    std::optional<double> mean(size_t source) const;  // none: no predictions
   };
   SourceWindow early_, late_;
   // A step's MFU went above 1: the peak is too low, so MFU is unknown from
