@@ -98,34 +98,42 @@ void TrainMetrics::step(int64_t s, const std::vector<proto::Ack>& acks) {
              w_.config.run.peak_gflops > 0 ? "configured" : "measured",
              w_.config.run.backend == config::Backend::cuda ? "GPU product" : "sgemm",
              w_.config.run.peak_gflops > 0 ? "" : " (run.peak_gflops sets a known one)");
-  warn_mfu(f);
-  log_step(s, f);
+  const std::optional<double> mfu = reported_mfu(s, f);
+  log_step(s, f, mfu);
   show_progress(s);
-  write_step(s, f, acks, slow);
+  write_step(s, f, mfu, acks, slow);
 }
 
-void TrainMetrics::warn_mfu(const StepFigures& f) {
-  if (f.mfu() <= 1 || warned_mfu_) return;
-  warned_mfu_ = true;
-  if (w_.config.run.peak_gflops > 0)
-    LOG_WARN("MFU %.0f%% is above 100%%: run.peak_gflops %g is below what the trainers reach",
-             100 * f.mfu(), w_.config.run.peak_gflops);
-  else
-    LOG_WARN(
-        "MFU %.0f%% is above 100%%: the sgemm peak was measured too low (other ranks busy at "
-        "start?); set run.peak_gflops to the nodes' real peak",
-        100 * f.mfu());
+// None without a peak, and from the first step whose MFU exceeds 1 on: that
+// step shows the peak too low, so every MFU against it overstates (warned once).
+std::optional<double> TrainMetrics::reported_mfu(int64_t s, const StepFigures& f) {
+  if (f.peak <= 0 || peak_too_low_) return std::nullopt;
+  if (f.mfu() <= 1) return f.mfu();
+  peak_too_low_ = true;
+  const std::string why =
+      w_.config.run.peak_gflops > 0
+          ? strf("run.peak_gflops %g is below what the trainers reach; set it to their real peak",
+                 w_.config.run.peak_gflops)
+          : strf(
+                "the sgemm peak measured at start (%.1f GFLOP/s) is below what the trainers "
+                "reach (the node busy then, or the model's products faster than the "
+                "measurement's); set run.peak_gflops to the node's trainers' real peak",
+                f.peak / 1e9);
+  LOG_WARN("MFU %.0f%% at step %lld is above 100%%: %s. MFU is n/a (peak unknown) from here on",
+           100 * f.mfu(), (long long)s, why.c_str());
+  return std::nullopt;
 }
 
-void TrainMetrics::log_step(int64_t s, const StepFigures& f) {
+void TrainMetrics::log_step(int64_t s, const StepFigures& f, std::optional<double> mfu) {
   const int64_t steps = w_.config.run.steps;
   if (progress_.redraw()) std::printf("\r\033[K");
   if (s % w_.config.log.every == 0 || s + 1 == steps)
     LOG_INFO(
-        "step %5lld  loss %.4f  lr %.2e  |g| %.3f  %7.0f tok/s  MFU %4.1f%%  imbalance %.2f  "
+        "step %5lld  loss %.4f  lr %.2e  |g| %.3f  %7.0f tok/s  MFU %s  imbalance %.2f  "
         "data wait %s",
         (long long)s, f.loss, train::learning_rate(w_.config.optim, s, steps), f.grad_norm,
-        double(f.tokens) / std::max(f.wall, 1e-9), 100 * f.mfu(), f.imbalance(),
+        double(f.tokens) / std::max(f.wall, 1e-9),
+        mfu ? strf("%4.1f%%", 100 * *mfu).c_str() : "n/a (peak unknown)", f.imbalance(),
         human_seconds(f.max_wait).c_str());
   if (w_.mesh.pp > 1 && (s % w_.config.log.every == 0 || s + 1 == steps))
     LOG_INFO("step %5lld  micro-batches per pipeline: %lld to %lld (%s's plan)", (long long)s,
@@ -159,6 +167,11 @@ void TrainMetrics::SourceWindow::add(const StepFigures& f) {
   }
 }
 
+std::optional<double> TrainMetrics::SourceWindow::mean(size_t source) const {
+  if (source >= predictions.size() || predictions[source] == 0) return std::nullopt;
+  return loss[source] / double(predictions[source]);
+}
+
 void TrainMetrics::add_to_windows(int64_t s, const StepFigures& f) {
   const int64_t window = std::max<int64_t>(1, (end_ - first_) / 10);
   if (s < first_ + window) early_.add(f);
@@ -166,23 +179,27 @@ void TrainMetrics::add_to_windows(int64_t s, const StepFigures& f) {
 }
 
 // "loss by source, first -> last tenth of the steps: pydocs 10.81 -> 6.95,
-// clipart 10.79 -> 5.40 (captions)"; empty with one text source or none known.
+// clipart 10.79 -> not seen in the last tenth (captions)": a source missing
+// from a tenth is named, not dropped. Empty with one text source or no
+// per-source losses (the GPU keeps none).
 std::string TrainMetrics::describe_source_losses() const {
   const auto& sources = w_.config.data.sources;
   if (sources.size() < 2 && config::patch_dim(w_.config) == 0) return "";
+  if (early_.predictions.empty() && late_.predictions.empty()) return "";
   std::vector<std::string> parts;
   for (size_t i = 0; i < sources.size(); ++i) {
-    if (i >= early_.loss.size() || i >= late_.loss.size() || early_.predictions[i] == 0 ||
-        late_.predictions[i] == 0)
-      continue;
-    parts.push_back(
-        strf("%s %.3f -> %.3f%s", sources[i].name.c_str(),
-             early_.loss[i] / double(early_.predictions[i]),
-             late_.loss[i] / double(late_.predictions[i]),
-             sources[i].format == config::SourceFormat::webdataset ? " (captions)" : ""));
+    const std::optional<double> first = early_.mean(i), last = late_.mean(i);
+    const char* captions =
+        sources[i].format == config::SourceFormat::webdataset ? " (captions)" : "";
+    if (!first && !last)
+      parts.push_back(strf("%s not seen in the first or last tenth", sources[i].name.c_str()));
+    else
+      parts.push_back(strf("%s %s -> %s%s", sources[i].name.c_str(),
+                           first ? strf("%.3f", *first).c_str() : "not seen in the first tenth",
+                           last ? strf("%.3f", *last).c_str() : "not seen in the last tenth",
+                           captions));
   }
-  return parts.empty() ? ""
-                       : "loss by source, first -> last tenth of the steps: " + join(parts, ", ");
+  return "loss by source, first -> last tenth of the steps: " + join(parts, ", ");
 }
 
 // {"name": mean loss} of the sources with predictions in the step.
@@ -194,7 +211,8 @@ Json TrainMetrics::source_losses(const StepFigures& f) const {
   return out;
 }
 
-void TrainMetrics::write_step(int64_t s, const StepFigures& f, const std::vector<proto::Ack>& acks,
+void TrainMetrics::write_step(int64_t s, const StepFigures& f, std::optional<double> mfu,
+                              const std::vector<proto::Ack>& acks,
                               const std::vector<int>& stragglers) {
   if (!jsonl_) return;
   const int first_trainer = w_.layout.first_rank(Role::trainer);
@@ -237,7 +255,7 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f, const std::vector
                      {"tokens", f.tokens},
                      {"seconds", f.wall},
                      {"tokens_per_s", double(f.tokens) / std::max(f.wall, 1e-9)},
-                     {"mfu", f.mfu()},
+                     {"mfu", mfu ? Json(*mfu) : Json(nullptr)},
                      {"imbalance", f.imbalance()},
                      {"data_wait_max", f.max_wait},
                      {"stragglers", slow},

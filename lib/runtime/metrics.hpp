@@ -1,5 +1,6 @@
 // What rank 0 makes of each training step's acknowledgements: the loss over
-// the global batch, tokens/s, MFU against the trainers' peak, imbalance
+// the global batch, tokens/s, MFU against the trainers' peak (none once a
+// step shows that peak too low), imbalance
 // (slowest / mean compute), stragglers; a log line every log.every steps,
 // progress, and one line of metrics.jsonl per step (docs/formats.md), then a
 // final line with every rank's busy time and memory.
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,7 +43,8 @@ struct StepFigures {
   std::vector<double> source_loss;
   std::vector<int64_t> source_predictions;
   double imbalance() const { return mean_compute > 0 ? max_compute / mean_compute : 1.0; }
-  // Useful FLOPs over what the peak allows in the slowest trainer's compute time.
+  // Useful FLOPs over what the peak allows in the slowest trainer's compute
+  // time; 0 without a peak, above 1 where the peak is too low.
   double mfu() const { return peak > 0 ? flops / (std::max(max_compute, 1e-9) * peak) : 0; }
 };
 StepFigures step_figures(const std::vector<proto::Ack>& acks);
@@ -76,11 +79,11 @@ class TrainMetrics {
   void finish(std::vector<proto::Report> reports);
 
  private:
-  void log_step(int64_t s, const StepFigures& f);
+  std::optional<double> reported_mfu(int64_t s, const StepFigures& f);
+  void log_step(int64_t s, const StepFigures& f, std::optional<double> mfu);
   void show_progress(int64_t s);
-  void warn_mfu(const StepFigures& f);
-  void write_step(int64_t s, const StepFigures& f, const std::vector<proto::Ack>& acks,
-                  const std::vector<int>& stragglers);
+  void write_step(int64_t s, const StepFigures& f, std::optional<double> mfu,
+                  const std::vector<proto::Ack>& acks, const std::vector<int>& stragglers);
   nlohmann::ordered_json source_losses(const StepFigures& f) const;
   void add_to_windows(int64_t s, const StepFigures& f);
   std::string describe_source_losses() const;
@@ -99,9 +102,12 @@ class TrainMetrics {
     std::vector<double> loss;
     std::vector<int64_t> predictions;
     void add(const StepFigures& f);
+    std::optional<double> mean(size_t source) const;  // none: no predictions
   };
   SourceWindow early_, late_;
-  bool warned_mfu_ = false;
+  // A step's MFU went above 1: the peak is too low, so MFU is unknown from
+  // then on.
+  bool peak_too_low_ = false;
 };
 
 }  // namespace meshloom

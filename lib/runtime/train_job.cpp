@@ -79,27 +79,13 @@ void warn_schedule_change(const config::Config& config, const ResumePoint& p) {
 }
 
 // The roofline for MFU, FLOP/s of this trainer's share: on the CPU one trainer
-// per node measures the node's sgemm peak with the threads the node's
-// trainers use together (capped at its cores) while the others wait, so the
-// measurement is not contended; a GPU trainer has its own device's peak.
-double trainer_peak_flops(const World& w, Trainer& trainer) {
+// per node holds the node's peak, measured at start (node_sgemm_peak); a GPU
+// trainer has its own device's peak.
+double trainer_peak_flops(const World& w, Trainer& trainer, double node_peak) {
+  if (w.config.run.backend != config::Backend::cuda) return node_peak;
   const double configured = w.config.run.peak_gflops * 1e9;
-  int on_node = 0, before_me = 0;
-  for (int r = w.layout.first_rank(Role::trainer); r < w.size; ++r)
-    if (w.hosts[size_t(r)] == w.hosts[size_t(w.rank)]) {
-      ++on_node;
-      if (r < w.rank) ++before_me;
-    }
-  double peak = 0;
   MPI_CHECK(MPI_Barrier(w.role_comm));
-  if (w.config.run.backend == config::Backend::cuda) {
-    peak = configured > 0 ? configured : trainer.device_peak_flops();
-  } else if (before_me == 0) {
-    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-    peak = configured > 0
-               ? configured
-               : measure_sgemm_peak(std::min(cores, on_node * trainer.model().threads()));
-  }
+  const double peak = configured > 0 ? configured : trainer.device_peak_flops();
   MPI_CHECK(MPI_Barrier(w.role_comm));
   return peak;
 }
@@ -159,13 +145,14 @@ void inject_trainer_fault(const InjectedFaults& faults, int rank, int64_t step) 
   while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
-int run_train_trainer(const World& w, const TrainRun& run, const std::string& resume_from) {
+int run_train_trainer(const World& w, const TrainRun& run, const std::string& resume_from,
+                      double node_peak) {
   const StepComms comms(w.role_comm, w.mesh);
   Trainer trainer(w, comms);
   const InjectedFaults faults(w.config, w.rank);
   if (!resume_from.empty()) trainer.load(ckpt::read_checkpoint(resume_from));
   CheckpointWriter writer(w);
-  const double peak = trainer_peak_flops(w, trainer);
+  const double peak = trainer_peak_flops(w, trainer, node_peak);
   int faults_fired = 0;
   trainer_steps(
       w,
@@ -232,12 +219,14 @@ int run_train(const World& w, const TrainRun& run) {
                (long long)end, end < w.config.run.steps ? "--stop-at" : "run.steps");
     return kExitOk;
   }
+  // Before any role works: loaders tokenizing would slow the measurement.
+  const double node_peak = node_sgemm_peak(w);
   start_finished();
   if (w.rank == 0) save_effective_config(w);
   start_watchdog(w.config.run.timeout);
   return run_role(
       w, [&] { return run_train_lead(w, run, resume_from); },
-      [&] { return run_train_trainer(w, run, resume_from); });
+      [&] { return run_train_trainer(w, run, resume_from, node_peak); });
 }
 
 }  // namespace meshloom

@@ -48,7 +48,7 @@ model::Batch to_model_batch(const proto::MicroBatch& mb) {
   return b;
 }
 
-static int threads_per_trainer(const World& w) {
+int threads_per_trainer(const World& w) {
   if (w.config.run.threads > 0) return int(w.config.run.threads);
   // Ranks share the node's cores; trainers get what is left after the others.
   int cores = int(std::max(1u, std::thread::hardware_concurrency()));

@@ -120,4 +120,8 @@ class Trainer {
 // positions, and the sample id of every token (the document mask).
 model::Batch to_model_batch(const proto::MicroBatch& mb);
 
+// Compute threads of each trainer of this rank's node: run.threads, or the
+// node's cores shared out over all its ranks.
+int threads_per_trainer(const World& w);
+
 }  // namespace meshloom

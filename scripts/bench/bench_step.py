@@ -139,9 +139,10 @@ def cmd_mfu(a):
         dt = last["t"] - first["t"]
         util = min(1.0, (last["cpu"] - first["cpu"]) / (a.threads * dt))
         other = max(0.0, (last["machine_cpu"] - first["machine_cpu"] - last["job_cpu"] + first["job_cpu"]) / dt)
-    # The trainer's own measured peak (what metrics' mfu is relative to).
-    own_peak = max(r["trainers"][0]["flops"] / r["trainers"][0]["compute"] / r["mfu"] / 1e9
-                   for r in rows if r["mfu"] > 0)
+    # The trainer's own measured peak (what metrics' mfu is relative to; null
+    # where that peak proved too low).
+    own_peak = max((r["trainers"][0]["flops"] / r["trainers"][0]["compute"] / r["mfu"] / 1e9
+                    for r in rows if r["mfu"]), default=0)
     peak = max(b["peak"], own_peak)  # the higher measured peak: the conservative one
     out = []
     for r in rows[1:]:  # step 0 warms up
