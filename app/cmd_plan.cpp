@@ -7,7 +7,9 @@ namespace meshloom::app {
 void add_plan(CLI::App& app, Runner* run) {
   static PlanRequest a;
   CLI::App* cmd =
-      app.add_subcommand("plan", "Plan one step from a file of sequence lengths and check it");
+      app.add_subcommand("plan",
+                         "Plan the steps a config's data plane chooses (--config), or one step "
+                         "from a file of sequence lengths (--lengths), and check the plans");
   cmd->add_option("--config,-c", a.config,
                   "Plan the steps the data plane of this experiment chooses (needs --trainers)");
   cmd->add_option("--set", a.sets, "Override a config key (repeatable)");

@@ -3,7 +3,8 @@
 // distribution (byted, github, ...) or a lengths file, every planner plans the
 // same batch, and the cost model predicts each step (lib/plan/simulate.hpp).
 // With --pp, HDP ranks are pipelines and the static 3D mesh, DP-Balance and
-// PP-Balance are compared instead (lib/plan/simulate_pipeline.hpp).
+// PP-Balance are compared instead (lib/plan/simulate_pipeline.hpp). --png
+// draws step 0 as `plan --png` draws its batch (runtime/plan_chart.hpp).
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "plan/simulate.hpp"
 #include "plan/simulate_pipeline.hpp"
 #include "runtime/length_input.hpp"
+#include "runtime/plan_chart.hpp"
 
 namespace meshloom::app {
 
@@ -49,6 +51,30 @@ int simulate_pipelines(const plan::SimulateSpec& s, const std::string& pp_text,
   return kExitBadInput;
 }
 
+// --png draws a planner's step 0 beside the static grid's: hdp, else the
+// first other planner named. Checked before simulating, which takes minutes
+// at scale.
+std::string planner_to_draw(const std::vector<std::string>& planners) {
+  std::string other;
+  for (const std::string& p : planners)
+    if (p != "static" && (other.empty() || p == "hdp")) other = p;
+  bool grid = false;
+  for (const std::string& p : planners) grid |= p == "static";
+  if (!grid || other.empty())
+    throw Error(
+        "--png draws a planner beside the static grid: --planners must name static "
+        "and another");
+  return other;
+}
+
+void draw_first_step(const plan::SimResult& r, const std::string& planner, const std::string& png) {
+  const plan::SimRow* drawn = r.row(planner);
+  const plan::SimRow* grid = r.row("static");
+  for (const plan::SimRow* row : {drawn, grid})
+    if (!row->first) throw Error("--png: " + row->planner + " could not plan: " + row->error);
+  draw(*drawn->first, *grid->first, png);
+}
+
 }  // namespace
 
 void add_simulate(CLI::App& app, Runner* run) {
@@ -62,6 +88,7 @@ void add_simulate(CLI::App& app, Runner* run) {
     std::string planners = "static,naive,bytescale,hdp";
     std::string csv;
     std::string pp;
+    std::string png;
     std::string cp_algorithm = "ring";
     bool no_validate = false;
   };
@@ -121,6 +148,9 @@ void add_simulate(CLI::App& app, Runner* run) {
                   "Pipeline stages per HDP rank (N, or auto: the smallest that fits): compare "
                   "the static 3D mesh, HDP with DP-Balance and HDP with PP-Balance instead");
   cmd->add_option("--csv", a.csv, "Append one CSV line per planner (or --pp setup) to this file");
+  cmd->add_option("--png", a.png,
+                  "Draw trainer x time of step 0: hdp (or the other planner) beside the static "
+                  "grid (not with --pp)");
   cmd->add_flag("--no-validate", a.no_validate, "Skip validate() of every plan");
   cmd->callback([run] {
     *run = [] {
@@ -141,7 +171,12 @@ void add_simulate(CLI::App& app, Runner* run) {
       s.planners = split(a.planners, ',');
       s.cp_algorithm =
           config::choice_from_name<config::CpAlgorithm>(a.cp_algorithm, "--cp-algorithm");
-      if (!a.pp.empty()) return simulate_pipelines(s, a.pp, a.lengths, a.csv);
+      if (!a.pp.empty()) {
+        if (!a.png.empty()) throw Error("--png draws HDP against the static grid, not --pp");
+        return simulate_pipelines(s, a.pp, a.lengths, a.csv);
+      }
+      const std::string drawn = a.png.empty() ? "" : planner_to_draw(s.planners);
+      s.keep_first = !a.png.empty();
       const plan::SimResult r = plan::simulate(s, length_sampler(a.lengths));
       std::fputs(plan::simulate_report(r).c_str(), stdout);
       const plan::SimRow* hdp = r.row("hdp");
@@ -149,6 +184,7 @@ void add_simulate(CLI::App& app, Runner* run) {
       if (hdp && bs && hdp->error.empty() && bs->error.empty() && hdp->step_s > 0)
         std::printf("\nhdp over ByteScale's Alg. 2 balance: %.3fx\n", bs->step_s / hdp->step_s);
       append_csv(a.csv, plan::simulate_csv_header(), plan::simulate_csv_rows(r));
+      if (!a.png.empty()) draw_first_step(r, drawn, a.png);
       int bad = 0;
       for (const plan::SimRow& row : r.rows) bad += !row.error.empty();
       return bad == int(r.rows.size()) ? kExitBadInput : kExitOk;

@@ -405,7 +405,10 @@ struct CheckpointConfig {
   void visit(V& v) {
     v.field("dir", dir, "Checkpoint folder (empty: <run.dir>/checkpoints)");
     v.field("every", every, "Checkpoint every N steps (0: never)", at_least(0));
-    v.field("keep", keep, "Checkpoints kept on disk", at_least(1));
+    v.field("keep", keep,
+            "Newest checkpoints kept on disk, plus the full one that the oldest kept delta "
+            "builds on (full_every), so keep 3 may leave 4 files",
+            at_least(1));
     v.field("full_every", full_every, "Loader state is full every K checkpoints, deltas between",
             at_least(1));
     v.field("background", background, "Write checkpoints while training continues");

@@ -312,9 +312,7 @@ void Documenter::describe(const std::string& path, const T& value, const char* d
   } else if constexpr (std::is_integral_v<T>) {
     rows_->push_back({path, "int", std::to_string(value), allowed, doc});
   } else if constexpr (std::is_floating_point_v<T>) {
-    YAML::Emitter e;
-    e << value;
-    rows_->push_back({path, "float", e.c_str(), allowed, doc});
+    rows_->push_back({path, "float", shortest_text(value), allowed, doc});
   } else {
     rows_->push_back({path, "string", value.empty() ? "\"\"" : value, allowed, doc});
   }

@@ -113,6 +113,7 @@ SimResult simulate(const SimulateSpec& spec, const LengthSampler& sampler) {
         row.split += st.split_sequences;
         row.max_group = std::max(row.max_group, st.max_group);
         row.static_cp = p.static_cp;
+        if (s.keep_first && step == 0) row.first = p;
       } catch (const Error& e) {
         row.error = e.what();
       }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,8 @@ struct SimulateSpec {
   bool offload = false;
   bool static_fallback = false;  // hdp takes the static grid's plan where it is faster
   config::CpAlgorithm cp_algorithm = config::CpAlgorithm::ring;  // of split sequences
-  bool validate = true;  // check every plan (slow at 16K trainers with static)
+  bool validate = true;     // check every plan (slow at 16K trainers with static)
+  bool keep_first = false;  // keep each planner's plan of step 0 (SimRow::first; --png)
   std::vector<std::string> planners = {"static", "naive", "bytescale", "hdp"};
 };
 
@@ -66,7 +68,8 @@ struct SimRow {
   int64_t split = 0;
   int32_t max_group = 0;
   int32_t static_cp = 0;
-  std::string error;  // set when the planner could not plan the batch
+  std::string error;          // set when the planner could not plan the batch
+  std::optional<Plan> first;  // step 0's plan, with SimulateSpec::keep_first
 };
 
 struct SimResult {

@@ -6,12 +6,27 @@
 #include <mutex>
 
 #include "base/check.hpp"
+#include "base/strings.hpp"
 #include "tokenizer/bpe.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
 #include "tokenizer/vocab_files.hpp"
 
 namespace meshloom {
 namespace {
+
+// The vocabularies scripts/setup.sh installs, by the names tiktoken gives them.
+const std::vector<std::string> kTiktokenNames = {"cl100k_base", "o200k_base"};
+
+// The known name `name` most likely meant: one it abbreviates ("cl100k") or
+// one a typo away; "" when none is close or it is a known name (whose file
+// is then missing).
+std::string tiktoken_name_hint(const std::string& name) {
+  for (const std::string& known : kTiktokenNames) {
+    if (known == name) return "";
+    if (name.size() >= 3 && known.starts_with(name)) return known;
+  }
+  return nearest(name, kTiktokenNames);
+}
 
 template <class Load>
 std::shared_ptr<const BpeModel> shared_model(const std::string& key, Load load) {
@@ -34,8 +49,16 @@ std::string tiktoken_path(const std::string& spec, const std::string& file) {
       throw Error("tokenizer '" + spec + "': rank file " + file + " not found");
     return file;
   }
-  return find_vocab_file(
-      spec, {"tiktoken/encoders/" + file + ".json", file + ".json", file + ".tiktoken"});
+  try {
+    return find_vocab_file(
+        spec, {"tiktoken/encoders/" + file + ".json", file + ".json", file + ".tiktoken"});
+  } catch (const Error&) {
+    // A misspelt name is not fixed by installing anything: say which was meant.
+    const std::string hint = tiktoken_name_hint(file);
+    if (hint.empty()) throw;
+    throw Error("tokenizer '" + spec + "': no vocabulary named " + file +
+                "; did you mean 'tiktoken:" + hint + "'?");
+  }
 }
 
 }  // namespace

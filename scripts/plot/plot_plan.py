@@ -3,8 +3,8 @@
 
   plot_plan.py plan HDP.json STATIC.json -o out.png
       One step, trainer x time, for two plans side by side (the JSON dumps of
-      `meshloom plan --json`, which `meshloom plan --png` writes and passes
-      here). Each bar is a micro-batch: packed whole sequences in blue, ring
+      `meshloom plan --json`, which `meshloom plan --png` and
+      `meshloom simulate --png` write and pass here). Each bar is a micro-batch: packed whole sequences in blue, ring
       pieces of split sequences in orange to red by group size; white is idle.
       With more than 256 trainers, 256 evenly spaced rows are drawn.
 

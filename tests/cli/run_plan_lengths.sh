@@ -12,16 +12,6 @@ printf 'name\tgpt2_tokens\tutf8_bytes\na.c\t9000\t1\nempty.c\t0\t0\nb.h\t3000\t1
 printf '4096\n# a comment\n12000\n' >"$dir/l.txt"
 printf 'name\tgpt2_tokens\nx.c\tabc\n' >"$dir/bad.tsv"
 
-# expect_error TEXT ARGS...: exit 2 and one error line containing TEXT.
-expect_error() {
-  local text=$1 rc
-  shift
-  out=$("$meshloom" "$@" 2>&1)
-  rc=$?
-  ((rc == 2)) || fail "meshloom $* exited $rc, expected 2: $out"
-  grep -qF -- "$text" <<<"$out" || fail "meshloom $*: no '$text' in: $out"
-  (($(grep -c '^meshloom: error' <<<"$out") == 1)) || fail "meshloom $*: not one error line: $out"
-}
 
 plan() { "$meshloom" plan --trainers 8 --capacity 4K --context 16K "$@" 2>&1; }
 for f in l.tsv l.txt docs.idx; do
@@ -62,10 +52,18 @@ for (sched, p, s, mb, op) in count:
     assert float(next(r["start"] for r in ops if (r["scheduler"], r["pipeline"], r["stage"], r["micro_batch"], r["op"]) == (sched, p, s, mb, op))) >= 0
 assert {r["stage"] for r in ops} == {"0", "1"} and {r["pipeline"] for r in ops} <= {"0", "1", "2", "3"}
 PY
-expect_error "at most --capacity (4096) tokens" plan --lengths "$dir/l.tsv" --trainers 8 --capacity 4K --pp 2
+expect_error "at most --capacity (4096) tokens" "$meshloom" plan --lengths "$dir/l.tsv" --trainers 8 --capacity 4K --pp 2
 
-expect_error "bad.tsv:2: expected a token count, got 'abc'" plan --lengths "$dir/bad.tsv" --trainers 2
-expect_error "bad.tsv:2" simulate --lengths "$dir/bad.tsv" --trainers 4
-expect_error "did you mean 'byted'" simulate --lengths bytde --trainers 4
-expect_error "cannot read lengths file" plan --lengths "$dir/missing.tsv" --trainers 2
+# Both inputs are named where a user looks first: the command list and the
+# command's own help.
+for help in "$("$meshloom" --help | grep '^  plan ')" "$("$meshloom" plan --help | head -1)"; do
+  for input in --config --lengths; do
+    grep -qF -- "$input" <<<"$help" || fail "plan's description does not name $input: $help"
+  done
+done
+
+expect_error "bad.tsv:2: expected a token count, got 'abc'" "$meshloom" plan --lengths "$dir/bad.tsv" --trainers 2
+expect_error "bad.tsv:2" "$meshloom" simulate --lengths "$dir/bad.tsv" --trainers 4
+expect_error "did you mean 'byted'" "$meshloom" simulate --lengths bytde --trainers 4
+expect_error "cannot read lengths file" "$meshloom" plan --lengths "$dir/missing.tsv" --trainers 2
 echo "ok"

@@ -7,6 +7,18 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 fail() { echo "FAIL: $*"; exit 1; }
 
+# expect_error TEXT COMMAND...: COMMAND (a program, or a function of the
+# script) exits 2 with one error line, and that line contains TEXT.
+expect_error() {
+  local text=$1 out rc
+  shift
+  out=$("$@" 2>&1)
+  rc=$?
+  ((rc == 2)) || fail "$* exited $rc, expected 2: $out"
+  grep -qF -- "$text" <<<"$out" || fail "$*: no '$text' in: $out"
+  (($(grep -c '^meshloom: error' <<<"$out") == 1)) || fail "$*: not one error line: $out"
+}
+
 # job_exit FILE: the exit code of a job run under `mpirun --enable-recovery`
 # (which exits 0 whatever its ranks return) from the lines the ranks append to
 # MESHLOOM_EXIT_FILE: the largest code written, or 1 when rank 0 wrote none.

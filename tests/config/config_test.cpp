@@ -122,6 +122,22 @@ TEST(Config, ReferenceListsEveryKeyOnce) {
   EXPECT_TRUE(seen.count("data.schedule[].weights"));
 }
 
+// Float defaults read as written in a config (0.003, not the 17 digits of
+// the nearest double), and still read back as the same double.
+TEST(Config, ReferenceFloatDefaultsAreTheirShortestText) {
+  int floats = 0;
+  for (const auto& r : config::reference_rows()) {
+    if (r.type != "float") continue;
+    ++floats;
+    EXPECT_EQ(r.default_value, shortest_text(std::strtod(r.default_value.c_str(), nullptr)))
+        << r.path;
+    if (r.path == "optim.lr") {
+      EXPECT_EQ(r.default_value, "0.003");
+    }
+  }
+  EXPECT_GT(floats, 10);
+}
+
 TEST(Config, KeysThatAreNotNamesAreErrorsNotCrashes) {
   std::string e = error_of(std::string(kMinimal) + "? [a, b]\n: 1\n");
   EXPECT_NE(e.find("x.yaml:5:3: a top-level key is a list; keys must be plain names"),

@@ -45,6 +45,27 @@ TEST(tokenizer, MissingVocabularyNamesTheFileAndWhereItLooked) {
   EXPECT_NE(msg2.find(empty.path()), std::string::npos) << msg2;
 }
 
+// A tiktoken name that abbreviates or misspells a known one is a typo, not a
+// missing download: the error names the spec meant, not scripts/setup.sh.
+// Names far from any keep the download advice. Whether the files are
+// installed does not matter, so they are hidden.
+TEST(tokenizer, MisspeltTiktokenNameSuggestsTheKnownOne) {
+  test::TempDir empty;
+  VocabDir env(empty.path());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"tiktoken:cl100k", "'tiktoken:cl100k_base'"},
+      {"tiktoken:o200k", "'tiktoken:o200k_base'"},
+      {"tiktoken:cl100k_bsae", "'tiktoken:cl100k_base'"}};
+  for (const auto& [spec, meant] : cases) {
+    const std::string msg = error_of(spec);
+    EXPECT_NE(msg.find("did you mean " + meant), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("setup.sh"), std::string::npos) << msg;
+  }
+  const std::string far = error_of("tiktoken:p50k_edit");
+  EXPECT_EQ(far.find("did you mean"), std::string::npos) << far;
+  EXPECT_NE(far.find("setup.sh"), std::string::npos) << far;
+}
+
 TEST(tokenizer, MissingRankFilePathIsNamed) {
   const std::string msg = error_of("tiktoken:/no/such/dir/o200k_base.json");
   EXPECT_NE(msg.find("/no/such/dir/o200k_base.json"), std::string::npos) << msg;
