@@ -29,7 +29,6 @@ bool parse_log_level(const std::string& text, LogLevel* out) {
 
 void set_log_level(LogLevel level) { g_level = level; }
 void set_log_all_ranks(bool all) { g_all_ranks = all; }
-LogLevel log_level() { return g_level; }
 
 void log_printf(LogLevel level, const char* fmt, ...) {
   if (level < g_level) return;

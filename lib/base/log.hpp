@@ -17,7 +17,6 @@ bool parse_log_level(const std::string& text, LogLevel* out);
 
 void set_log_level(LogLevel level);
 void set_log_all_ranks(bool all);
-LogLevel log_level();
 
 void log_printf(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -38,6 +38,13 @@ void validate(const Config& c, const Origin& origin) {
     origin.error("parallel.pp", strf("parallel.pp (%lld) exceeds model.n_layers (%lld): every "
                                      "pipeline stage holds at least one layer",
                                      (long long)pp, (long long)m.n_layers));
+  // Pipeline stages keep every activation on the device: an offloading plan
+  // would count memory the stages never free.
+  if (pp > 1 && c.plan.offload)
+    origin.error("plan.offload",
+                 strf("plan.offload is not implemented with pipelines (parallel.pp %lld): set "
+                      "plan.offload: false, or parallel.pp: 1",
+                      (long long)pp));
   const auto& stages = c.parallel.stage_layers;
   if (!stages.empty()) {
     int64_t sum = 0;

@@ -108,7 +108,6 @@ class WebDatasetReader {
   struct Member;
   bool read_member(Member* member);
   bool finish_group(ImageTextSample* sample);
-  void add_member(Member&& member);
 
   WebDatasetOptions options_;
   DocumentReader tar_;

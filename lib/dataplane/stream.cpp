@@ -92,13 +92,4 @@ Piece SourceStream::take(Lane lane, int64_t max_tokens, const LengthFn& length) 
   return p;
 }
 
-std::vector<int64_t> SourceStream::upcoming(int64_t count) const {
-  // The lanes' cursors bound what has been delivered; everything from the
-  // smaller cursor on may still be needed this epoch.
-  int64_t from = std::min(state_.lanes[0].cursor, threshold_ > 0 ? state_.lanes[1].cursor : docs_);
-  std::vector<int64_t> out;
-  for (int64_t i = from; i < docs_ && int64_t(out.size()) < count; ++i) out.push_back(order_[i]);
-  return out;
-}
-
 }  // namespace meshloom::dataplane

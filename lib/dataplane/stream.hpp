@@ -61,10 +61,6 @@ class SourceStream {
   // both lanes are used up. Requires available(lane) or a fresh epoch.
   Piece take(Lane lane, int64_t max_tokens, const LengthFn& length);
 
-  // Upcoming documents in this epoch's order, from the lanes' cursors: what a
-  // loader should prepare ahead (at most `count`).
-  std::vector<int64_t> upcoming(int64_t count) const;
-
   const State& state() const { return state_; }
   void restore(const State& state);
   int64_t docs() const { return docs_; }

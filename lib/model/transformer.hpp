@@ -170,9 +170,6 @@ class Transformer {
   void backward_stage(std::span<const T> d_output);
   // d(input) after a stage's backward (this rank's rows; not on stage 0).
   std::span<const T> input_grad() const;
-  // Rows of this rank of the last micro-batch (the size of input, output and
-  // their gradients, in rows of d).
-  int64_t stage_rows() const { return rows_.count(); }
 
   // What forward kept for backward, with its micro-batch: opaque to callers,
   // who keep one per micro-batch in flight. An empty one (default) is sized

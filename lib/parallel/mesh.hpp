@@ -44,7 +44,6 @@ struct TrainerMesh {
   int hdp_ranks() const { return trainers / group_size(); }
   int hdp_rank_of(int trainer) const { return trainer / group_size(); }
   int tp_rank_of(int trainer) const { return trainer % tp; }
-  int stage_of(int trainer) const { return (trainer / tp) % pp; }
   // The trainer's index inside its HDP rank: stage x tp + TP rank.
   int member_of(int trainer) const { return trainer % group_size(); }
   int trainer_at(int hdp_rank, int member) const { return hdp_rank * group_size() + member; }

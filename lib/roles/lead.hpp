@@ -51,7 +51,6 @@ class Lead {
 
   const dataplane::DataPlane& plane() const { return *plane_; }
   const dataplane::LoaderAssignment& assignment() const { return assignment_; }
-  int64_t steps_dispatched() const { return next_step_; }
   // Steps whose every trainer has acknowledged, counted from step 0.
   int64_t steps_completed() const;
   // The acks of step s (with echoed batches in data runs), in arrival order;
@@ -61,8 +60,7 @@ class Lead {
   // Loaders the lead found dead, and the seconds it lost finding out.
   std::set<int> dead_loaders() const { return router_ ? router_->dead_loaders() : std::set<int>{}; }
   double failover_stall() const { return router_ ? router_->stall_seconds() : 0.0; }
-  // The plan of the last dispatched step, and the cost model it used.
-  const plan::Plan& last_plan() const { return last_plan_; }
+  // The cost model the plans use.
   const plan::CostModel& cost_model() const { return plan_cost_; }
   // The planner's predicted compute seconds of `trainer` in step s.
   double predicted_time(int64_t step, int trainer) const {

@@ -325,10 +325,6 @@ ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
   return c;
 }
 
-int64_t Trainer::optimizer_bytes() const {
-  return 2 * (shard_end_ - shard_begin_) * int64_t(sizeof(float));
-}
-
 void Trainer::prepare_groups(const proto::Batch& batch, proto::Ack& ack) {
   std::vector<std::vector<int>> groups;
   for (const auto& g : batch.groups) groups.emplace_back(g.begin(), g.end());

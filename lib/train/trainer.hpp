@@ -58,7 +58,6 @@ class Trainer {
   std::vector<float> whole(std::span<const float> mine) const;
   // The whole model's layout (at tp = 1 the model's own).
   const model::ParamLayout& whole_layout() const { return whole_layout_; }
-  int64_t optimizer_bytes() const;  // this rank's optimizer state
 
   // Continues from a checkpoint (parameters, moments, step): any trainer count.
   void load(const ckpt::Checkpoint& c);
