@@ -70,9 +70,11 @@ SdpaPlan::SdpaPlan(SdpaGraph graph, cudnnHandle_t handle) : graph_(std::move(gra
     plan_ = std::move(plan);
     return;
   }
-  ML_FAIL(strf("cuDNN: no engine runs the attention %s graph (%lld configurations tried): %s",
-               graph_.backward ? "backward" : "forward", (long long)tried_,
-               graph_.shape.describe().c_str()));
+  // An answer about this shape, not a fault: the caller may run the flash
+  // kernels instead.
+  throw Error(strf("cuDNN: no engine runs the attention %s graph (%lld configurations tried): %s",
+                   graph_.backward ? "backward" : "forward", (long long)tried_,
+                   graph_.shape.describe().c_str()));
 }
 
 void SdpaPlan::execute(cudnnHandle_t handle, const Bindings& bindings, void* workspace) const {
@@ -97,8 +99,16 @@ void SdpaPlan::execute(cudnnHandle_t handle, const Bindings& bindings, void* wor
 const SdpaPlan& SdpaPlanCache::get(const SdpaShape& shape, bool backward, cudnnHandle_t handle) {
   for (const auto& plan : plans_)
     if (plan->graph().backward == backward && plan->graph().shape == shape) return *plan;
+  for (const auto& [refused, direction] : refused_)
+    if (direction == backward && refused == shape)
+      throw Error("cuDNN: no engine runs this attention graph: " + shape.describe());
   SdpaGraph graph = backward ? build_sdpa_backward_graph(shape) : build_sdpa_forward_graph(shape);
-  plans_.push_back(std::make_unique<SdpaPlan>(std::move(graph), handle));
+  try {
+    plans_.push_back(std::make_unique<SdpaPlan>(std::move(graph), handle));
+  } catch (const Error&) {
+    refused_.emplace_back(shape, backward);  // heuristics are not asked twice
+    throw;
+  }
   return *plans_.back();
 }
 

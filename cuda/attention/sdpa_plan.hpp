@@ -22,7 +22,8 @@ Descriptor finalize_operation_graph(const SdpaGraph& graph, cudnnHandle_t handle
 
 class SdpaPlan {
  public:
-  // Fails (CUDNN_CHECK / ML_FAIL) where no engine takes the graph.
+  // Throws meshloom::Error where no engine takes the graph; other cuDNN
+  // failures fail through CUDNN_CHECK.
   SdpaPlan(SdpaGraph graph, cudnnHandle_t handle);
   const SdpaGraph& graph() const { return graph_; }
   int64_t workspace_bytes() const { return workspace_bytes_; }
@@ -42,12 +43,14 @@ class SdpaPlan {
 
 class SdpaPlanCache {
  public:
-  // The plan of this shape and direction, built on first use.
+  // The plan of this shape and direction, built on first use (throws as
+  // SdpaPlan does; a shape no engine takes is remembered and refused again).
   const SdpaPlan& get(const SdpaShape& shape, bool backward, cudnnHandle_t handle);
   size_t size() const { return plans_.size(); }
 
  private:
   std::vector<std::unique_ptr<SdpaPlan>> plans_;
+  std::vector<std::pair<SdpaShape, bool>> refused_;
 };
 
 }  // namespace meshloom::cudnn
