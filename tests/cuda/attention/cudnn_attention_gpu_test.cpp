@@ -5,6 +5,7 @@
 // attention cannot run (no cuDNN 9, not an sm_90): it has not run yet.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,13 @@ void expect_close(const Results& got, const Results& ref) {
 
 class CudnnAttention : public ::testing::TestWithParam<FlashDims> {};
 
+std::string shape_name(const ::testing::TestParamInfo<FlashDims>& p) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "H%d_KV%d_D%d", p.param.n_heads, p.param.n_kv_heads,
+                p.param.head_dim);
+  return name;
+}
+
 TEST_P(CudnnAttention, MatchesTheFlashKernelsOnPackedDocuments) {
   ML_REQUIRE_CUDNN();
   const FlashDims dims = GetParam();
@@ -96,7 +104,8 @@ TEST_P(CudnnAttention, FallsBackToTheFlashKernelsWhereTheMaskIsNotDocuments) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudnnAttention,
                          ::testing::Values(FlashDims{8, 2, 64}, FlashDims{8, 2, 128},
-                                           FlashDims{4, 4, 128}, FlashDims{4, 1, 64}));
+                                           FlashDims{4, 4, 128}, FlashDims{4, 1, 64}),
+                         shape_name);
 
 TEST(AttentionChoice, FlashWhereCudnnCannotRun) {
   std::string why;
