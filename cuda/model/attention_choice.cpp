@@ -19,6 +19,7 @@ namespace meshloom::kernels {
 
 namespace {
 
+#ifdef MESHLOOM_HAVE_CUDNN
 bool device_is_sm90(std::string* why) {
   int device = 0, major = 0, minor = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
@@ -32,6 +33,7 @@ bool device_is_sm90(std::string* why) {
   *why = strf("the GPU is compute capability %d.%d, not 9.0 (Hopper)", major, minor);
   return false;
 }
+#endif
 
 AttentionImpl decide(std::string* why) {
   const char* env = std::getenv("MESHLOOM_ATTENTION");

@@ -71,6 +71,12 @@ benches=(attention_bench gpu_step_bench)
 grep -q '^MESHLOOM_CUDA:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null ||
   grep -q 'meshloom_kernels' "$BUILD/build.ninja" ||
   { echo "gpu_bundle: $BUILD is a CPU-only build (no nvcc or NCCL found)" >&2; exit 1; }
+# cuDNN's tests exist only where CMake found cuDNN (cuda/CMakeLists.txt).
+if ! grep -q '^CUDNN_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt" 2>/dev/null; then
+  tests=("${tests[@]/cudnn_graph_test}")
+  tests=("${tests[@]/cudnn_attention_gpu_test}")
+  read -r -a tests <<<"${tests[*]}"
+fi
 echo "[gpu_bundle] building meshloom meshloom_cuda ${tests[*]} ${benches[*]}"
 cmake --build "$BUILD" --target meshloom meshloom_cuda "${tests[@]}" "${benches[@]}" >/dev/null
 
