@@ -14,6 +14,7 @@
 #include "cuda/kernels/ops/norm.hpp"
 #include "cuda/kernels/ops/rope.hpp"
 #include "cuda/kernels/ops/swiglu.hpp"
+#include "cuda/model/attention_choice.hpp"
 
 namespace meshloom::kernels {
 
@@ -54,6 +55,7 @@ GpuTransformer<T>::GpuTransformer(const model::Shape& shape, cudaStream_t stream
       vocab_{my_.vocab_first, my_.vocab_rows},
       stream_(stream),
       blas_(stream),
+      local_attention_(make_local_device_attention<T>()),
       store_(shape, shard, stream, end_ - first_),
       loss_(loss_chunk, blas_, stream) {
   shape.validate();
@@ -165,7 +167,7 @@ model::LossSum GpuTransformer<T>::forward(const model::Batch& batch, DeviceAtten
   ML_CHECK(n > 0, "forward: empty micro-batch");
   ML_CHECK(layout_.first_stage() || input, "forward: a later pipeline stage needs its input");
   n_ = n;
-  attention_ = attention ? attention : &local_attention_;
+  attention_ = attention ? attention : local_attention_.get();
   have_forward_ = true;
   ensure_buffers(n);
   store_.begin(n, offloaded);

@@ -155,7 +155,8 @@ class GpuTransformer {
   Blas blas_;
   DeviceBuffer<T> params_;
   DeviceBuffer<float> grads_;
-  LocalDeviceAttention<T> local_attention_;
+  // The flash kernels or cuDNN (attention_choice.hpp: MESHLOOM_ATTENTION).
+  std::unique_ptr<DeviceAttention<T>> local_attention_;
   DeviceAttention<T>* attention_ = nullptr;
 
   int64_t n_ = 0, capacity_ = 0;

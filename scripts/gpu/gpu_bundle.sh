@@ -61,7 +61,8 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD_DIR:-build}
 bundle=${BUNDLE_OUT:-build-bundle}  # another folder for the ctest (tests/cuda)
 stage=$BUILD/bundle-stage
-tests=(device_info_test gemm_gpu_test attention_gpu_test ops_gpu_test embedding_gpu_test
+tests=(device_info_test gemm_gpu_test attention_gpu_test cudnn_graph_test cudnn_attention_gpu_test
+       ops_gpu_test embedding_gpu_test
        gpu_transformer_test train_gpu_test comm_logic_test device_ring_test device_ulysses_test
        tp_gpu_test nccl_comm_test)
 benches=(attention_bench gpu_step_bench)
@@ -70,6 +71,12 @@ benches=(attention_bench gpu_step_bench)
 grep -q '^MESHLOOM_CUDA:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null ||
   grep -q 'meshloom_kernels' "$BUILD/build.ninja" ||
   { echo "gpu_bundle: $BUILD is a CPU-only build (no nvcc or NCCL found)" >&2; exit 1; }
+# cuDNN's tests exist only where CMake found cuDNN (cuda/CMakeLists.txt).
+if ! grep -q '^CUDNN_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt" 2>/dev/null; then
+  tests=("${tests[@]/cudnn_graph_test}")
+  tests=("${tests[@]/cudnn_attention_gpu_test}")
+  read -r -a tests <<<"${tests[*]}"
+fi
 echo "[gpu_bundle] building meshloom meshloom_cuda ${tests[*]} ${benches[*]}"
 cmake --build "$BUILD" --target meshloom meshloom_cuda "${tests[@]}" "${benches[@]}" >/dev/null
 
@@ -115,7 +122,7 @@ fi
 
 # Libraries: what ldd resolves outside CUDA, glibc and the C++ runtime (the GPU
 # machine has newer ones of those), for the programs and the MCA components.
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libutil\.|libanl\.|libnss_|libthread_db\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libnccl|libnvidia)'
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libutil\.|libanl\.|libnss_|libthread_db\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcudnn|libnccl|libnvidia)'
 for b in "$stage"/bin/* "$stage"/mpi/bin/orterun "$stage"/mpi/bin/orted "$stage"/mpi/bin/ompi_info \
          "$stage"/mpi/lib/openmpi/*.so "$stage"/mpi/lib/pmix/*.so; do
   ldd "$b" | awk '$3 ~ /^\// { print $1, $3 }'

@@ -133,8 +133,9 @@ timed() {  # LOG CMD...: runs, sets rc and secs
   secs=$((SECONDS - start))
 }
 part_tests() {
-  for t in device_info_test comm_logic_test gemm_gpu_test ops_gpu_test train_gpu_test embedding_gpu_test \
-           attention_gpu_test gpu_transformer_test; do
+  for t in device_info_test cudnn_graph_test cudnn_attention_gpu_test comm_logic_test gemm_gpu_test \
+           ops_gpu_test train_gpu_test embedding_gpu_test attention_gpu_test gpu_transformer_test; do
+    [[ -x $b/bin/$t ]] || continue  # the cuDNN tests, in a bundle built without cuDNN
     timed "$logs/$t.log" with_libs "$b/bin/$t" --gtest_output="xml:$logs/$t.xml"
     row tests "$t" "$(gtest_result "$logs/$t.log" $rc)" $secs
     echo "[run.sh] $t: $(gtest_result "$logs/$t.log" $rc)"

@@ -26,10 +26,12 @@ __global__ void convert_rows_kernel(const From* src, int64_t lds, int64_t width,
     dst[i * ldd + c] = from_f32<To>(to_f32(src[i * lds + c]));
 }
 
-__global__ void add_rows_kernel(const float* src, int64_t lds, int64_t width, float* dst,
+template <class From>
+__global__ void add_rows_kernel(const From* src, int64_t lds, int64_t width, float* dst,
                                 int64_t ldd) {
   const int64_t i = blockIdx.x;
-  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) dst[i * ldd + c] += src[i * lds + c];
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x)
+    dst[i * ldd + c] += float(src[i * lds + c]);
 }
 
 int threads_for(int64_t width) { return int(std::min<int64_t>(256, (width + 31) / 32 * 32)); }
@@ -58,12 +60,18 @@ void convert_rows(const From* src, int64_t lds, int64_t n, int64_t width, To* ds
   CUDA_CHECK(cudaGetLastError());
 }
 
-void add_rows(const float* src, int64_t lds, int64_t n, int64_t width, float* dst, int64_t ldd,
+template <class From>
+void add_rows(const From* src, int64_t lds, int64_t n, int64_t width, float* dst, int64_t ldd,
               cudaStream_t stream) {
   if (n <= 0 || width <= 0) return;
-  add_rows_kernel<<<unsigned(n), threads_for(width), 0, stream>>>(src, lds, width, dst, ldd);
+  add_rows_kernel<From><<<unsigned(n), threads_for(width), 0, stream>>>(src, lds, width, dst, ldd);
   CUDA_CHECK(cudaGetLastError());
 }
+
+template void add_rows<float>(const float*, int64_t, int64_t, int64_t, float*, int64_t,
+                              cudaStream_t);
+template void add_rows<__nv_bfloat16>(const __nv_bfloat16*, int64_t, int64_t, int64_t, float*,
+                                      int64_t, cudaStream_t);
 
 template void convert_rows<float, float>(const float*, int64_t, int64_t, int64_t, float*, int64_t,
                                          cudaStream_t);

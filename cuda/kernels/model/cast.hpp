@@ -22,8 +22,10 @@ template <class From, class To>
 void convert_rows(const From* src, int64_t lds, int64_t n, int64_t width, To* dst, int64_t ldd,
                   cudaStream_t stream);
 
-// dst[i·ldd + c] += src[i·lds + c] for i < n, c < width (fp32).
-void add_rows(const float* src, int64_t lds, int64_t n, int64_t width, float* dst, int64_t ldd,
+// dst[i·ldd + c] += float(src[i·lds + c]) for i < n, c < width; From = float
+// or bf16 (cuDNN's bf16 gradients into the model's fp32 accumulators).
+template <class From>
+void add_rows(const From* src, int64_t lds, int64_t n, int64_t width, float* dst, int64_t ldd,
               cudaStream_t stream);
 
 }  // namespace meshloom::kernels

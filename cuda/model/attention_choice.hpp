@@ -1,0 +1,31 @@
+// Which implementation runs a micro-batch's own attention (the local, non-CP
+// case), chosen at run time without a rebuild:
+//   MESHLOOM_ATTENTION=flash   the hand-written flash kernels
+//                      cudnn   cuDNN's fused attention (CudnnDeviceAttention);
+//                              an Error where cuDNN is not built in, does not
+//                              load, or the GPU is not an sm_90
+//                      auto    (or unset) cudnn on an sm_90 GPU where cuDNN ≥ 9
+//                              loads, else flash
+// fp32 always runs the flash kernels (cuDNN's path is bf16), and so do
+// context-parallel rings, Ulysses and hybrid attention for now.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cuda/model/device_attention.hpp"
+
+namespace meshloom::kernels {
+
+enum class AttentionImpl { flash, cudnn };
+
+// The choice for this process (read once; `why` says what decided it).
+AttentionImpl chosen_attention(std::string* why = nullptr);
+
+// Whether cuDNN's attention can run here, and if not, why.
+bool cudnn_attention_available(std::string* why);
+
+template <class T>
+std::unique_ptr<DeviceAttention<T>> make_local_device_attention();
+
+}  // namespace meshloom::kernels
