@@ -11,5 +11,18 @@ if [[ $(id -u) != 0 ]] || ! ip netns add meshloom-probe 2>/dev/null; then
 fi
 ip netns del meshloom-probe
 ip link show mlbr0 >/dev/null 2>&1 && fail "a local multi-node cluster runs already: slurm/local-cluster.sh stop"
-trap '"$cluster" stop >/dev/null 2>&1; kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
+# keep_logs: a failed run's job logs, metrics and Slurm daemons' logs, copied
+# beside where ctest runs the test before the work folder goes.
+keep_logs() {
+  local kept
+  kept=$PWD/$(basename "$0" .sh)-failed-$(date -u +%Y%m%dT%H%M%SZ)
+  mkdir -p "$kept" && cp "$dir"/*.out "$kept"/ 2>/dev/null
+  for run in "$dir"/*/metrics.jsonl; do
+    [[ -f $run ]] && cp "$run" "$kept/$(basename "$(dirname "$run")").metrics.jsonl"
+  done
+  cp -r "$dir/slurm/log" "$kept/slurm-log" 2>/dev/null
+  echo "the failed run's logs: $kept"
+}
+trap 'rc=$?; ((rc != 0 && rc != 77)) && keep_logs
+      "$cluster" stop >/dev/null 2>&1; kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
 "$cluster" start --nodes 3 >/dev/null || fail "the 3-node cluster did not start ($(tail -3 "$dir"/slurm/log/*.log))"
