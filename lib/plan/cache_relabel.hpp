@@ -1,4 +1,4 @@
-// The planner's preference for cached group communicators (issue 23): a
+// The planner's preference for cached group communicators: a
 // step's plan is relabeled, HDP rank for HDP rank, so that its CP groups
 // fall on member sets the trainers' communicator cache already holds.
 //

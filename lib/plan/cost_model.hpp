@@ -44,7 +44,7 @@
 // copy (r x activation bytes over the host link) outlasts the compute, and
 // the offloaded bytes of one trainer must fit in its pinned host memory.
 //
-// Ulysses and hybrid CP (issue 23; docs/plan.md "CP algorithms"). A k-way
+// Ulysses and hybrid CP (docs/plan.md "CP algorithms"). A k-way
 // group may instead run Ulysses of degree u (u divides k and the query heads
 // of a TP rank) inside each of r = k / u subgroups of consecutive members,
 // and a ring across the subgroups (u = 1: the ring above; u = k: pure

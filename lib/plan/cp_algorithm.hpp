@@ -1,4 +1,4 @@
-// The CP algorithm of each split sequence (issue 23): ring, Ulysses or the
+// The CP algorithm of each split sequence: ring, Ulysses or the
 // hybrid of both, chosen after a planner has formed the groups.
 //
 // The choice never changes a group, a micro-batch or an order; it only sets

@@ -1,4 +1,4 @@
-// Pipeline parallelism, the planning half (issue 20): which layers each
+// Pipeline parallelism, the planning half: which layers each
 // pipeline stage holds, and what one micro-batch costs on each stage.
 //
 // An HDP rank becomes a pipeline of `pp` stages (each stage a trainer: one

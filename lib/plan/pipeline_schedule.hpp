@@ -1,4 +1,4 @@
-// The 1F1B pipeline schedule and its event-driven simulation (issue 20).
+// The 1F1B pipeline schedule and its event-driven simulation.
 //
 // One pipeline of pp stages runs M micro-batches (M may be below pp, and
 // pipelines of one step may run different M). Stage s runs, in order:

@@ -1,4 +1,4 @@
-// Pipeline slots: the 1F1B order of pipelines that CP rings couple (issue 20).
+// Pipeline slots: the 1F1B order of pipelines that CP rings couple.
 //
 // Each trainer of a Plan (an HDP rank) is a pipeline of pp stages that runs
 // its micro-batch list 1F1B (pipeline_schedule.hpp). A ring micro-batch

@@ -31,7 +31,7 @@
 // and l the layer count (ByteScale eq. 3 with activations linear in tokens);
 // without offloading (r = 0) that is the plain token count.
 //
-// CP algorithm (issue 23). Each split sequence also names how its group runs
+// CP algorithm. Each split sequence also names how its group runs
 // attention: a ring (as above), Ulysses, or the hybrid of both, as a
 // Ulysses degree u that divides k (cp_algo below). Member c belongs to
 // subgroup c / u (members [j u, (j+1) u), consecutive in the group's order)

@@ -1,5 +1,5 @@
 // PP-Balance: ByteScale's balance scheduler (Alg. 2) for pipelines, the
-// planning half (issue 20). D pipelines (HDP ranks, each pp stages) share a
+// planning half. D pipelines (HDP ranks, each pp stages) share a
 // global batch; a pipeline runs its micro-batches 1F1B (pipeline_schedule.hpp)
 // and pipelines may run different numbers of them.
 //

@@ -1,4 +1,4 @@
-// PP-Balance as a Plan: `plan.balance: pp` (issue 20).
+// PP-Balance as a Plan: `plan.balance: pp`.
 //
 // Every trainer of the Plan (an HDP rank) is a pipeline of pp stages that
 // runs its micro-batch list 1F1B; pp_balance (pp_balance.hpp) shares whole

@@ -1,4 +1,4 @@
-// `meshloom simulate --pp N` (issue 20): the same batches on HDP ranks that
+// `meshloom simulate --pp N`: the same batches on HDP ranks that
 // are pipelines of pp stages (each stage a TP group), under three setups:
 //
 //   static       the fixed DP x CP grid (static_planner.hpp) over the

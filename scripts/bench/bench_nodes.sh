@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench_nodes.sh: HDP against the static DP x CP grid across nodes whose links
-# cost what links cost (issue 21). A real 5-node Slurm on this machine
+# cost what links cost. A real 5-node Slurm on this machine
 # (slurm/local-cluster.sh --nodes 5 --bandwidth RATE: network namespaces,
 # each node's link shaped by tc tbf), 2 ranks a node through
 # slurm/meshloom-multinode.sbatch: the constructor and the loader on mlnode1,

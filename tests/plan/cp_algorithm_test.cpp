@@ -1,4 +1,4 @@
-// CP algorithms per split sequence (issue 23): the Ulysses volume worked by
+// CP algorithms per split sequence: the Ulysses volume worked by
 // hand, head limits, the choice (forced and auto), validate(), the wire
 // format with the new field (and version 1 files), and the report lines.
 #include "plan/cp_algorithm.hpp"

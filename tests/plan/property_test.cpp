@@ -6,7 +6,7 @@
 // than the static grid on realistic batches (long-tailed lengths, T >= 16,
 // at least 2 sequences per trainer; within 2%).
 //
-// Issue #4 asks for two properties that cannot both hold on coarse batches
+// Two properties asked of the planner cannot both hold on coarse batches
 // (a few sequences per trainer, lengths at multiples of C): "HDP never worse
 // than static" and "no CP communication for sequences that fit in C". With
 // T = 4 and lengths 4C, C, C the grid (CP 4) splits all three, step about

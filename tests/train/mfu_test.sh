@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MFU is never reported above 100% (issue 38, item 2):
+# MFU is never reported above 100%:
 #  - with busy loops on every core while the run starts (the sgemm peak is
 #    measured under load, so it comes out low), every step's metrics.jsonl
 #    `mfu` is at most 1 or null, and where one is null the log says

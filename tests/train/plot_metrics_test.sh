@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What scripts/plot/plot_metrics.py draws from a real run on text and images
-# (issue 38, item 4), through its --describe output:
+# What scripts/plot/plot_metrics.py draws from a real run on text and images,
+# through its --describe output:
 #  - an "MFU" panel with a value at most 1 for every step (run.peak_gflops
 #    set high, so every step has one), apart from the imbalance panel;
 #  - a "loss by source" panel with a line for every source that
