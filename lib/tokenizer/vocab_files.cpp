@@ -222,6 +222,9 @@ std::vector<std::string> vocab_search_dirs() {
   add_upward(fs::current_path(ec), &dirs);
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) add_upward(exe.parent_path(), &dirs);
+  // A build folder outside the checkout has no third_party above it; the
+  // tree it was built from still has (scripts/setup.sh installs there).
+  add_upward(fs::path(MESHLOOM_SOURCE_DIR), &dirs);
   return dirs;
 }
 

@@ -23,7 +23,9 @@
 
 namespace meshloom {
 
-// The folders searched, nearest first.
+// The folders searched, nearest first: MESHLOOM_VOCAB_DIR alone if set, else
+// every third_party/npm/node_modules above the working directory, above the
+// executable, and above the source tree this library was built from.
 std::vector<std::string> vocab_search_dirs();
 
 // The first existing DIR/NAME for DIR in vocab_search_dirs(), NAME in `names`;
