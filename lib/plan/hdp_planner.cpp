@@ -11,93 +11,19 @@
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "plan/bytescale_planner.hpp"
 #include "plan/lengths.hpp"
 #include "plan/node_placement.hpp"
+#include "plan/sequence_work.hpp"
 #include "plan/static_planner.hpp"
 
 namespace meshloom::plan {
 
 namespace {
 
-using TimeRank = std::pair<double, int32_t>;
-using MinHeap = std::priority_queue<TimeRank, std::vector<TimeRank>, std::greater<TimeRank>>;
-
-// Shared view of one step's sequences for the HDP planners.
-struct Work {
-  const std::vector<int64_t>& lengths;
-  const PlannerOptions& o;
-  const CostModel& cost;
-  std::vector<int32_t> k;
-  std::vector<float> r;
-  std::vector<double> t;  // member time (k > 1) or whole time with amortized g (k = 1)
-
-  Work(const std::vector<int64_t>& L, const PlannerOptions& opt, const CostModel& c)
-      : lengths(L), o(opt), cost(c), k(L.size()), r(L.size()), t(L.size()) {
-    for (size_t i = 0; i < L.size(); ++i) {
-      const Split s = min_split(L[i], o, cost);
-      if (s.k > o.trainers)
-        throw Error(strf(
-            "sequence %zu of %lld tokens needs %d trainers of capacity %lld, but there are %d%s", i,
-            (long long)L[i], s.k, (long long)o.capacity, o.trainers,
-            o.offload ? "" : " (selective offloading would need fewer)"));
-      set(i, s.k, s.ratio);
-    }
-  }
-  int32_t n() const { return int32_t(lengths.size()); }
-  // Member time; `intra`: the ring stays inside one node.
-  double time_of(int64_t L, int32_t kk, float ratio, bool intra = false) const {
-    const double act = cost.act_bytes * cost.layers;
-    if (kk == 1) {
-      const double off = ratio * double(L) * act;
-      return cost.micro_batch(double(L), double(L) * double(L), 1, false, off) - cost.g +
-             cost.g * double(L) / double(o.capacity);
-    }
-    const double m = double((L + kk - 1) / kk);
-    return cost.micro_batch(m, double(L) * double(L) / kk, kk, intra, ratio * m * act);
-  }
-  void set(size_t i, int32_t kk, float ratio) {
-    k[i] = kk;
-    r[i] = ratio;
-    t[i] = time_of(lengths[i], kk, ratio);
-  }
-  double work(size_t i) const { return k[i] == 1 ? t[i] : double(k[i]) * t[i]; }
-  // Activation memory of a whole sequence, in tokens (for packing).
-  double resident(size_t i) const {
-    const double L = double(lengths[i]);
-    if (r[i] <= 0 || cost.layers <= 2) return L;
-    return L * (2.0 + (1.0 - r[i]) * (cost.layers - 2)) / cost.layers;
-  }
-};
-
-// Best fit decreasing by resident tokens into micro-batches of capacity C.
-std::vector<std::vector<int32_t>> pack(std::vector<int32_t> items, const Work& w) {
-  std::sort(items.begin(), items.end(), [&](int32_t x, int32_t y) {
-    const double a = w.resident(x), b = w.resident(y);
-    return a != b ? a > b : x < y;
-  });
-  std::vector<std::vector<int32_t>> bins;
-  std::multimap<double, int32_t> left;  // room -> bin
-  const double cap = double(w.o.capacity) * (1 + 1e-12);
-  for (int32_t i : items) {
-    const double need = w.resident(i);
-    auto it = left.lower_bound(need);
-    if (it == left.end()) {
-      bins.push_back({i});
-      left.emplace(cap - need, int32_t(bins.size() - 1));
-    } else {
-      const int32_t b = it->second;
-      const double room = it->first - need;
-      left.erase(it);
-      bins[b].push_back(i);
-      left.emplace(room, b);
-    }
-  }
-  return bins;
-}
-
 // The smallest k >= k0 whose member time is at most `target`, or the k with
 // the least member time when none reaches it.
-int32_t widen_to(const Work& w, size_t i, double target) {
+int32_t widen_to(const SequenceWork& w, size_t i, double target) {
   const int64_t L = w.lengths[i];
   const int32_t k0 = w.k[i];
   const int32_t kmax = int32_t(std::min<int64_t>(w.o.trainers, L));
@@ -133,7 +59,7 @@ namespace {
 
 // Steps 2-5 of plan_hdp for one widening target: who runs what, when.
 struct Schedule {
-  Work w;
+  SequenceWork w;
   std::vector<int32_t> split_ids, whole_ids;
   std::vector<int32_t> group_at, group_pool;  // split sequences' ranks
   std::vector<double> ring_start;
@@ -147,14 +73,14 @@ struct Schedule {
   std::vector<double> gang_end, finish;
   double makespan = 0;
   bool by_node = false;  // place rings inside nodes (node_placement.hpp), else by rank
-  Schedule(const Work& work, bool place_by_node) : w(work), by_node(place_by_node) {}
+  Schedule(const SequenceWork& work, bool place_by_node) : w(work), by_node(place_by_node) {}
 };
 
 // Widens split sequences whose member time exceeds `factor` x the bound
 // max(total work / T, largest whole sequence); factor 0: no widening;
 // factor < 0: every split sequence as wide as it can usefully go (up to all
 // T trainers: split sequences then take turns on the whole mesh).
-void widen(Work& w, double factor) {
+void widen(SequenceWork& w, double factor) {
   if (factor == 0) return;
   const int32_t n = w.n();
   if (factor < 0) {
@@ -191,7 +117,7 @@ void widen(Work& w, double factor) {
 // its last ring.
 void add_gang(Schedule& sc, int32_t i, std::span<const int32_t> ranks, double start,
               std::vector<double>& fin) {
-  Work& w = sc.w;
+  SequenceWork& w = sc.w;
   sc.group_at[i] = int32_t(sc.group_pool.size());
   sc.group_pool.insert(sc.group_pool.end(), ranks.begin(), ranks.end());
   // A ring inside one node runs on the faster link.
@@ -206,7 +132,7 @@ void add_gang(Schedule& sc, int32_t i, std::span<const int32_t> ranks, double st
 // 3a with the run's nodes (node_placement.hpp): the k trainers free earliest
 // when they share a node, else the k of one node when that ring ends no later.
 void place_gangs_by_node(Schedule& sc, std::vector<double>& fin) {
-  Work& w = sc.w;
+  SequenceWork& w = sc.w;
   FreeTrainers free(w.cost, w.o.trainers);
   const int32_t widest_node = w.cost.largest_node();
   for (int32_t i : sc.split_ids) {
@@ -224,7 +150,7 @@ void place_gangs_by_node(Schedule& sc, std::vector<double>& fin) {
 
 // 3a. Each split sequence, costliest first, on the k trainers free earliest.
 void place_gangs_greedy(Schedule& sc, std::vector<double>& fin) {
-  Work& w = sc.w;
+  SequenceWork& w = sc.w;
   if (sc.by_node) return place_gangs_by_node(sc, fin);
   const int32_t T = w.o.trainers;
   std::vector<TimeRank> init(T);
@@ -250,7 +176,7 @@ void place_gangs_greedy(Schedule& sc, std::vector<double>& fin) {
 // that its sequences end together (the least height H such that the
 // smallest k_i >= k_min with member time <= H sum to at most the region).
 void place_gangs_shelves(Schedule& sc, int32_t region, std::vector<double>& fin) {
-  Work& w = sc.w;
+  SequenceWork& w = sc.w;
   std::vector<int32_t> ids = sc.split_ids;
   std::sort(ids.begin(), ids.end(), [&](int32_t x, int32_t y) {
     return w.work(x) != w.work(y) ? w.work(x) > w.work(y) : x < y;
@@ -341,7 +267,7 @@ void place_gangs_shelves(Schedule& sc, int32_t region, std::vector<double>& fin)
 
 // Steps 3-5; region 0: greedy gangs, else shelves over that many trainers.
 void schedule(Schedule& sc, int32_t region) {
-  Work& w = sc.w;
+  SequenceWork& w = sc.w;
   const int32_t n = w.n();
   const int32_t T = w.o.trainers;
   for (int32_t i = 0; i < n; ++i) (w.k[i] > 1 ? sc.split_ids : sc.whole_ids).push_back(i);
@@ -456,7 +382,7 @@ void schedule(Schedule& sc, int32_t region) {
 // 6. Micro-batches: rings at their start, gap packs before them, tails after.
 Plan micro_batches(const Schedule& sc, const std::vector<int64_t>& lengths, const PlannerOptions& o,
                    const CostModel& cost) {
-  const Work& w = sc.w;
+  const SequenceWork& w = sc.w;
   const int32_t T = o.trainers;
   PlanBuilder b("hdp", T, o.capacity, ChunkRule::kBalanced, lengths, cost);
   for (int32_t i = 0; i < w.n(); ++i)
@@ -472,7 +398,7 @@ Plan micro_batches(const Schedule& sc, const std::vector<int64_t>& lengths, cons
   std::vector<Piece> pcs;
   auto emit = [&](int32_t trainer, const std::vector<int32_t>& items, double lo, double hi) {
     if (items.empty()) return;
-    const auto bins = pack(items, w);
+    const auto bins = pack_best_fit(items, w);
     for (size_t j = 0; j < bins.size(); ++j) {
       pcs.clear();
       for (int32_t i : bins[j]) pcs.push_back(Piece{i, 0});
@@ -517,7 +443,7 @@ Plan with_alternatives(Plan plan, double ideal, const std::vector<int64_t>& leng
 }  // namespace
 
 Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o, const CostModel& cost) {
-  const Work base(lengths, o, cost);
+  const SequenceWork base(lengths, o, cost);
   const int32_t T = o.trainers;
 
   // 2. Candidate schedules (see the header): greedy gangs under several
@@ -533,7 +459,7 @@ Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o, cons
   // nodes first, then by rank unless the first is already within 1% of the
   // ideal: rank order wins only when faster, so no candidate is slower than
   // in rank order (ties keep the nodes). Returns the better makespan.
-  auto run = [&](const Work& w, int32_t region) {
+  auto run = [&](const SequenceWork& w, int32_t region) {
     auto once = [&](bool by_node) {
       auto sc = std::make_unique<Schedule>(w, by_node);
       schedule(*sc, region);
@@ -549,7 +475,7 @@ Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o, cons
   // Returns the candidate's makespan (infinity when skipped).
   auto greedy = [&](double factor) {
     if (done()) return double(INFINITY);
-    Work w = base;
+    SequenceWork w = base;
     widen(w, factor);
     for (const auto& k : tried)
       if (k == w.k) return double(INFINITY);  // the same groups: the same schedule
@@ -561,7 +487,7 @@ Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o, cons
   // would let it run whole: offloading only adds candidates.
   PlannerOptions plain_options = o;
   plain_options.offload = false;
-  std::optional<Work> plain;
+  std::optional<SequenceWork> plain;
   try {
     plain.emplace(lengths, o.offload ? plain_options : o, cost);
   } catch (const Error&) {  // without offloading some sequence needs more than T
@@ -611,210 +537,6 @@ Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& o, cons
     }
   }
   return with_alternatives(micro_batches(*best, lengths, o, cost), ideal, lengths, o, cost);
-}
-
-// ByteScale's buckets: sequences longest first, cut into as many buckets as
-// the step has rounds of T x C tokens, each holding an equal share of the work.
-static std::vector<std::vector<int32_t>> flop_buckets(const Work& w,
-                                                      const std::vector<int64_t>& lengths,
-                                                      int32_t T, int64_t C) {
-  const int32_t n = w.n();
-  std::vector<int32_t> order(n);
-  for (int32_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
-    return lengths[x] != lengths[y] ? lengths[x] > lengths[y] : x < y;
-  });
-  double total_tokens = 0, total_work = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    total_tokens += double(lengths[i]);
-    total_work += w.work(i);
-  }
-  const int64_t nb =
-      std::max<int64_t>(1, int64_t(std::ceil(total_tokens / (double(T) * double(C)))));
-  std::vector<std::vector<int32_t>> buckets(1);
-  double acc = 0;
-  for (int32_t i : order) {
-    if (acc >= total_work * double(buckets.size()) / double(nb) && !buckets.back().empty() &&
-        int64_t(buckets.size()) < nb)
-      buckets.emplace_back();
-    buckets.back().push_back(i);
-    acc += w.work(i);
-  }
-  return buckets;
-}
-
-Plan plan_bytescale(const std::vector<int64_t>& lengths, const PlannerOptions& o,
-                    const CostModel& cost) {
-  Work w(lengths, o, cost);
-  const int32_t n = w.n();
-  const int32_t T = o.trainers;
-  const int64_t C = o.capacity;
-  PlanBuilder b("bytescale", T, C, ChunkRule::kBalanced, lengths, cost);
-  for (int32_t i = 0; i < n; ++i)
-    if (w.r[i] > 0) b.set_offload(i, w.r[i]);
-
-  std::vector<std::vector<int32_t>> buckets = flop_buckets(w, lengths, T, C);
-
-  std::vector<double> exec(T, 0.0);
-  std::vector<int32_t> lag, all(T), members;
-  std::vector<Piece> pcs;
-  struct Bin {
-    int32_t trainer;
-    std::vector<int32_t> items;
-  };
-  std::vector<Bin> bins;
-  std::vector<uint8_t> done(n, 0);
-  size_t front = 0;
-  const double act = cost.act_bytes * cost.layers;
-  int64_t round = 0;
-  auto sorted_by_exec = [&](std::vector<int32_t>& v) {
-    std::sort(v.begin(), v.end(),
-              [&](int32_t x, int32_t y) { return exec[x] != exec[y] ? exec[x] < exec[y] : x < y; });
-  };
-  auto run_round = [&](const std::vector<int32_t>& who, std::vector<int32_t>& bucket) {
-    size_t cursor = 0;
-    int64_t assigned = 0;
-    bins.clear();
-    std::multimap<double, int32_t> room;
-    double smallest = INFINITY;
-    for (int32_t i : bucket) smallest = std::min(smallest, w.resident(i));
-    for (int32_t i : bucket) {
-      if (cursor == who.size() && (room.empty() || room.rbegin()->first < smallest)) break;
-      if (w.k[i] > 1) {
-        if (who.size() - cursor < size_t(w.k[i])) continue;
-        members.assign(who.begin() + cursor, who.begin() + cursor + w.k[i]);
-        cursor += w.k[i];
-        std::sort(members.begin(), members.end());
-        b.set_group(i, members);
-        double start = 0;
-        for (int32_t m : members) start = std::max(start, exec[m]);
-        for (int32_t m : members) exec[m] = start + w.t[i];
-        b.add_ring(double(round), std::span<const int32_t>(&i, 1));
-      } else {
-        const double need = w.resident(i);
-        auto it = room.lower_bound(need);
-        int32_t bi;
-        if (it != room.end()) {  // best fit among this round's micro-batches
-          bi = it->second;
-          const double left = it->first - need;
-          room.erase(it);
-          bins[bi].items.push_back(i);
-          room.emplace(left, bi);
-        } else if (cursor < who.size()) {
-          bins.push_back({who[cursor++], {i}});
-          bi = int32_t(bins.size() - 1);
-          room.emplace(double(C) * (1 + 1e-12) - need, bi);
-        } else {
-          continue;
-        }
-        b.set_group(i, bins[bi].trainer);
-      }
-      done[i] = 1;
-      ++assigned;
-    }
-    for (const Bin& bin : bins) {
-      pcs.clear();
-      double tokens = 0, l2 = 0, off = 0;
-      for (int32_t i : bin.items) {
-        pcs.push_back(Piece{i, 0});
-        const double L = double(lengths[i]);
-        tokens += L;
-        l2 += L * L;
-        off += w.r[i] * L * act;
-      }
-      b.add_micro_batch(bin.trainer, double(round), pcs);
-      exec[bin.trainer] += cost.micro_batch(tokens, l2, 1, false, off);
-    }
-    bucket.erase(
-        std::remove_if(bucket.begin(), bucket.end(), [&](int32_t i) { return done[i] != 0; }),
-        bucket.end());
-    return assigned;
-  };
-  for (int32_t t = 0; t < T; ++t) all[t] = t;
-  while (front < buckets.size()) {
-    if (buckets[front].empty()) {
-      ++front;
-      continue;
-    }
-    const double mx = *std::max_element(exec.begin(), exec.end());
-    lag.clear();
-    for (int32_t t = 0; t < T; ++t)
-      if (mx - exec[t] > o.slack * mx) lag.push_back(t);
-    bool everyone = lag.empty();
-    if (everyone) lag = all;
-    sorted_by_exec(lag);
-    int64_t assigned = run_round(lag, buckets[front]);
-    if (assigned == 0 && !everyone) {
-      lag = all;
-      sorted_by_exec(lag);
-      assigned = run_round(lag, buckets[front]);
-    }
-    ML_CHECK(assigned > 0, "bytescale planner made no progress");
-    ++round;
-  }
-  return b.finish(cost);
-}
-
-Plan plan_naive(const std::vector<int64_t>& lengths, const PlannerOptions& o,
-                const CostModel& cost) {
-  Work w(lengths, o, cost);
-  const int32_t n = w.n();
-  const int32_t T = o.trainers;
-  PlanBuilder b("naive", T, o.capacity, ChunkRule::kBalanced, lengths, cost);
-  std::vector<int32_t> split_ids, whole_ids;
-  for (int32_t i = 0; i < n; ++i) {
-    (w.k[i] > 1 ? split_ids : whole_ids).push_back(i);
-    if (w.r[i] > 0) b.set_offload(i, w.r[i]);
-  }
-  auto by_length = [&](int32_t x, int32_t y) {
-    return lengths[x] != lengths[y] ? lengths[x] > lengths[y] : x < y;
-  };
-  std::sort(split_ids.begin(), split_ids.end(), by_length);
-  std::sort(whole_ids.begin(), whole_ids.end(), by_length);
-  std::vector<double> tokens(T, 0.0);
-  std::vector<int32_t> members;
-  int32_t cursor = 0;
-  int64_t wave = 0;
-  for (int32_t i : split_ids) {
-    if (cursor + w.k[i] > T) {
-      cursor = 0;
-      ++wave;
-    }
-    members.resize(w.k[i]);
-    for (int32_t j = 0; j < w.k[i]; ++j) {
-      members[j] = cursor + j;
-      tokens[cursor + j] += double(member_slots(lengths[i], w.k[i], j, ChunkRule::kBalanced));
-    }
-    cursor += w.k[i];
-    b.set_group(i, members);
-    b.add_ring(double(wave), std::span<const int32_t>(&i, 1));
-  }
-  auto bins = pack(whole_ids, w);
-  std::vector<double> bin_tokens(bins.size(), 0.0);
-  std::vector<int32_t> bin_order(bins.size());
-  for (size_t j = 0; j < bins.size(); ++j) {
-    bin_order[j] = int32_t(j);
-    for (int32_t i : bins[j]) bin_tokens[j] += double(lengths[i]);
-  }
-  std::stable_sort(bin_order.begin(), bin_order.end(),
-                   [&](int32_t x, int32_t y) { return bin_tokens[x] > bin_tokens[y]; });
-  std::vector<TimeRank> init(T);
-  for (int32_t t = 0; t < T; ++t) init[t] = {tokens[t], t};
-  MinHeap heap(std::greater<TimeRank>(), std::move(init));
-  std::vector<Piece> pcs;
-  int64_t next = 0;
-  for (int32_t j : bin_order) {
-    const TimeRank top = heap.top();
-    heap.pop();
-    pcs.clear();
-    for (int32_t i : bins[j]) {
-      pcs.push_back(Piece{i, 0});
-      b.set_group(i, top.second);
-    }
-    b.add_micro_batch(top.second, double(wave + 1 + next++), pcs);
-    heap.push({top.first + bin_tokens[j], top.second});
-  }
-  return b.finish(cost);
 }
 
 }  // namespace meshloom::plan

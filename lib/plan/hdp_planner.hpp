@@ -69,17 +69,6 @@
 //     than static under the cost model, at the price of rule 1 for that
 //     step. A batch the grid cannot hold keeps HDP's plan.
 //
-// plan_bytescale is ByteScale's Alg. 2 with DP-Balance as we read it: sort by
-// length (longest first), cut into B buckets of about equal work (B = total
-// tokens / (T x C), at least 1); then rounds: the trainers lagging the
-// slowest by more than delta (relative) each get one micro-batch from the
-// first bucket (a split sequence takes k lagging trainers; whole sequences
-// are packed best fit up to C); when none lags, all trainers take part.
-// It is the baseline the hdp planner's gain is measured against.
-//
-// plan_naive is ByteScale's Alg. 1: split sequences on consecutive trainers
-// (wrapping around), whole sequences packed best fit into micro-batches of
-// C tokens dealt out so that every trainer holds about the same tokens.
 #pragma once
 
 #include <cstdint>
@@ -91,9 +80,5 @@ namespace meshloom::plan {
 
 Plan plan_hdp(const std::vector<int64_t>& lengths, const PlannerOptions& options,
               const CostModel& cost);
-Plan plan_bytescale(const std::vector<int64_t>& lengths, const PlannerOptions& options,
-                    const CostModel& cost);
-Plan plan_naive(const std::vector<int64_t>& lengths, const PlannerOptions& options,
-                const CostModel& cost);
 
 }  // namespace meshloom::plan

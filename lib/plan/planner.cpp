@@ -7,9 +7,11 @@
 #include "base/check.hpp"
 #include "base/math.hpp"
 #include "base/strings.hpp"
+#include "plan/bytescale_planner.hpp"
 #include "plan/cp_algorithm.hpp"
 #include "plan/hdp_planner.hpp"
 #include "plan/lengths.hpp"
+#include "plan/naive_planner.hpp"
 #include "plan/static_planner.hpp"
 
 namespace meshloom::plan {
