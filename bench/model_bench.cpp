@@ -142,26 +142,24 @@ void bench_attention(const meshloom::model::Shape& s, const meshloom::model::Bat
       f.cpu, b.wall, b.cpu);
 }
 
-}  // namespace
+using Options = std::map<std::string, long>;
 
-int main(int argc, char** argv) {
-  std::map<std::string, long> opt = {
-      {"tokens", 4096},  {"d", 512},           {"layers", 8},        {"heads", 8},
-      {"kv_heads", 8},   {"ffn", 1376},        {"vocab", 50257},     {"threads", 2},
-      {"iters", 3},      {"tile_q", 64},       {"tile_k", 128},      {"seed", 1},
-      {"max_doc", 1536}, {"loss_chunk", 1024}, {"attention_only", 0}};
+// key=value arguments over the defaults; false (after a message) on an unknown key.
+bool parse_options(int argc, char** argv, Options* opt) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t eq = arg.find('=');
-    if (eq == std::string::npos || !opt.count(arg.substr(0, eq))) {
+    if (eq == std::string::npos || !opt->count(arg.substr(0, eq))) {
       std::fprintf(stderr, "model_bench: unknown argument '%s'\n", arg.c_str());
-      return 2;
+      return false;
     }
-    opt[arg.substr(0, eq)] = std::strtol(arg.c_str() + eq + 1, nullptr, 10);
+    (*opt)[arg.substr(0, eq)] = std::strtol(arg.c_str() + eq + 1, nullptr, 10);
   }
-  const int threads = static_cast<int>(opt["threads"]);
-  namespace m = meshloom::model;
-  m::Shape s;
+  return true;
+}
+
+meshloom::model::Shape shape_of(Options& opt) {
+  meshloom::model::Shape s;
   s.vocab = opt["vocab"];
   s.d_model = opt["d"];
   s.n_layers = opt["layers"];
@@ -170,6 +168,72 @@ int main(int argc, char** argv) {
   s.head_dim = s.d_model / s.n_heads;
   s.ffn_dim = opt["ffn"];
   s.tied = true;
+  return s;
+}
+
+// The best rates seen of one-thread, OpenBLAS-threaded and sliced sgemm.
+struct Peaks {
+  Rate one, native, sliced;
+  void measure(int threads) {
+    namespace m = meshloom::model;
+    const Rate p1 = sgemm_gflops(1, false, 2048, 5);
+    const Rate ps = sgemm_gflops(threads, true, 2048, 5);
+    m::blas_set_native_threads(threads);
+    const Rate pn = sgemm_gflops(threads, false, 2048, 5);
+    m::blas_use_one_thread();
+    for (auto [dst, src] : {std::pair{&one, p1}, std::pair{&native, pn}, std::pair{&sliced, ps}}) {
+      dst->wall = std::max(dst->wall, src.wall);
+      dst->cpu = std::max(dst->cpu, src.cpu);
+    }
+  }
+};
+
+// The fastest of `iters` forward+backward iterations after a warm-up.
+struct Timing {
+  double best = 1e30, best_cpu = 1e30, best_fwd = 0, loss = 0;
+  meshloom::model::Profile profile;
+};
+
+Timing time_model(meshloom::model::Transformer<float>& model, const meshloom::model::Batch& batch,
+                  long iters, int threads) {
+  namespace m = meshloom::model;
+  Timing r;
+  for (long it = 0; it < iters + 1; ++it) {
+    model.zero_grads();
+    model.reset_profile();
+    const auto t0 = Clock::now();
+    const double c0 = cpu_seconds();
+    const m::LossSum ls = model.forward(batch);
+    const double fwd = seconds_since(t0);
+    model.backward(1.0 / static_cast<double>(ls.count));
+    const double total = seconds_since(t0), cpu = (cpu_seconds() - c0) / threads;
+    r.loss = ls.sum / static_cast<double>(ls.count);
+    std::printf(
+        "  iteration %ld%s: forward %.3f s, backward %.3f s, total %.3f s (cpu-time/threads "
+        "%.3f s)\n",
+        it, it == 0 ? " (warm-up)" : "", fwd, total - fwd, total, cpu);
+    if (it == 0) continue;
+    r.best_cpu = std::min(r.best_cpu, cpu);
+    if (total < r.best) {
+      r.best = total;
+      r.best_fwd = fwd;
+      r.profile = model.profile();
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt = {{"tokens", 4096},  {"d", 512},           {"layers", 8},        {"heads", 8},
+                 {"kv_heads", 8},   {"ffn", 1376},        {"vocab", 50257},     {"threads", 2},
+                 {"iters", 3},      {"tile_q", 64},       {"tile_k", 128},      {"seed", 1},
+                 {"max_doc", 1536}, {"loss_chunk", 1024}, {"attention_only", 0}};
+  if (!parse_options(argc, argv, &opt)) return 2;
+  const int threads = static_cast<int>(opt["threads"]);
+  namespace m = meshloom::model;
+  const m::Shape s = shape_of(opt);
   std::mt19937 rng(static_cast<uint32_t>(opt["seed"]));
   const m::Batch batch = make_batch(opt["tokens"], s.vocab, opt["max_doc"], rng);
   m::blas_use_one_thread();
@@ -179,19 +243,8 @@ int main(int argc, char** argv) {
   }
 
   // 1. Roofline (measured again after the model runs; the best of both counts).
-  auto measure_peaks = [&](Rate* one, Rate* native, Rate* sliced) {
-    const Rate p1 = sgemm_gflops(1, false, 2048, 5);
-    const Rate ps = sgemm_gflops(threads, true, 2048, 5);
-    m::blas_set_native_threads(threads);
-    const Rate pn = sgemm_gflops(threads, false, 2048, 5);
-    m::blas_use_one_thread();
-    for (auto [dst, src] : {std::pair{one, p1}, std::pair{native, pn}, std::pair{sliced, ps}}) {
-      dst->wall = std::max(dst->wall, src.wall);
-      dst->cpu = std::max(dst->cpu, src.cpu);
-    }
-  };
-  Rate peak1, native, sliced;
-  measure_peaks(&peak1, &native, &sliced);
+  Peaks peaks;
+  peaks.measure(threads);
 
   // 2. The model.
   m::ModelOptions mo;
@@ -213,32 +266,9 @@ int main(int argc, char** argv) {
       static_cast<long long>(model.layout().numel()), static_cast<long long>(batch.size()),
       static_cast<long long>(docs), flops / 1e12);
 
-  double best = 1e30, best_cpu = 1e30, best_fwd = 0;
-  m::Profile best_profile;
-  double loss = 0;
-  for (long it = 0; it < opt["iters"] + 1; ++it) {
-    model.zero_grads();
-    model.reset_profile();
-    const auto t0 = Clock::now();
-    const double c0 = cpu_seconds();
-    const m::LossSum ls = model.forward(batch);
-    const double fwd = seconds_since(t0);
-    model.backward(1.0 / static_cast<double>(ls.count));
-    const double total = seconds_since(t0), cpu = (cpu_seconds() - c0) / threads;
-    loss = ls.sum / static_cast<double>(ls.count);
-    std::printf(
-        "  iteration %ld%s: forward %.3f s, backward %.3f s, total %.3f s (cpu-time/threads "
-        "%.3f s)\n",
-        it, it == 0 ? " (warm-up)" : "", fwd, total - fwd, total, cpu);
-    if (it == 0) continue;
-    best_cpu = std::min(best_cpu, cpu);
-    if (total < best) {
-      best = total;
-      best_fwd = fwd;
-      best_profile = model.profile();
-    }
-  }
-  measure_peaks(&peak1, &native, &sliced);
+  const Timing t = time_model(model, batch, opt["iters"], threads);
+  peaks.measure(threads);
+  const Rate &peak1 = peaks.one, &native = peaks.native, &sliced = peaks.sliced;
   std::printf(
       "sgemm 2048^3 GFLOP/s, best before/after (wall | cpu-time): 1 thread %.1f | %.1f; "
       "%d threads: OpenBLAS %.1f | %.1f, sliced %.1f | %.1f\n",
@@ -246,22 +276,22 @@ int main(int argc, char** argv) {
   // The peak is the best rate seen by either clock: conservative for both MFUs
   // (a preempted run can only lower the wall-clock peak).
   const double peak = std::max({native.wall, sliced.wall, native.cpu, sliced.cpu});
-  const m::Profile& p = best_profile;
-  std::printf("best: forward %.3f s + backward %.3f s = %.3f s (loss %.4f)\n", best_fwd,
-              best - best_fwd, best, loss);
-  for (const auto& [what, t] : {std::pair{"wall", p.wall}, std::pair{"cpu-time/threads", p.cpu}}) {
+  const m::Profile& p = t.profile;
+  std::printf("best: forward %.3f s + backward %.3f s = %.3f s (loss %.4f)\n", t.best_fwd,
+              t.best - t.best_fwd, t.best, t.loss);
+  for (const auto& [what, k] : {std::pair{"wall", p.wall}, std::pair{"cpu-time/threads", p.cpu}}) {
     std::printf(
         "  by kind (%s): matmul %.3f s, attention %.3f s, LM head %.3f s, cross-entropy "
         "%.3f s, other %.3f s\n",
-        what, t.matmul, t.attention, t.head, t.loss, t.other);
+        what, k.matmul, k.attention, k.head, k.loss, k.other);
   }
   std::printf(
       "MFU (wall clock, best iteration): %.1f GFLOP/s = %.1f%% of the %d-thread sgemm "
       "peak %.1f\n",
-      flops / best / 1e9, 100.0 * flops / best / 1e9 / peak, threads, peak);
+      flops / t.best / 1e9, 100.0 * flops / t.best / 1e9 / peak, threads, peak);
   std::printf(
       "MFU (cpu-time based):             %.1f GFLOP/s = %.1f%% of the %d-thread sgemm "
       "peak %.1f\n",
-      flops / best_cpu / 1e9, 100.0 * flops / best_cpu / 1e9 / peak, threads, peak);
+      flops / t.best_cpu / 1e9, 100.0 * flops / t.best_cpu / 1e9 / peak, threads, peak);
   return 0;
 }
