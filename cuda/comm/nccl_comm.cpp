@@ -1,5 +1,7 @@
 #include "cuda/comm/nccl_comm.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -25,12 +27,25 @@ NodeRanks node_ranks(MPI_Comm comm) {
   return out;
 }
 
+namespace {
+
+// The test-only NCCL over MPI (tests/cuda/nccl_shim), when preloaded, makes
+// communicators from MPI ones and lets ranks share a GPU.
+using ShimInit = ncclResult_t (*)(ncclComm_t*, MPI_Comm);
+ShimInit nccl_shim_init() {
+  return reinterpret_cast<ShimInit>(dlsym(RTLD_DEFAULT, "meshloom_nccl_shim_init"));
+}
+
+}  // namespace
+
 bool nccl_usable(MPI_Comm comm, std::string* why) {
   const NodeRanks node = node_ranks(comm);
   std::string local_why;
   const int devices = cuda_device_count(&local_why);
+  const bool shares_ok = nccl_shim_init() != nullptr;
   // One reduction: {not usable here, -devices, ranks on the node}, by MAX.
-  int mine[3] = {devices == 0 || node.local_size > devices ? 1 : 0, -devices, node.local_size};
+  int mine[3] = {devices == 0 || (node.local_size > devices && !shares_ok) ? 1 : 0, -devices,
+                 node.local_size};
   int all[3] = {0, 0, 0};
   MPI_CHECK(MPI_Allreduce(mine, all, 3, MPI_INT, MPI_MAX, comm));
   if (all[0] == 0) return true;
@@ -56,6 +71,10 @@ NcclComm::NcclComm(MPI_Comm comm, int device) {
   }
   device_ = device;
   CUDA_CHECK(cudaSetDevice(device_));  // NCCL binds the communicator to the current device
+  if (const ShimInit shim = nccl_shim_init()) {
+    NCCL_CHECK(shim(&comm_, comm));
+    return;
+  }
   ncclUniqueId id{};
   if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   MPI_CHECK(MPI_Bcast(&id, int(sizeof(id)), MPI_BYTE, 0, comm));
