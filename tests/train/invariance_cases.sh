@@ -102,6 +102,18 @@ invariance_gpu_cases=(
   "gpu_pp2_untied_steps3 4 1e-3:1e-3 --set run.steps=3 --set run.precision=fp32 --set parallel.pp=2 --set plan.capacity=512 --set model.tied_embeddings=false"
   "bf16_pp2       2 5e-2 --set run.precision=bf16 --set parallel.pp=2 --set plan.capacity=4096"
   "gpu_pp2_uly2   4 1e-4 --set run.precision=fp32 --set parallel.pp=2 --set plan.cp_algorithm=ulysses --set plan.capacity=512"
+  # The NCCL code paths with the trainers sharing one GPU: cases named shim_*
+  # preload the test-only NCCL over MPI ($nccl_shim, tests/cuda/nccl_shim),
+  # and run.gpu_comm=nccl makes every transfer take NCCL's path: rings,
+  # Ulysses and hybrid all-to-alls, TP sums, stage links, gradient buckets,
+  # ZeRO-1's all-gather and the group splits.
+  "shim_ring3      3 1e-4 --set run.precision=fp32 --set run.gpu_comm=nccl --set plan.capacity=400"
+  "shim_uly4       4 1e-4 --set run.precision=fp32 --set run.gpu_comm=nccl --set plan.cp_algorithm=ulysses --set plan.capacity=300"
+  "shim_hyb4       4 1e-4 --set run.precision=fp32 --set run.gpu_comm=nccl --set plan.cp_algorithm=hybrid --set plan.capacity=300"
+  "shim_tp2_ring2  4 1e-4 --set run.precision=fp32 --set run.gpu_comm=nccl --set parallel.tp=2 --set plan.capacity=512"
+  "shim_pp2_ring2  4 1e-4 --set run.precision=fp32 --set run.gpu_comm=nccl --set parallel.pp=2 --set plan.capacity=512"
+  "shim_steps3_zero 3 1e-3:1e-3 --set run.steps=3 --set run.precision=fp32 --set run.gpu_comm=nccl --set plan.capacity=400 --set optim.zero1=true"
+  "shim_bf16_ring2 2 5e-2 --set run.precision=bf16 --set run.gpu_comm=nccl --set plan.capacity=512"
 )
 
 # invariance_config BACKEND: the config, on stdout (write it to $dir/c.yaml).
@@ -143,13 +155,23 @@ invariance_steps() {
 # invariance_run NAME TRAINERS ARGS...: trains on TRAINERS trainers (plus a
 # loader and a constructor) and dumps the last step; the exit status is
 # meshloom's (mpirun's), 124 past 300 s.
+# A case named shim_* runs with the NCCL shim preloaded (the caller's nccl_shim:
+# the path of libmeshloom_nccl_shim.so).
 invariance_run() {
   local name=$1 t=$2
   shift 2
   local last=$(($(invariance_steps "$@") - 1))
-  timeout 300 "$mpiexec" --oversubscribe --bind-to none -np $((2 + t)) "$meshloom" train \
+  local -a preload=()
+  if [[ $name == shim_* ]]; then
+    [[ -f ${nccl_shim:-} ]] || { echo "$name: no NCCL shim (nccl_shim='${nccl_shim:-}')" >"$dir/$name.txt"; return 1; }
+    preload=(-x "LD_PRELOAD=$nccl_shim")
+  fi
+  timeout 300 "$mpiexec" --oversubscribe --bind-to none "${preload[@]}" -np $((2 + t)) "$meshloom" train \
     -c "$dir/c.yaml" --dump-step "$last" "$dir/$name.h5" "$@" >"$dir/$name.txt" 2>&1
 }
+
+# invariance_over_nccl NAME: whether a shim_* case's trainers summed gradients over NCCL.
+invariance_over_nccl() { grep -q "gradients over NCCL" "$dir/$1.txt"; }
 
 # invariance_on_gpu NAME: whether the run's trainers said they compute on the GPU.
 invariance_on_gpu() { grep -q "computes on GPU" "$dir/$1.txt"; }

@@ -16,11 +16,12 @@
 # trainers share the node's GPUs; rings on the GPU) and must give the CPU
 # reference's dump: fp32 to 1e-4 (other summation orders), bf16 to 5e-2;
 # also with selective offloading (plan.offload).
-# Skipped (exit 77) where no GPU is visible.
+# Skipped (exit 77) where no GPU is visible. The shim_* cases preload the
+# test-only NCCL over MPI named by NCCL_SHIM (ctest sets it).
 # The data, config, reference and cases: invariance_cases.sh (shared with the
 # GPU bundle, scripts/gpu/gpu_bundle.sh).
 set -u
-meshloom=$1 mpiexec=$2 backend=${3:-cpu}
+meshloom=$1 mpiexec=$2 backend=${3:-cpu} nccl_shim=${NCCL_SHIM:-}
 if [[ $backend == cuda ]] && ! nvidia-smi -L >/dev/null 2>&1; then
   echo "skipped: no GPU visible (nvidia-smi lists none)"
   exit 77
@@ -65,6 +66,8 @@ else
     invariance_case "$case"
     run "$case_name" "$case_trainers" --set run.backend=cuda "${case_args[@]}"
     invariance_on_gpu "$case_name" || { cat "$dir/$case_name.txt"; fail "$case_name: not on the GPU"; }
+    [[ $case_name != shim_* ]] || invariance_over_nccl "$case_name" ||
+      { cat "$dir/$case_name.txt"; fail "$case_name: gradients not over (shimmed) NCCL"; }
     compare "$case_name" "$case_tol" "GPU, trainers=$case_trainers ${case_args[*]}" "${case_args[@]}"
   done
 fi
