@@ -1,13 +1,15 @@
-// Which implementation runs a micro-batch's own attention (the local, non-CP
-// case), chosen at run time without a rebuild:
+// Which implementation runs attention, chosen at run time without a rebuild:
 //   MESHLOOM_ATTENTION=flash   the hand-written flash kernels
 //                      cudnn   cuDNN's fused attention (CudnnDeviceAttention);
 //                              an Error where cuDNN is not built in, does not
 //                              load, or the GPU is not an sm_90
 //                      auto    (or unset) cudnn on an sm_90 GPU where cuDNN ≥ 9
 //                              loads, else flash
-// fp32 always runs the flash kernels (cuDNN's path is bf16), and so do
-// context-parallel rings, Ulysses and hybrid attention for now.
+// fp32 always runs the flash kernels (cuDNN's path is bf16). With cudnn,
+// context-parallel rings run cuDNN per ring step, Ulysses and hybrid their
+// gathered forward (DeviceRingAttention, DeviceUlyssesAttention); what cuDNN
+// cannot take falls back to the flash kernels with a log line per reason.
+// flash is exactly the flash kernels everywhere, as before cuDNN.
 #pragma once
 
 #include <memory>
