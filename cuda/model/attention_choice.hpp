@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "cuda/model/device_attention.hpp"
 
@@ -23,6 +24,17 @@ enum class AttentionImpl { flash, cudnn };
 
 // The choice for this process (read once; `why` says what decided it).
 AttentionImpl chosen_attention(std::string* why = nullptr);
+
+// The choice for attention in T: fp32 runs the flash kernels without asking
+// (so MESHLOOM_ATTENTION=cudnn does not stop an fp32 run on another GPU).
+template <class T>
+AttentionImpl attention_for() {
+  if constexpr (std::is_same_v<T, float>) {
+    return AttentionImpl::flash;
+  } else {
+    return chosen_attention();
+  }
+}
 
 // Whether cuDNN's attention can run here, and if not, why.
 bool cudnn_attention_available(std::string* why);

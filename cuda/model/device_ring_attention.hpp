@@ -55,7 +55,7 @@ class DeviceRingAttention final : public DeviceAttention<T> {
   // bf16 where it is built in; else flash).
   DeviceRingAttention(MPI_Comm comm, std::vector<int> members, int me, int64_t max_tokens,
                       double timeout_s, ncclComm_t nccl = nullptr,
-                      AttentionImpl impl = chosen_attention());
+                      AttentionImpl impl = attention_for<T>());
   ~DeviceRingAttention() override;
 
   void forward(int layer, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,

@@ -75,7 +75,7 @@ class DeviceUlyssesAttention final : public DeviceAttention<T> {
   // forward where `impl` says so).
   DeviceUlyssesAttention(MPI_Comm group, double timeout_s, ncclComm_t nccl = nullptr,
                          std::unique_ptr<GatheredDeviceAttention<T>> inner = nullptr,
-                         AttentionImpl impl = chosen_attention());
+                         AttentionImpl impl = attention_for<T>());
 
   void forward(int layer, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                const FlashOut<T>& res, cudaStream_t stream) override;
@@ -115,6 +115,6 @@ std::unique_ptr<DeviceAttention<T>> device_hybrid_attention(MPI_Comm group, MPI_
                                                             double timeout_s,
                                                             ncclComm_t group_nccl = nullptr,
                                                             ncclComm_t sub_nccl = nullptr,
-                                                            AttentionImpl impl = chosen_attention());
+                                                            AttentionImpl impl = attention_for<T>());
 
 }  // namespace meshloom::kernels
