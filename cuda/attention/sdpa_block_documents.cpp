@@ -48,6 +48,21 @@ void place(std::vector<SdpaPass>& passes, bool causal, const DocumentPair& d) {
   passes.push_back({causal, {d}});
 }
 
+// One query run's full documents whose key rows follow each other in the
+// block (a zigzag block's two chunks of one sample) as one: fewer passes.
+std::vector<DocumentPair> merge_adjacent(std::vector<DocumentPair> full) {
+  std::sort(full.begin(), full.end(),
+            [](const DocumentPair& x, const DocumentPair& y) { return x.kv_start < y.kv_start; });
+  std::vector<DocumentPair> merged;
+  for (const DocumentPair& d : full) {
+    if (!merged.empty() && merged.back().kv_start + merged.back().kv_len == d.kv_start)
+      merged.back().kv_len += d.kv_len;
+    else
+      merged.push_back(d);
+  }
+  return merged;
+}
+
 }  // namespace
 
 int64_t SdpaPass::max_len() const {
@@ -71,12 +86,13 @@ std::optional<std::vector<SdpaPass>> block_documents(std::span<const int32_t> q_
   const std::vector<Run> kv_runs = runs_of(kv_sample, kv_pos);
   for (const Run& q : runs_of(q_sample, q_pos)) {
     const int32_t a = q.first_pos, m = q.len;
+    std::vector<DocumentPair> full;
     for (const Run& k : kv_runs) {
       if (k.sample != q.sample) continue;
       const int32_t b = k.first_pos, l = k.len;
       // Keys before the query run's first position: all of them visible.
       const int32_t full_len = std::min(a, b + l) - b;
-      if (full_len > 0) place(passes, false, {q.row, m, k.row, full_len});
+      if (full_len > 0) full.push_back({q.row, m, k.row, full_len});
       // From c on, both sides start at c: top-left causal. Keys past the
       // last query are never seen, so the key side stops there.
       const int32_t c = std::max(a, b);
@@ -84,6 +100,7 @@ std::optional<std::vector<SdpaPass>> block_documents(std::span<const int32_t> q_
       if (q_len > 0 && kv_len > 0)
         place(passes, true, {q.row + (c - a), q_len, k.row + (c - b), kv_len});
     }
+    for (const DocumentPair& d : merge_adjacent(std::move(full))) place(passes, false, d);
   }
   if (int(passes.size()) > kMaxSdpaPasses)
     return refuse(strf("the step needs %zu cuDNN passes (at most %d)", passes.size(),
