@@ -46,7 +46,9 @@ AttentionImpl decide(std::string* why) {
     throw Error(strf("MESHLOOM_ATTENTION=%s: expected cudnn, flash or auto", asked.c_str()));
   std::string unavailable;
   if (cudnn_attention_available(&unavailable)) {
-    *why = "MESHLOOM_ATTENTION=" + asked + ": cuDNN on an sm_90 GPU";
+    *why = "MESHLOOM_ATTENTION=" + asked +
+           ": cuDNN on an sm_90 GPU, local and context-parallel (ring steps, Ulysses/hybrid "
+           "forward); the flash kernels where cuDNN cannot take a block";
     return AttentionImpl::cudnn;
   }
   if (asked == "cudnn")

@@ -3,20 +3,68 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <type_traits>
 #include <utility>
 
 #include "base/check.hpp"
 #include "cuda/kernels/model/cast.hpp"
+#ifdef MESHLOOM_HAVE_CUDNN
+#include "cuda/model/cudnn_block_attention.hpp"
+#endif
 
 namespace meshloom::kernels {
 
 template <class T>
 DeviceRingAttention<T>::DeviceRingAttention(MPI_Comm comm, std::vector<int> members, int me,
-                                            int64_t max_tokens, double timeout_s, ncclComm_t nccl)
+                                            int64_t max_tokens, double timeout_s, ncclComm_t nccl,
+                                            AttentionImpl impl)
     : k_(int(members.size())) {
   ML_CHECK(me >= 0 && me < k_, "ring member index out of range");
   RingSpec ring{comm, std::move(members), me, max_tokens, timeout_s};
   link_ = nccl ? nccl_ring_link<T>(std::move(ring), nccl) : mpi_ring_link<T>(std::move(ring));
+#ifdef MESHLOOM_HAVE_CUDNN
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (impl == AttentionImpl::cudnn) cudnn_ = std::make_unique<CudnnBlockAttention>();
+  }
+#endif
+}
+
+template <class T>
+DeviceRingAttention<T>::~DeviceRingAttention() = default;
+
+template <class T>
+int64_t DeviceRingAttention<T>::cudnn_passes() const {
+#ifdef MESHLOOM_HAVE_CUDNN
+  if (cudnn_) return cudnn_->cudnn_passes();
+#endif
+  return 0;
+}
+
+template <class T>
+bool DeviceRingAttention<T>::cudnn_forward(int step, const FlashDims& dims, const FlashQuery<T>& q,
+                                           const FlashKv<T>& block, const FlashOut<float>& acc,
+                                           cudaStream_t stream) {
+#ifdef MESHLOOM_HAVE_CUDNN
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return cudnn_ && cudnn_->forward_step(step, dims, q, block, acc, stream);
+  }
+#endif
+  return false;
+}
+
+template <class T>
+bool DeviceRingAttention<T>::cudnn_backward(int step, const FlashDims& dims,
+                                            const FlashQuery<T>& q, const FlashKv<T>& block,
+                                            const FlashQueryGrad<T>& g, const T* out, int64_t ldo,
+                                            const FlashKvGrad& grad, cudaStream_t stream) {
+#ifdef MESHLOOM_HAVE_CUDNN
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return cudnn_ && out &&
+           cudnn_->backward_step(step, dims, q, block, out, ldo, g.lse, g.dout, g.lddo, g.dq,
+                                 g.lddq, grad, stream);
+  }
+#endif
+  return false;
 }
 
 template <class T>
@@ -30,14 +78,20 @@ void DeviceRingAttention<T>::forward(int, const FlashDims& dims, const FlashQuer
   part_lse_.resize(size_t(q.n * dims.n_heads));
   const FlashOut<float> acc{acc_.data(), qw, res.lse};
   link_->load(kv, kv_dim, false, stream);
+#ifdef MESHLOOM_HAVE_CUDNN
+  // cuDNN's steps all merge into the accumulator: it starts empty.
+  if (cudnn_) CudnnBlockAttention::clear(dims, q.n, acc, stream);
+#endif
   for (int step = 0; step < k_; ++step) {
     // The next block travels while the kernels run on this one.
     const bool more = step + 1 < k_;
     if (more) link_->start(stream);
-    if (step == 0) {
+    const FlashKv<T> block = step == 0 ? kv : link_->current(stream).kv;
+    if (cudnn_forward(step, dims, q, block, acc, stream)) {
+      // cuDNN merged this step in.
+    } else if (step == 0 && !cudnn_) {
       flash_attention_forward<T, float>(dims, q, kv, acc, stream);
     } else {
-      const FlashKv<T> block = link_->current(stream).kv;
       flash_attention_forward<T, float>(
           dims, q, block, FlashOut<float>{part_.data(), qw, part_lse_.data()}, stream);
       flash_attention_merge<float>(dims, q.n, acc, part_.data(), qw, part_lse_.data(), stream);
@@ -55,14 +109,22 @@ void DeviceRingAttention<T>::backward(int, const FlashDims& dims, const FlashQue
                                       cudaStream_t stream) {
   delta_.resize(size_t(q.n * dims.n_heads));
   flash_attention_delta<T, T>(dims, q.n, out, ldo, dout, lddo, delta_.data(), stream);
-  backward_from_delta(dims, q, kv, FlashQueryGrad<T>{dout, lddo, lse, delta_.data(), dq, lddq},
-                      kv_grad, stream);
+  backward_steps(dims, q, kv, FlashQueryGrad<T>{dout, lddo, lse, delta_.data(), dq, lddq}, out,
+                 ldo, kv_grad, stream);
 }
 
 template <class T>
 void DeviceRingAttention<T>::backward_from_delta(const FlashDims& dims, const FlashQuery<T>& q,
                                                  const FlashKv<T>& kv, const FlashQueryGrad<T>& g,
                                                  const FlashKvGrad& kv_grad, cudaStream_t stream) {
+  backward_steps(dims, q, kv, g, nullptr, 0, kv_grad, stream);
+}
+
+template <class T>
+void DeviceRingAttention<T>::backward_steps(const FlashDims& dims, const FlashQuery<T>& q,
+                                            const FlashKv<T>& kv, const FlashQueryGrad<T>& g,
+                                            const T* out, int64_t ldo, const FlashKvGrad& kv_grad,
+                                            cudaStream_t stream) {
   const int64_t kv_dim = int64_t(dims.n_kv_heads) * dims.head_dim;
   link_->load(kv, kv_dim, true, stream);  // own block with zeroed dK/dV travels
   for (int step = 0; step < k_; ++step) {
@@ -70,7 +132,8 @@ void DeviceRingAttention<T>::backward_from_delta(const FlashDims& dims, const Fl
     // what this member added (k passes bring them home, the last one alone).
     if (step + 1 < k_) link_->start(stream);
     const RingBlock<T> block = link_->current(stream);
-    flash_attention_backward<T>(dims, q, block.kv, g, block.grad, stream);
+    if (!cudnn_backward(step, dims, q, block.kv, g, out, ldo, block.grad, stream))
+      flash_attention_backward<T>(dims, q, block.kv, g, block.grad, stream);
     link_->finish(stream);
   }
   // After k shifts the block in hand is this member's own, with every

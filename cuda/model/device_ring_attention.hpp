@@ -15,6 +15,12 @@
 // share a GPU); with one they stay on the device and move with NCCL
 // send/receive on a communication stream (one GPU per trainer). Either way
 // the next block travels while the kernels run on the current one.
+//
+// With AttentionImpl::cudnn (bf16 only) each step runs cuDNN's fused
+// attention on the step's section of the mask (CudnnBlockAttention: causal
+// diagonal documents, fully visible earlier ones, nothing), merged through
+// lse like the flash steps; a step cuDNN cannot take runs the flash kernels.
+// backward_from_delta (hybrid: O is not here) always runs the flash kernels.
 #pragma once
 
 #include <mpi.h>
@@ -24,10 +30,17 @@
 #include <vector>
 
 #include "cuda/device_buffer.hpp"
+#include "cuda/model/attention_choice.hpp"
 #include "cuda/model/device_attention.hpp"
 #include "cuda/model/ring_link.hpp"
 
 namespace meshloom::kernels {
+
+#ifdef MESHLOOM_HAVE_CUDNN
+class CudnnBlockAttention;  // cudnn_block_attention.hpp
+#else
+class CudnnBlockAttention {};  // never made without cuDNN
+#endif
 
 template <class T>
 class DeviceRingAttention final : public DeviceAttention<T> {
@@ -38,9 +51,12 @@ class DeviceRingAttention final : public DeviceAttention<T> {
   // (NCCL rank == MPI rank == trainer index), members[me] must be this rank,
   // and its device the current one. Lives for one micro-batch: its blocks
   // keep their sizes over every layer (NCCL exchanges them at the first
-  // forward).
+  // forward). `impl`: cuDNN or the flash kernels per step (cuDNN only for
+  // bf16 where it is built in; else flash).
   DeviceRingAttention(MPI_Comm comm, std::vector<int> members, int me, int64_t max_tokens,
-                      double timeout_s, ncclComm_t nccl = nullptr);
+                      double timeout_s, ncclComm_t nccl = nullptr,
+                      AttentionImpl impl = attention_for<T>());
+  ~DeviceRingAttention() override;
 
   void forward(int layer, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                const FlashOut<T>& res, cudaStream_t stream) override;
@@ -52,9 +68,24 @@ class DeviceRingAttention final : public DeviceAttention<T> {
   void backward_from_delta(const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                            const FlashQueryGrad<T>& g, const FlashKvGrad& kv_grad,
                            cudaStream_t stream);
+  // cuDNN graph calls so far (0 with the flash kernels): tests check that
+  // cuDNN ran rather than fell back.
+  int64_t cudnn_passes() const;
 
  private:
+  // The steps of backward; `out` null: the flash kernels throughout.
+  void backward_steps(const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
+                      const FlashQueryGrad<T>& g, const T* out, int64_t ldo,
+                      const FlashKvGrad& kv_grad, cudaStream_t stream);
+  // One step on cuDNN; false where it did not run.
+  bool cudnn_forward(int step, const FlashDims& dims, const FlashQuery<T>& q,
+                     const FlashKv<T>& block, const FlashOut<float>& acc, cudaStream_t stream);
+  bool cudnn_backward(int step, const FlashDims& dims, const FlashQuery<T>& q,
+                      const FlashKv<T>& block, const FlashQueryGrad<T>& g, const T* out,
+                      int64_t ldo, const FlashKvGrad& grad, cudaStream_t stream);
+
   int k_;
+  std::unique_ptr<CudnnBlockAttention> cudnn_;  // null: the flash kernels
   std::unique_ptr<RingLink<T>> link_;
   DeviceBuffer<float> acc_, part_, part_lse_, delta_;
 };

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <numeric>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,9 @@
 #include "cuda/kernels/common/check.cuh"
 #include "cuda/kernels/model/cast.hpp"
 #include "cuda/model/device_ring_attention.hpp"
+#ifdef MESHLOOM_HAVE_CUDNN
+#include "cuda/model/cudnn_block_attention.hpp"
+#endif
 
 namespace meshloom::kernels {
 
@@ -33,19 +37,57 @@ void add_cols(const float* src, int64_t ls, float* dst, int64_t ld, int64_t n, i
   if (n > 0 && w > 0) add_rows(src, ls, n, w, dst, ld, stream);
 }
 
-// The flash kernels on the gathered blocks (plain Ulysses).
+// The flash kernels on the gathered blocks (plain Ulysses); with cuDNN
+// (bf16) its forward runs there where the gathered mask can be planned
+// (backward takes delta, not O, which cuDNN's graph needs: flash).
 template <class T>
 class LocalGathered final : public GatheredDeviceAttention<T> {
  public:
+  explicit LocalGathered(AttentionImpl impl) {
+#ifdef MESHLOOM_HAVE_CUDNN
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      if (impl == AttentionImpl::cudnn) cudnn_ = std::make_unique<CudnnBlockAttention>();
+    }
+#endif
+  }
   void forward(int, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                const FlashOut<T>& res, cudaStream_t stream) override {
-    flash_attention_forward<T, T>(dims, q, kv, res, stream);
+    if (!cudnn_forward(dims, q, kv, res, stream))
+      flash_attention_forward<T, T>(dims, q, kv, res, stream);
   }
   void backward(int, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                 const FlashQueryGrad<T>& g, const FlashKvGrad& kv_grad,
                 cudaStream_t stream) override {
     flash_attention_backward<T>(dims, q, kv, g, kv_grad, stream);
   }
+  int64_t cudnn_passes() const override {
+#ifdef MESHLOOM_HAVE_CUDNN
+    if (cudnn_) return cudnn_->cudnn_passes();
+#endif
+    return 0;
+  }
+
+ private:
+  // False where cuDNN did not run (nothing written).
+  bool cudnn_forward(const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
+                     const FlashOut<T>& res, cudaStream_t stream) {
+#ifdef MESHLOOM_HAVE_CUDNN
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      if (!cudnn_) return false;
+      const int64_t qw = int64_t(dims.n_heads) * dims.head_dim;
+      acc_.resize(size_t(q.n * qw));
+      const FlashOut<float> acc{acc_.data(), qw, res.lse};
+      CudnnBlockAttention::clear(dims, q.n, acc, stream);
+      if (!cudnn_->forward_step(0, dims, q, kv, acc, stream)) return false;
+      convert_rows<float, T>(acc_.data(), qw, q.n, qw, res.out, res.ld, stream);
+      return true;
+    }
+#endif
+    return false;
+  }
+
+  std::unique_ptr<CudnnBlockAttention> cudnn_;
+  DeviceBuffer<float> acc_;
 };
 
 // A ring across the subgroups on the gathered blocks (hybrid).
@@ -53,8 +95,8 @@ template <class T>
 class RingGathered final : public GatheredDeviceAttention<T> {
  public:
   RingGathered(MPI_Comm group, std::vector<int> members, int me, int64_t max_tokens,
-               double timeout_s, ncclComm_t nccl)
-      : ring_(group, std::move(members), me, max_tokens, timeout_s, nccl) {}
+               double timeout_s, ncclComm_t nccl, AttentionImpl impl)
+      : ring_(group, std::move(members), me, max_tokens, timeout_s, nccl, impl) {}
   void forward(int layer, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                const FlashOut<T>& res, cudaStream_t stream) override {
     ring_.forward(layer, dims, q, kv, res, stream);
@@ -64,6 +106,7 @@ class RingGathered final : public GatheredDeviceAttention<T> {
                 cudaStream_t stream) override {
     ring_.backward_from_delta(dims, q, kv, g, kv_grad, stream);
   }
+  int64_t cudnn_passes() const override { return ring_.cudnn_passes(); }
 
  private:
   DeviceRingAttention<T> ring_;
@@ -77,12 +120,13 @@ model::UlyssesHeads device_ulysses_heads(const FlashDims& dims, int k) {
 
 template <class T>
 DeviceUlyssesAttention<T>::DeviceUlyssesAttention(MPI_Comm group, double timeout_s, ncclComm_t nccl,
-                                                  std::unique_ptr<GatheredDeviceAttention<T>> inner)
+                                                  std::unique_ptr<GatheredDeviceAttention<T>> inner,
+                                                  AttentionImpl impl)
     : inner_(std::move(inner)) {
   MPI_CHECK(MPI_Comm_size(group, &k_));
   MPI_CHECK(MPI_Comm_rank(group, &me_));
   link_ = nccl ? nccl_ulysses_link(group, nccl, timeout_s) : mpi_ulysses_link(group, timeout_s);
-  if (!inner_) inner_ = std::make_unique<LocalGathered<T>>();
+  if (!inner_) inner_ = std::make_unique<LocalGathered<T>>(impl);
 }
 
 template <class T>
@@ -247,7 +291,8 @@ template <class T>
 std::unique_ptr<DeviceAttention<T>> device_hybrid_attention(MPI_Comm group, MPI_Comm subgroup,
                                                             int u, int64_t max_tokens,
                                                             double timeout_s, ncclComm_t group_nccl,
-                                                            ncclComm_t sub_nccl) {
+                                                            ncclComm_t sub_nccl,
+                                                            AttentionImpl impl) {
   int k = 0, me = 0, sub = 0;
   MPI_CHECK(MPI_Comm_size(group, &k));
   MPI_CHECK(MPI_Comm_rank(group, &me));
@@ -263,9 +308,9 @@ std::unique_ptr<DeviceAttention<T>> device_hybrid_attention(MPI_Comm group, MPI_
   std::vector<int> ring;
   for (int m = me % u; m < k; m += u) ring.push_back(m);
   auto inner = std::make_unique<RingGathered<T>>(group, std::move(ring), me / u, u * max_tokens,
-                                                 timeout_s, group_nccl);
+                                                 timeout_s, group_nccl, impl);
   return std::make_unique<DeviceUlyssesAttention<T>>(subgroup, timeout_s, sub_nccl,
-                                                     std::move(inner));
+                                                     std::move(inner), impl);
 }
 
 template class DeviceUlyssesAttention<float>;
@@ -273,8 +318,9 @@ template class DeviceUlyssesAttention<__nv_bfloat16>;
 template std::unique_ptr<DeviceAttention<float>> device_hybrid_attention<float>(MPI_Comm, MPI_Comm,
                                                                                 int, int64_t,
                                                                                 double, ncclComm_t,
-                                                                                ncclComm_t);
+                                                                                ncclComm_t,
+                                                                                AttentionImpl);
 template std::unique_ptr<DeviceAttention<__nv_bfloat16>> device_hybrid_attention<__nv_bfloat16>(
-    MPI_Comm, MPI_Comm, int, int64_t, double, ncclComm_t, ncclComm_t);
+    MPI_Comm, MPI_Comm, int, int64_t, double, ncclComm_t, ncclComm_t, AttentionImpl);
 
 }  // namespace meshloom::kernels

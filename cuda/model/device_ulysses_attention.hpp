@@ -23,6 +23,13 @@
 //
 // Transport (cuda/model/ulysses_link.hpp): NCCL on a communicator of the
 // same members (GroupComms'), else MPI through host memory.
+//
+// With AttentionImpl::cudnn (bf16) the gathered blocks' forward runs on
+// cuDNN (CudnnBlockAttention: packed documents when positions restart at 0
+// per sample, else the planned passes), hybrid's ring steps too
+// (DeviceRingAttention); backward stays on the flash kernels, as O does not
+// travel and cuDNN's backward graph needs it. Where cuDNN cannot take the
+// blocks, the flash kernels run.
 #pragma once
 
 #include <mpi.h>
@@ -33,6 +40,7 @@
 #include <vector>
 
 #include "cuda/device_buffer.hpp"
+#include "cuda/model/attention_choice.hpp"
 #include "cuda/model/device_attention.hpp"
 #include "cuda/model/ulysses_link.hpp"
 #include "model/ulysses_heads.hpp"
@@ -54,6 +62,8 @@ class GatheredDeviceAttention {
   virtual void backward(int layer, const FlashDims& dims, const FlashQuery<T>& q,
                         const FlashKv<T>& kv, const FlashQueryGrad<T>& g,
                         const FlashKvGrad& kv_grad, cudaStream_t stream) = 0;
+  // cuDNN graph calls so far (tests check that cuDNN ran).
+  virtual int64_t cudnn_passes() const { return 0; }
 };
 
 template <class T>
@@ -61,15 +71,18 @@ class DeviceUlyssesAttention final : public DeviceAttention<T> {
  public:
   // `group`: exactly the k members, rank = member index. `nccl`: the same
   // members with the same ranks (null: MPI through host memory). `inner`
-  // runs on the gathered blocks (null: the flash kernels).
+  // runs on the gathered blocks (null: the flash kernels, or cuDNN's
+  // forward where `impl` says so).
   DeviceUlyssesAttention(MPI_Comm group, double timeout_s, ncclComm_t nccl = nullptr,
-                         std::unique_ptr<GatheredDeviceAttention<T>> inner = nullptr);
+                         std::unique_ptr<GatheredDeviceAttention<T>> inner = nullptr,
+                         AttentionImpl impl = attention_for<T>());
 
   void forward(int layer, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                const FlashOut<T>& res, cudaStream_t stream) override;
   void backward(int layer, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                 const T* out, int64_t ldo, const float* lse, const T* dout, int64_t lddo, float* dq,
                 int64_t lddq, const FlashKvGrad& kv_grad, cudaStream_t stream) override;
+  int64_t cudnn_passes() const { return inner_->cudnn_passes(); }
 
  private:
   // The group's counts and ids, once per object.
@@ -101,6 +114,7 @@ std::unique_ptr<DeviceAttention<T>> device_hybrid_attention(MPI_Comm group, MPI_
                                                             int u, int64_t max_tokens,
                                                             double timeout_s,
                                                             ncclComm_t group_nccl = nullptr,
-                                                            ncclComm_t sub_nccl = nullptr);
+                                                            ncclComm_t sub_nccl = nullptr,
+                                                            AttentionImpl impl = attention_for<T>());
 
 }  // namespace meshloom::kernels

@@ -15,6 +15,10 @@ namespace {
 constexpr int64_t kF32 = 4, kI32 = 4, kF64 = 8;
 constexpr int64_t kCublasWorkspace = int64_t(32) << 20;  // cuda/blas/gemm.cpp
 constexpr int64_t kBlockGradsAlign = 256;                // cuda/model/ring_link.cpp
+// cuDNN's fused-attention plans ask for their workspace only once built on a
+// GPU (cuda/attention/sdpa_plan.hpp); the backward's large fp32 scratch is
+// counted apart, so this allowance is for the engine's own.
+constexpr int64_t kCudnnPlanWorkspace = int64_t(64) << 20;
 
 // BlockLayout(n, kv_dim, t).bytes(true) of cuda/model/ring_link.cpp: K and
 // V rows and two int32 ids per row, then fp32 dK and dV on a fresh boundary.
@@ -106,6 +110,18 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
     // (fp32, 7 per token and head), and the group's ids (k <= trainers).
     m.ulysses = 10 * n * qd * t + 6 * n * qd * kF32 + 7 * n * H * kF32 + 2 * n * in.trainers * kI32;
   }
+  if (in.cudnn_attention && t == 2) {
+    // CudnnDeviceAttention's backward: bf16 dQ, dK, dV (n x (q_dim + 2
+    // kv_dim)), the graph's fp32 softmax_sum (per head) and dQ accumulator,
+    // with GQA fp32 full-head dK and dV (n x q_dim each); the plan's workspace.
+    const int64_t backward = n * (qd + 2 * kvd) * t + n * H * kF32 + n * qd * kF32 +
+                             (kvd < qd ? 2 * n * qd * kF32 : 0);
+    m.cudnn = backward + kCudnnPlanWorkspace;
+    // A ring's or Ulysses' CudnnBlockAttention holds its own: the same
+    // backward scratch, a pass's O (bf16 and fp32) and lse, Ulysses' fp32
+    // accumulator (k·n rows of H/k heads: n·q_dim).
+    if (in.rings) m.cudnn += backward + n * qd * (t + kF32) + n * H * kF32 + n * qd * kF32;
+  }
   return m;
 }
 
@@ -115,12 +131,13 @@ std::vector<DeviceMemory::Term> DeviceMemory::terms() const {
           {"cuBLAS workspace", cublas},   {"activations", activations},
           {"workspace", workspace},       {"logits", logits},
           {"ring buffers", ring_buffers}, {"ring attention", ring_attention},
-          {"Ulysses buffers", ulysses},   {"group communicators", group_comms}};
+          {"Ulysses buffers", ulysses},   {"group communicators", group_comms},
+          {"cuDNN attention", cudnn}};
 }
 
 int64_t DeviceMemory::total() const {
   return weights + master + moments + grads + cublas + activations + workspace + logits +
-         ring_buffers + ring_attention + ulysses + group_comms;
+         ring_buffers + ring_attention + ulysses + group_comms + cudnn;
 }
 
 std::string DeviceMemory::describe(int most) const { return describe_terms(terms(), most); }

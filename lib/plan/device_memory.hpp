@@ -64,6 +64,12 @@ struct DeviceMemoryInput {
   // the last (ModelShape::stage_numel), and the stage transfers' buffers.
   int64_t stage_layers = -1;
   bool first_stage = true, last_stage = true;
+  // bf16 attention may run on cuDNN (MESHLOOM_ATTENTION=auto picks it on an
+  // sm_90 GPU): count its scratch (the `cudnn` term). Off by default for now:
+  // the planner's 70B-scale fits (simulate_pipeline_test) sit so close to
+  // the GPU's size that counting it changes their pipeline degree, which
+  // needs a decision of its own.
+  bool cudnn_attention = false;
 };
 
 struct DeviceMemory {
@@ -82,6 +88,7 @@ struct DeviceMemory {
   int64_t ring_attention = 0;  // the ring's fp32 output accumulators
   int64_t ulysses = 0;         // Ulysses' head-sharded copies of its group's tokens
   int64_t group_comms = 0;     // the CP groups' NCCL communicators, at their bound
+  int64_t cudnn = 0;           // cuDNN attention's scratch and plan workspace (bf16)
   int resident_layers = 0;     // layers whose activations stay on the device
 
   struct Term {

@@ -91,6 +91,29 @@ TEST(DeviceMemory, SmallShapeByHand) {
   EXPECT_EQ(f.workspace, 1920 + 320 + 20 + 16 + 80 + 64 + 40);
 }
 
+TEST(DeviceMemory, CudnnAttentionScratchByHandOnlyInBf16) {
+  // tiny, 5 tokens, GQA 2:1 (q_dim 8, kv_dim 4): dQ|dK|dV 5 x 16 bf16 = 160,
+  // softmax_sum 5 x 2 heads fp32 = 40, the dQ accumulator 5 x 8 fp32 = 160,
+  // full-head dK and dV 2 x 160, and the 64 MiB plan allowance.
+  DeviceMemoryInput in = tiny_input(5);
+  EXPECT_EQ(device_memory(in).cudnn, 0);  // not counted unless asked
+  in.cudnn_attention = true;
+  const int64_t backward = 160 + 40 + 160 + 320;
+  const DeviceMemory m = device_memory(in);
+  EXPECT_EQ(m.cudnn, backward + (int64_t(64) << 20));
+  // Rings add a block attention's own: the same scratch, a pass's O in bf16
+  // and fp32 (5 x 8 x 6 = 240), its lse (40) and Ulysses' accumulator (160).
+  in.trainers = 2;
+  in.rings = true;
+  EXPECT_EQ(device_memory(in).cudnn - m.cudnn, backward + 240 + 40 + 160);
+  in.cudnn_attention = false;
+  EXPECT_EQ(device_memory(in).cudnn, 0);
+  in = tiny_input(5);
+  in.cudnn_attention = true;
+  in.elem_bytes = 4;  // fp32 always runs the flash kernels
+  EXPECT_EQ(device_memory(in).cudnn, 0);
+}
+
 TEST(DeviceMemory, NumelIsTheParamLayouts) {
   for (bool images : {false, true})
     for (bool tied : {true, false}) {
@@ -128,6 +151,7 @@ TEST(DeviceMemory, TotalIsTheSumOfTheTerms) {
       in.zero1 = zero1;
       in.trainers = 3;
       in.offload = 0.5;
+      in.cudnn_attention = true;
       const DeviceMemory m = device_memory(in);
       int64_t sum = 0;
       std::set<std::string> names;
@@ -136,7 +160,7 @@ TEST(DeviceMemory, TotalIsTheSumOfTheTerms) {
         names.insert(t.name);
       }
       EXPECT_EQ(m.total(), sum);
-      EXPECT_EQ(names.size(), 12u);  // every term once
+      EXPECT_EQ(names.size(), 13u);  // every term once
     }
 }
 

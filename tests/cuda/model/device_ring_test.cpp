@@ -13,7 +13,12 @@
 // ring of one at np1. It must give the MPI ring's numbers: forward bitwise;
 // backward to 1e-5, as its fp32 atomics add in a varying order even within
 // one transport.
-#include <cuda_runtime.h>
+//
+// The ring on cuDNN (bf16, AttentionImpl::cudnn: per-step passes over the
+// pieces' documents, some cut mid-document so steps hold full and causal
+// sections) must equal full attention and the flash ring to bf16 tolerance,
+// and must have run cuDNN rather than fallen back; skipped where cuDNN
+// cannot run.#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -26,6 +31,7 @@
 #include "base/check.hpp"
 #include "cuda/comm/nccl_comm.hpp"
 #include "cuda/kernels/common/check.cuh"
+#include "cuda/model/attention_choice.hpp"
 #include "cuda/model/device_ring_attention.hpp"
 #include "tests/cuda/attention/attention_test_util.hpp"
 #include "tests/cuda/model/cp_test_problem.hpp"
@@ -60,16 +66,21 @@ struct LayerBuffers {
 
 // Forward over kLayers layers on one ring object, then backward in reverse,
 // on a non-blocking stream as in the model; every layer sees the same inputs.
+// `pad`: extra columns per row (cuDNN needs rows of whole 16 bytes);
+// `cudnn_passes`: where to put the ring's cuDNN graph calls.
 template <class T>
-std::vector<LayerResult> run_ring(const Problem& p, ncclComm_t nccl) {
+std::vector<LayerResult> run_ring(const Problem& p, ncclComm_t nccl,
+                                  AttentionImpl impl = AttentionImpl::flash, int pad = 3,
+                                  int64_t* cudnn_passes = nullptr) {
   std::vector<int> members(static_cast<size_t>(world_size()));
   std::iota(members.begin(), members.end(), 0);
   cudaStream_t stream = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<LayerResult> results(kLayers);
   {
-    DeviceRingAttention<T> ring(MPI_COMM_WORLD, members, world_rank(), p.all.n(), 60.0, nccl);
-    const DeviceBlock<T> dev(kDims, p.mine, 3);  // padded rows: the strided pack
+    DeviceRingAttention<T> ring(MPI_COMM_WORLD, members, world_rank(), p.all.n(), 60.0, nccl,
+                                impl);
+    const DeviceBlock<T> dev(kDims, p.mine, pad);  // padded rows: the strided pack
     CUDA_CHECK(cudaDeviceSynchronize());         // its uploads ran on the legacy stream
     std::deque<LayerBuffers<T>> bufs;
     for (int l = 0; l < kLayers; ++l) bufs.emplace_back(p.mine.n());
@@ -87,6 +98,7 @@ std::vector<LayerResult> run_ring(const Problem& p, ncclComm_t nccl) {
                     FlashKvGrad{b.dk.get(), b.dv.get(), kKw, kKw}, stream);
     }
     CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (cudnn_passes) *cudnn_passes = ring.cudnn_passes();
     for (size_t i = 0; i < size_t(kLayers); ++i) {
       const LayerBuffers<T>& b = bufs[i];
       results[i] = {download(b.out), download(b.lse), download(b.dq), download(b.dk),
@@ -143,7 +155,42 @@ void nccl_ring_equals_full_attention_and_the_mpi_ring(double tol, bool first_emp
   }
 }
 
+void cudnn_ring_equals_full_attention_and_the_flash_ring(bool first_empty) {
+  std::string why;
+  if (!cudnn_attention_available(&why)) GTEST_SKIP() << why;
+  const Problem p(true, first_empty, 17);
+  int64_t passes = 0;
+  const std::vector<LayerResult> flash = run_ring<bf16>(p, nullptr, AttentionImpl::flash, 8);
+  const std::vector<LayerResult> cudnn =
+      run_ring<bf16>(p, nullptr, AttentionImpl::cudnn, 8, &passes);
+  if (p.mine.n() > 0) {
+    EXPECT_GT(passes, 0) << "every step fell back to the flash kernels";
+  }
+  expect_full_attention(p, cudnn, 1e-2, "cuDNN");
+  for (size_t l = 0; l < cudnn.size(); ++l) {
+    SCOPED_TRACE("cuDNN against flash, layer " + std::to_string(l) + ", rank " +
+                 std::to_string(world_rank()));
+    EXPECT_LE(rel_error(cudnn[l].out, flash[l].out), 1e-2) << "out";
+    int64_t mismatches = 0;
+    EXPECT_LE(lse_error(cudnn[l].lse, flash[l].lse, &mismatches), 1e-2) << "lse";
+    EXPECT_EQ(mismatches, 0);
+    EXPECT_LE(rel_error(cudnn[l].dq, flash[l].dq), 1e-2) << "dq";
+    EXPECT_LE(rel_error(cudnn[l].dk, flash[l].dk), 1e-2) << "dk";
+    EXPECT_LE(rel_error(cudnn[l].dv, flash[l].dv), 1e-2) << "dv";
+  }
+}
+
 }  // namespace
+
+TEST(DeviceRing, Bf16CudnnRingEqualsFullAttentionAndTheFlashRing) {
+  ML_REQUIRE_GPU();
+  cudnn_ring_equals_full_attention_and_the_flash_ring(false);
+}
+
+TEST(DeviceRing, CudnnRingWithAnEmptyMemberEqualsFullAttentionAndTheFlashRing) {
+  ML_REQUIRE_GPU();
+  cudnn_ring_equals_full_attention_and_the_flash_ring(true);
+}
 
 TEST(DeviceRing, Fp32RingEqualsFullAttention) {
   ML_REQUIRE_GPU();

@@ -7,7 +7,10 @@
 // 8 query heads on 2 KV heads: over 4 members each gets 2 query heads and a
 // KV head that two members share (the CPU's rule), over 2 members 4 and one.
 // Two layers run on one object, as in the model. MPI through host memory
-// wherever ranks share a GPU; NCCL where each has its own.
+// wherever ranks share a GPU; NCCL where each has its own. On cuDNN (bf16,
+// AttentionImpl::cudnn) Ulysses' and hybrid's forward must run cuDNN (not
+// fall back) and the results stay full attention's to bf16 tolerance;
+// skipped where cuDNN cannot run.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -39,13 +42,15 @@ using Factory = std::function<std::unique_ptr<DeviceAttention<T>>()>;
 
 // Forward over kLayers layers on one object, then backward in reverse, and
 // each layer's results against the full computation's rows.
+// `pad`: extra columns per row; `check`: looks at the object after the run.
 template <class T>
-void expect_full_attention(const Problem& p, const Factory<T>& make, double tol) {
+void expect_full_attention(const Problem& p, const Factory<T>& make, double tol, int pad = 3,
+                           const std::function<void(DeviceAttention<T>&)>& check = {}) {
   cudaStream_t stream = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
     const std::unique_ptr<DeviceAttention<T>> attn = make();
-    const DeviceBlock<T> dev(kDims, p.mine, 3);  // padded rows: strided packs
+    const DeviceBlock<T> dev(kDims, p.mine, pad);  // padded rows: strided packs
     CUDA_CHECK(cudaDeviceSynchronize());
     const int64_t m = p.mine.n();
     std::deque<DeviceBuf<T>> out;
@@ -68,6 +73,7 @@ void expect_full_attention(const Problem& p, const Factory<T>& make, double tol)
                      FlashKvGrad{dk[i].get(), dv[i].get(), kKw, kKw}, stream);
     }
     CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (check) check(*attn);
     for (size_t l = 0; l < size_t(kLayers); ++l) {
       SCOPED_TRACE("layer " + std::to_string(l) + ", rank " + std::to_string(world_rank()));
       EXPECT_LE(rel_error(download(out[l]), rows_of(p.out, kQw, p.lo, p.hi)), tol) << "out";
@@ -91,7 +97,47 @@ void ulysses_equals_full_attention(double tol, bool first_empty, ncclComm_t nccl
       tol);
 }
 
+// cuDNN ran on this member's gathered blocks.
+void expect_cudnn_ran(DeviceAttention<bf16>& attn) {
+  auto* ulysses = dynamic_cast<DeviceUlyssesAttention<bf16>*>(&attn);
+  ASSERT_NE(ulysses, nullptr);
+  EXPECT_GT(ulysses->cudnn_passes(), 0) << "the flash kernels ran instead";
+}
+
 }  // namespace
+
+TEST(DeviceUlysses, Bf16CudnnUlyssesEqualsFullAttention) {
+  ML_REQUIRE_GPU();
+  std::string why;
+  if (!cudnn_attention_available(&why)) GTEST_SKIP() << why;
+  const Problem p(true, false, 23);
+  expect_full_attention<bf16>(
+      p,
+      [&] {
+        return std::make_unique<DeviceUlyssesAttention<bf16>>(MPI_COMM_WORLD, 60.0, nullptr,
+                                                              nullptr, AttentionImpl::cudnn);
+      },
+      1e-2, 8, expect_cudnn_ran);
+}
+
+TEST(DeviceUlysses, Bf16CudnnHybridEqualsFullAttention) {
+  ML_REQUIRE_GPU();
+  std::string why;
+  if (!cudnn_attention_available(&why)) GTEST_SKIP() << why;
+  const int size = world_size(), rank = world_rank();
+  if (size % 2 != 0) GTEST_SKIP() << "hybrid subgroups of 2 need an even group";
+  MPI_Comm sub = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &sub), MPI_SUCCESS);
+  const Problem p(true, false, 23);
+  expect_full_attention<bf16>(
+      p,
+      [&] {
+        return device_hybrid_attention<bf16>(MPI_COMM_WORLD, sub, 2, p.all.n(), 60.0, nullptr,
+                                             nullptr, AttentionImpl::cudnn);
+      },
+      1e-2, 8, expect_cudnn_ran);
+  MPI_Comm_free(&sub);
+}
 
 TEST(DeviceUlysses, HeadsFollowTheCpuRule) {
   // The rule itself is model/ulysses_heads.hpp's (tested by UlyssesHeads.*):
