@@ -1,4 +1,4 @@
-// The decoders of the messages between ranks (lib/roles/protocol): byte 0
+// The decoders of the messages between ranks (lib/wire/protocol): byte 0
 // picks the message type, byte 1 the peer rank it came from, the rest is the
 // message as MPI delivered it.
 //
@@ -12,8 +12,8 @@
 #include "base/bytes.hpp"
 #include "base/strings.hpp"
 #include "fuzz/harness.hpp"
-#include "roles/patch_wire.hpp"
-#include "roles/protocol.hpp"
+#include "wire/patch_wire.hpp"
+#include "wire/protocol.hpp"
 
 using namespace meshloom;
 

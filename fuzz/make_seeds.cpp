@@ -1,6 +1,6 @@
 // Writes the generated seeds of fuzz/corpus with the project's own writers:
 // `fuzz_make_seeds CONFIG.yaml OUT` writes OUT/protocol/* (every message type,
-// encoded by lib/roles/protocol) and OUT/checkpoint/* (checkpoints written
+// encoded by lib/wire/protocol) and OUT/checkpoint/* (checkpoints written
 // by ckpt::write_checkpoint holding CONFIG.yaml's text, a real data plane
 // state and small tensors). Built with the replayers (not under MESHLOOM_FUZZ).
 #include <cstdio>
@@ -14,8 +14,8 @@
 #include "dataplane/data_plane.hpp"
 #include "image/patches.hpp"
 #include "model/batch.hpp"
-#include "roles/patch_wire.hpp"
-#include "roles/protocol.hpp"
+#include "wire/patch_wire.hpp"
+#include "wire/protocol.hpp"
 
 using namespace meshloom;
 namespace fs = std::filesystem;

@@ -7,8 +7,8 @@
 #include "base/clock.hpp"
 #include "base/strings.hpp"
 #include "model/batch.hpp"
-#include "roles/patch_wire.hpp"
 #include "roles/report.hpp"
+#include "wire/patch_wire.hpp"
 
 namespace meshloom {
 
@@ -25,7 +25,7 @@ size_t image_positions(const std::vector<int32_t>& tokens) {
   return size_t(std::count(tokens.begin(), tokens.end(), model::kImagePosition));
 }
 
-// Splits a token reply (roles/protocol.hpp, TokenRange) into the samples asked.
+// Splits a token reply (wire/protocol.hpp, TokenRange) into the samples asked.
 void split_token_reply(const std::string& msg, int served, const proto::StepWork& work,
                        const std::vector<int32_t>& idxs, size_t patch_dim,
                        std::map<int32_t, SampleData>* data) {

@@ -11,9 +11,9 @@
 #include "comm/p2p.hpp"
 #include "config/config.hpp"
 #include "parallel/world.hpp"
-#include "roles/doc_source.hpp"
 #include "roles/loader_router.hpp"
-#include "roles/protocol.hpp"
+#include "sources/doc_source.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 

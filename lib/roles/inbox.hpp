@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "parallel/world.hpp"
-#include "roles/data_workers.hpp"
-#include "roles/doc_source.hpp"
-#include "roles/protocol.hpp"
+#include "sources/data_workers.hpp"
+#include "sources/doc_source.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 

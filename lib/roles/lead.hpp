@@ -21,9 +21,9 @@
 #include "plan/pipeline.hpp"
 #include "plan/planner.hpp"
 #include "roles/constructor.hpp"
-#include "roles/doc_source.hpp"
 #include "roles/loader_router.hpp"
-#include "roles/protocol.hpp"
+#include "sources/doc_source.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 

@@ -13,11 +13,11 @@
 #include "base/memory.hpp"
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
-#include "roles/doc_source.hpp"
 #include "roles/faults.hpp"
-#include "roles/patch_wire.hpp"
-#include "roles/protocol.hpp"
 #include "roles/report.hpp"
+#include "sources/doc_source.hpp"
+#include "wire/patch_wire.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "roles/protocol.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 

@@ -12,9 +12,9 @@
 #include "ckpt/h5.hpp"
 #include "dataplane/schedule.hpp"
 #include "roles/lead.hpp"
-#include "roles/reassemble.hpp"
 #include "runtime/run_role.hpp"
 #include "runtime/step_loops.hpp"
+#include "wire/reassemble.hpp"
 
 namespace meshloom {
 

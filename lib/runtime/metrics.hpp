@@ -21,7 +21,7 @@
 #include "base/log.hpp"
 #include "parallel/world.hpp"
 #include "roles/lead.hpp"
-#include "roles/protocol.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 

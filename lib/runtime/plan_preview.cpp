@@ -14,7 +14,7 @@
 #include "plan/planner.hpp"
 #include "plan/pp_plan.hpp"
 #include "plan/summary.hpp"
-#include "roles/doc_source.hpp"
+#include "sources/doc_source.hpp"
 
 namespace meshloom {
 

@@ -16,7 +16,7 @@
 #include "parallel/mesh.hpp"
 #include "parallel/shadows.hpp"
 #include "plan/host_memory.hpp"
-#include "roles/doc_source.hpp"
+#include "sources/doc_source.hpp"
 #include "train/backend.hpp"
 
 namespace meshloom {

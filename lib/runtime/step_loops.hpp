@@ -11,7 +11,7 @@
 
 #include "parallel/world.hpp"
 #include "roles/lead.hpp"
-#include "roles/protocol.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 

@@ -4,7 +4,7 @@
 #include "base/log.hpp"
 #include "ckpt/h5.hpp"
 #include "comm/mpi_check.hpp"
-#include "roles/reassemble.hpp"
+#include "wire/reassemble.hpp"
 
 namespace meshloom {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "model/transformer.hpp"
-#include "roles/protocol.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 

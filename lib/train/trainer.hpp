@@ -24,10 +24,10 @@
 #include "model/transformer.hpp"
 #include "parallel/step_comms.hpp"
 #include "parallel/world.hpp"
-#include "roles/protocol.hpp"
 #include "train/backend.hpp"
 #include "train/optimizer.hpp"
 #include "train/tp_comm.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 

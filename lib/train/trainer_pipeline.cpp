@@ -2,7 +2,7 @@
 // of plan/pipeline_schedule.hpp over the pipeline's slots.
 //
 // Every trainer of an HDP rank receives the same micro-batches, each with
-// its slot (roles/protocol.hpp): the pipeline runs 1F1B over slots 0..S-1,
+// its slot (wire/protocol.hpp): the pipeline runs 1F1B over slots 0..S-1,
 // S = the last slot + 1, and skips empty slots on every stage alike
 // (one_f_one_b_slots). A CP ring holds the same slot in each member
 // pipeline, so that stage s of every member reaches the ring's forward (and

@@ -1,4 +1,4 @@
-#include "roles/patch_wire.hpp"
+#include "wire/patch_wire.hpp"
 
 #include <algorithm>
 #include <array>

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "roles/protocol.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom::proto {
 

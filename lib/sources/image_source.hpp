@@ -23,7 +23,7 @@
 
 #include "config/config.hpp"
 #include "data/webdataset.hpp"
-#include "roles/doc_source.hpp"
+#include "sources/doc_source.hpp"
 
 namespace meshloom {
 

@@ -1,8 +1,8 @@
-// Patches on the wire (roles/patch_wire.hpp): the patches of real images
+// Patches on the wire (wire/patch_wire.hpp): the patches of real images
 // (tests/data/images, resized and padded as a loader cuts them) come back
 // bit for bit in a quarter of their float32 bytes; any other float sends
 // the list raw, also bit for bit; a corrupt list is refused naming the peer.
-#include "roles/patch_wire.hpp"
+#include "wire/patch_wire.hpp"
 
 #include <gtest/gtest.h>
 

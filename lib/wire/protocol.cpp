@@ -1,4 +1,4 @@
-#include "roles/protocol.hpp"
+#include "wire/protocol.hpp"
 
 #include <concepts>
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include "base/bytes.hpp"
 #include "base/check.hpp"
 #include "base/strings.hpp"
-#include "roles/patch_wire.hpp"
+#include "wire/patch_wire.hpp"
 
 namespace meshloom::proto {
 

@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,9 +52,14 @@ class DataWorkerPool {
   int64_t submitted_ = 0, taken_ = 0;
 };
 
+// One step's batch as a worker builds it: an encoded proto::StepWork in, the
+// encoded proto::Batch out. The builder lives in roles/ (it packs as a
+// constructor does), so this folder stays below the roles.
+using BuildBatch = std::function<std::string(const config::Config&, const std::string&)>;
+
 // The worker's side (`meshloom data-worker`): reads the config and then step
-// work from `fd` until end of input, answering each with its packed batch.
+// work from `fd` until end of input, answering each with build's batch.
 // Returns the exit code.
-int run_data_worker(int fd, int rank, int index);
+int serve_data_worker(int fd, int rank, int index, const BuildBatch& build);
 
 }  // namespace meshloom

@@ -1,4 +1,4 @@
-#include "roles/worker_pool.hpp"
+#include "sources/worker_pool.hpp"
 
 #include <algorithm>
 #include <atomic>

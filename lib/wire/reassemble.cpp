@@ -1,4 +1,4 @@
-#include "roles/reassemble.hpp"
+#include "wire/reassemble.hpp"
 
 #include <algorithm>
 
