@@ -20,7 +20,8 @@ int data(const DataArgs& a, int* argc, char*** argv) {
   mpi_start(argc, argv);
   World w;
   if (!world_from_config(a.file, a.sets, &w)) return mpi_finish(kExitBadInput);
-  if (!preflight_on_root(w, [&] { check_sources(w.config); })) return mpi_finish(kExitBadInput);
+  if (!preflight_on_root(w, [&] { sources::check_sources(w.config); }))
+    return mpi_finish(kExitBadInput);
   start_finished();
   return mpi_finish(run_data(w, a.run));
 }

@@ -13,10 +13,10 @@
 namespace meshloom {
 
 int run_data_worker(int fd, int rank, int index) {
-  std::vector<std::unique_ptr<DocSource>> local;  // opened on first use, kept
-  return serve_data_worker(
+  std::vector<std::unique_ptr<sources::DocSource>> local;  // opened on first use, kept
+  return sources::serve_data_worker(
       fd, rank, index, [&](const config::Config& config, const std::string& msg) {
-        return proto::encode(local_batch(config, proto::decode_step_work(msg), &local));
+        return wire::encode(local_batch(config, wire::decode_step_work(msg), &local));
       });
 }
 

@@ -94,7 +94,7 @@ void check_tp_groups(const World& w) {
 void check_train_start(const World& w, const TrainRun& run) {
   check_tp_groups(w);
   check_host_memory(w);
-  check_sources(w.config);
+  sources::check_sources(w.config);
   check_outputs(w.config, run);
 }
 

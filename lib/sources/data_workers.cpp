@@ -18,7 +18,7 @@
 
 extern char** environ;
 
-namespace meshloom {
+namespace meshloom::sources {
 
 namespace {
 
@@ -199,4 +199,4 @@ int serve_data_worker(int fd, int rank, int index, const BuildBatch& build) {
   }
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::sources

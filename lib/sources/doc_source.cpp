@@ -15,7 +15,7 @@
 #include "sources/worker_pool.hpp"
 #include "tokenizer/tokenizer.hpp"
 
-namespace meshloom {
+namespace meshloom::sources {
 namespace {
 
 // Why a raw source delivered no document: "3 unreadable (first: f.jsonl:1:
@@ -315,4 +315,4 @@ void check_sources(const config::Config& config) {
   }
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::sources

@@ -14,7 +14,7 @@
 #include "sources/worker_pool.hpp"
 #include "tokenizer/tokenizer.hpp"
 
-namespace meshloom {
+namespace meshloom::sources {
 
 image::ImageOptions image_options(const config::ImageConfig& image) {
   image::ImageOptions o;
@@ -282,4 +282,4 @@ data::WebDatasetReport scan_image_source(const config::SourceConfig& source,
   return reader.report();
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::sources

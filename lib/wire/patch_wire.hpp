@@ -16,11 +16,11 @@
 
 #include "base/bytes.hpp"
 
-namespace meshloom::proto {
+namespace meshloom::wire {
 
 void put_patches(ByteWriter& w, const std::vector<float>& values);
 // Throws Error (the reader's: names the message and the peer) on a torn or
 // corrupt list.
 std::vector<float> get_patches(ByteReader& r);
 
-}  // namespace meshloom::proto
+}  // namespace meshloom::wire

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace meshloom::proto {
+namespace meshloom::wire {
 
 enum Tag : int {
   kAssign = 100,
@@ -238,4 +238,4 @@ Batch decode_batch(const std::string& b, int from = -1);
 Report decode_report(const std::string& b, int from = -1);
 Ack decode_ack(const std::string& b, int from = -1);
 
-}  // namespace meshloom::proto
+}  // namespace meshloom::wire

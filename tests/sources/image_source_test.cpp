@@ -24,6 +24,11 @@
 namespace meshloom {
 namespace {
 
+using sources::DocSource;
+using sources::encode_document;
+using sources::image_options;
+using sources::open_doc_source;
+using sources::open_image_source;
 using test::TempDir;
 
 const std::string kJpeg = test::test_image("hopper_171x200.jpg");

@@ -21,13 +21,13 @@ namespace {
 
 std::string encoded(const std::vector<float>& values) {
   ByteWriter w;
-  proto::put_patches(w, values);
+  wire::put_patches(w, values);
   return w.bytes();
 }
 
 std::vector<float> decoded(const std::string& bytes, int peer = 5) {
   ByteReader r(bytes, "token reply", peer);
-  std::vector<float> v = proto::get_patches(r);
+  std::vector<float> v = wire::get_patches(r);
   EXPECT_TRUE(r.done());
   return v;
 }

@@ -11,7 +11,7 @@
 #include "base/check.hpp"
 
 using namespace meshloom;
-using namespace meshloom::proto;
+using namespace meshloom::wire;
 
 namespace {
 
