@@ -1,11 +1,11 @@
 // `meshloom data`: the data path alone, on the real role layout
 // (runtime/data_job.hpp), and the hidden `data-worker` command of the
-// colocated baseline's worker processes (roles/data_workers.hpp).
+// colocated baseline's worker processes (roles/data_worker.hpp).
 #include "app/commands.hpp"
 #include "parallel/world.hpp"
-#include "roles/data_workers.hpp"
-#include "roles/doc_source.hpp"
+#include "roles/data_worker.hpp"
 #include "runtime/data_job.hpp"
+#include "sources/doc_source.hpp"
 
 namespace meshloom::app {
 namespace {
@@ -20,7 +20,8 @@ int data(const DataArgs& a, int* argc, char*** argv) {
   mpi_start(argc, argv);
   World w;
   if (!world_from_config(a.file, a.sets, &w)) return mpi_finish(kExitBadInput);
-  if (!preflight_on_root(w, [&] { check_sources(w.config); })) return mpi_finish(kExitBadInput);
+  if (!preflight_on_root(w, [&] { sources::check_sources(w.config); }))
+    return mpi_finish(kExitBadInput);
   start_finished();
   return mpi_finish(run_data(w, a.run));
 }

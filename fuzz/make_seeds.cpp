@@ -1,6 +1,6 @@
 // Writes the generated seeds of fuzz/corpus with the project's own writers:
 // `fuzz_make_seeds CONFIG.yaml OUT` writes OUT/protocol/* (every message type,
-// encoded by lib/roles/protocol) and OUT/checkpoint/* (checkpoints written
+// encoded by lib/wire/protocol) and OUT/checkpoint/* (checkpoints written
 // by ckpt::write_checkpoint holding CONFIG.yaml's text, a real data plane
 // state and small tensors). Built with the replayers (not under MESHLOOM_FUZZ).
 #include <cstdio>
@@ -14,8 +14,8 @@
 #include "dataplane/data_plane.hpp"
 #include "image/patches.hpp"
 #include "model/batch.hpp"
-#include "roles/patch_wire.hpp"
-#include "roles/protocol.hpp"
+#include "wire/patch_wire.hpp"
+#include "wire/protocol.hpp"
 
 using namespace meshloom;
 namespace fs = std::filesystem;
@@ -41,32 +41,31 @@ int main(int argc, char** argv) {
   fs::create_directories(out / "checkpoint");
 
   const fs::path p = out / "protocol";
-  protocol(p, 0, "assign", proto::encode(proto::Assign{{0, 2}, {1}, 5}));
-  protocol(p, 1, "length_request", proto::encode(proto::LengthRequest{7, 1, {3, 9, 27, 81}}));
-  protocol(
-      p, 2, "length_reply",
-      proto::encode(proto::LengthReply{1, {3, 9, 27}, {512, 17, 4096}, {256, 0, 1024}, 2.5e-6}));
-  proto::TokenRequest treq;
+  protocol(p, 0, "assign", wire::encode(wire::Assign{{0, 2}, {1}, 5}));
+  protocol(p, 1, "length_request", wire::encode(wire::LengthRequest{7, 1, {3, 9, 27, 81}}));
+  protocol(p, 2, "length_reply",
+           wire::encode(wire::LengthReply{1, {3, 9, 27}, {512, 17, 4096}, {256, 0, 1024}, 2.5e-6}));
+  wire::TokenRequest treq;
   treq.step = 7;
   treq.ranges = {{0, 3, 0, 128}, {1, 9, 64, 17}};
-  protocol(p, 3, "token_request", proto::encode(treq));
+  protocol(p, 3, "token_request", wire::encode(treq));
 
-  proto::StepWork work;
+  wire::StepWork work;
   work.step = 7;
   work.global_predictions = 140;
   work.samples = {{0, 4, 0, 3, 0, 128}, {1, 5, 1, 9, 64, 17}, {0, 4, 0, 11, 0, 0}};
-  proto::TrainerWork t0{0, {{{{0, 0, 100}}, {0}, 0, 0}}};
-  proto::TrainerWork t1{1, {{{{0, 100, 28}, {1, 0, 17}}, {1, 2}, 0, 0.25f}}};
+  wire::TrainerWork t0{0, {{{{0, 0, 100}}, {0}, 0, 0}}};
+  wire::TrainerWork t1{1, {{{{0, 100, 28}, {1, 0, 17}}, {1, 2}, 0, 0.25f}}};
   work.trainers = {t0, t1};
   work.checkpoint = true;
   work.ckpt_data = "lead state";
-  protocol(p, 4, "step_work", proto::encode(work));
+  protocol(p, 4, "step_work", wire::encode(work));
 
-  proto::Batch batch;
+  wire::Batch batch;
   batch.step = 7;
   batch.global_predictions = 140;
-  batch.samples = proto::samples_for(work.samples, t1);
-  proto::MicroBatch mb;
+  batch.samples = wire::samples_for(work.samples, t1);
+  wire::MicroBatch mb;
   mb.tokens = {464, 2068, 7586, 21831, 18045};
   mb.targets = {2068, 7586, 21831, 18045, -1};
   mb.positions = {0, 1, 2, 3, 4};
@@ -81,45 +80,45 @@ int main(int argc, char** argv) {
   for (int v :
        {0, 255, 7, 9, 200, 128, 0, 255, 255, 0, -1, -1, 1, 2, 3, -1, -1, -1, 4, 5, 6, -1, -1, -1})
     patches.push_back(v < 0 ? 0.0f : image::pixel_value(uint8_t(v)));
-  proto::MicroBatch image_mb;
+  wire::MicroBatch image_mb;
   image_mb.tokens = {model::kImagePosition, model::kImagePosition, 464};
   image_mb.targets = {-1, -1, -1};
   image_mb.positions = {0, 1, 2};
   image_mb.segments = {{0, 0, 3}};
   image_mb.patches = patches;
   batch.micro = {mb, image_mb};
-  protocol(p, 5, "batch", proto::encode(batch));
+  protocol(p, 5, "batch", wire::encode(batch));
 
-  proto::Report report;
+  wire::Report report;
   report.rank = 3;
   report.role = 1;
   report.peak_rss_kib = 123456;
   report.tokens = 4096;
-  protocol(p, 6, "report", proto::encode(report));
+  protocol(p, 6, "report", wire::encode(report));
 
-  proto::Ack ack;
+  wire::Ack ack;
   ack.step = 7;
   ack.trainer = 1;
   ack.loss_sum = 1234.5;
   ack.predictions = 140;
   ack.tokens = 145;
-  ack.echo = proto::encode(batch);
+  ack.echo = wire::encode(batch);
   ack.note = "checkpoint written";
   ack.micro = {145, 20000, 2, 0.01};
-  protocol(p, 7, "ack", proto::encode(ack));
+  protocol(p, 7, "ack", wire::encode(ack));
 
   ByteWriter tokens;
   tokens.put_vector(std::vector<int32_t>{464, 2068, 7586, 21831});
-  proto::put_patches(tokens, {});
+  wire::put_patches(tokens, {});
   protocol(p, 8, "token_reply", tokens.bytes());
   ByteWriter image_tokens;  // the patches of two image positions, as pixels
   image_tokens.put_vector(std::vector<int32_t>{model::kImagePosition, model::kImagePosition, 464});
-  proto::put_patches(image_tokens, image_mb.patches);
+  wire::put_patches(image_tokens, image_mb.patches);
   protocol(p, 8, "token_reply_image", image_tokens.bytes());
   ByteWriter raw_tokens;  // one value no pixel gives: raw float32
   raw_tokens.put_vector(std::vector<int32_t>{model::kImagePosition, model::kImagePosition, 464});
   patches[3] = 0.5f / 127.5f;
-  proto::put_patches(raw_tokens, patches);
+  wire::put_patches(raw_tokens, patches);
   protocol(p, 8, "token_reply_raw", raw_tokens.bytes());
 
   // Checkpoints: a full one and a delta, as a 2-tensor model would write them.

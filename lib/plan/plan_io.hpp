@@ -1,7 +1,7 @@
 // Plan on disk: a compact binary form (`meshloom plan --out`; its size is what
 // sending a whole plan would cost) and a readable JSON dump for people and
 // plots. The runtime does not send plans: the lead sends each constructor its
-// part of the step (roles/protocol.hpp, StepWork).
+// part of the step (wire/protocol.hpp, StepWork).
 //
 // Binary layout (little-endian; "v" = unsigned LEB128 varint):
 //   "MLPLAN" u8 version(=2) u8 rule

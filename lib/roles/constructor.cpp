@@ -7,8 +7,8 @@
 #include "base/clock.hpp"
 #include "base/strings.hpp"
 #include "model/batch.hpp"
-#include "roles/patch_wire.hpp"
 #include "roles/report.hpp"
+#include "wire/patch_wire.hpp"
 
 namespace meshloom {
 
@@ -25,13 +25,13 @@ size_t image_positions(const std::vector<int32_t>& tokens) {
   return size_t(std::count(tokens.begin(), tokens.end(), model::kImagePosition));
 }
 
-// Splits a token reply (roles/protocol.hpp, TokenRange) into the samples asked.
-void split_token_reply(const std::string& msg, int served, const proto::StepWork& work,
+// Splits a token reply (wire/protocol.hpp, TokenRange) into the samples asked.
+void split_token_reply(const std::string& msg, int served, const wire::StepWork& work,
                        const std::vector<int32_t>& idxs, size_t patch_dim,
                        std::map<int32_t, SampleData>* data) {
   ByteReader r(msg, "token reply", served);
   const std::vector<int32_t> tokens = r.get_vector<int32_t>();
-  const std::vector<float> patches = proto::get_patches(r);
+  const std::vector<float> patches = wire::get_patches(r);
   size_t at = 0, patch_at = 0;
   for (int32_t idx : idxs) {
     const int64_t n = work.samples[size_t(idx)].length;
@@ -52,8 +52,8 @@ void split_token_reply(const std::string& msg, int served, const proto::StepWork
 
 // The whole piece of every sample that `trainers` touch.
 std::map<int32_t, SampleData> fetch_samples(const config::Config& config,
-                                            const proto::StepWork& work,
-                                            std::vector<std::unique_ptr<DocSource>>* local,
+                                            const wire::StepWork& work,
+                                            std::vector<std::unique_ptr<sources::DocSource>>* local,
                                             LoaderRouter* router) {
   std::map<int32_t, SampleData> data;
   std::map<int32_t, std::vector<int32_t>> by_owner;  // owner rank -> sample indices
@@ -61,10 +61,10 @@ std::map<int32_t, SampleData> fetch_samples(const config::Config& config,
     for (const auto& mb : t.micro)
       for (const auto& seg : mb.segments) data[seg.sample];
   for (auto& [idx, d] : data) {
-    const proto::Sample& s = work.samples[size_t(idx)];
+    const wire::Sample& s = work.samples[size_t(idx)];
     if (local) {
       auto& src = (*local)[size_t(s.source)];
-      if (!src) src = open_doc_source(config, size_t(s.source));
+      if (!src) src = sources::open_doc_source(config, size_t(s.source));
       src->read(s.doc, s.offset, s.length, &d.tokens);
       src->read_patches(s.doc, s.offset, s.length, &d.patches);
     } else {
@@ -72,14 +72,14 @@ std::map<int32_t, SampleData> fetch_samples(const config::Config& config,
     }
   }
   for (auto& [owner, idxs] : by_owner) {
-    proto::TokenRequest req;
+    wire::TokenRequest req;
     req.step = work.step;
     for (int32_t idx : idxs) {
-      const proto::Sample& s = work.samples[size_t(idx)];
+      const wire::Sample& s = work.samples[size_t(idx)];
       req.ranges.push_back({s.source, s.doc, s.offset, s.length});
     }
     int served = owner;
-    std::string msg = router->request(owner, proto::kTokenReq, proto::encode(req), proto::kTokenRep,
+    std::string msg = router->request(owner, wire::kTokenReq, wire::encode(req), wire::kTokenRep,
                                       "a token request", &served);
     split_token_reply(msg, served, work, idxs, size_t(config::patch_dim(config)), &data);
   }
@@ -90,8 +90,8 @@ std::map<int32_t, SampleData> fetch_samples(const config::Config& config,
 // its sample, except the piece's last and image positions, which predict
 // nothing; an image position brings its patch. Images lead their sample, so
 // the k-th image position holds the k-th patch.
-void append_segment(const SampleData& d, const proto::Segment& seg, size_t patch_dim,
-                    proto::MicroBatch* mb) {
+void append_segment(const SampleData& d, const wire::Segment& seg, size_t patch_dim,
+                    wire::MicroBatch* mb) {
   const std::vector<int32_t>& s = d.tokens;
   for (int64_t p = seg.begin; p < seg.begin + seg.length; ++p) {
     const int32_t token = s[size_t(p)];
@@ -106,19 +106,19 @@ void append_segment(const SampleData& d, const proto::Segment& seg, size_t patch
   mb->segments.push_back(seg);
 }
 
-proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& t,
-                  const std::map<int32_t, SampleData>& data, size_t patch_dim) {
-  proto::Batch b;
+wire::Batch pack(const wire::StepWork& work, const wire::TrainerWork& t,
+                 const std::map<int32_t, SampleData>& data, size_t patch_dim) {
+  wire::Batch b;
   b.step = work.step;
   b.last = work.last;
   b.global_predictions = work.global_predictions;
   b.capacity = work.capacity;
-  b.samples = proto::samples_for(work.samples, t);
+  b.samples = wire::samples_for(work.samples, t);
   b.groups = work.groups;
   b.checkpoint = work.checkpoint;
   if (t.trainer == 0) b.ckpt_data = work.ckpt_data;
   for (const auto& mbw : t.micro) {
-    proto::MicroBatch mb;
+    wire::MicroBatch mb;
     for (const auto& seg : mbw.segments) append_segment(data.at(seg.sample), seg, patch_dim, &mb);
     mb.group = mbw.group;
     mb.member = mbw.member;
@@ -135,27 +135,27 @@ proto::Batch pack(const proto::StepWork& work, const proto::TrainerWork& t,
 Constructor::Constructor(const World& w, LoaderRouter* router)
     : w_(w), own_router_(w), router_(router ? router : &own_router_) {}
 
-proto::Batch local_batch(const config::Config& config, const proto::StepWork& work,
-                         std::vector<std::unique_ptr<DocSource>>* local) {
+wire::Batch local_batch(const config::Config& config, const wire::StepWork& work,
+                        std::vector<std::unique_ptr<sources::DocSource>>* local) {
   ML_CHECK(work.trainers.size() == 1, "colocated step work is for one trainer");
   if (local->empty()) local->resize(config.data.sources.size());
   return pack(work, work.trainers[0], fetch_samples(config, work, local, nullptr),
               size_t(config::patch_dim(config)));
 }
 
-int64_t Constructor::construct(const proto::StepWork& work) {
+int64_t Constructor::construct(const wire::StepWork& work) {
   const auto data = fetch_samples(w_.config, work, nullptr, router_);
   int64_t packed = 0;
   const int first_trainer = w_.layout.first_rank(Role::trainer);
   const size_t patch_dim = size_t(config::patch_dim(w_.config));
   for (const auto& t : work.trainers) {
-    proto::Batch b = pack(work, t, data, patch_dim);
+    wire::Batch b = pack(work, t, data, patch_dim);
     for (const auto& mb : b.micro) packed += int64_t(mb.tokens.size());
     // Packed once, sent to every trainer of the HDP rank (TP group, stages).
-    const std::string bytes = proto::encode(b);
+    const std::string bytes = wire::encode(b);
     for (int j = 0; j < w_.mesh.group_size(); ++j)
-      in_flight_.emplace_back(bytes, first_trainer + w_.mesh.trainer_at(t.trainer, j),
-                              proto::kBatch, MPI_COMM_WORLD);
+      in_flight_.emplace_back(bytes, first_trainer + w_.mesh.trainer_at(t.trainer, j), wire::kBatch,
+                              MPI_COMM_WORLD);
   }
   // Keep the list short: completed sends are dropped.
   std::vector<PendingSend> still;
@@ -169,7 +169,7 @@ void Constructor::drain() { in_flight_.clear(); }
 
 void run_constructor(const World& w) {
   Constructor c(w);
-  proto::Report report;
+  wire::Report report;
   report.role = int(Role::constructor);
   while (true) {
     int from = -1;
@@ -177,10 +177,10 @@ void run_constructor(const World& w) {
     int idle = 0;
     while (!poll_message(0, MPI_ANY_TAG, MPI_COMM_WORLD, &from, &tag)) backoff(&idle);
     std::string msg = recv_bytes(0, tag, MPI_COMM_WORLD, w.config.run.timeout, "step work");
-    if (tag == proto::kStop) break;
-    ML_CHECK(tag == proto::kStepWork, strf("constructor got tag %d", tag));
+    if (tag == wire::kStop) break;
+    ML_CHECK(tag == wire::kStepWork, strf("constructor got tag %d", tag));
     const auto busy = Clock::now();
-    report.tokens += c.construct(proto::decode_step_work(msg, 0));
+    report.tokens += c.construct(wire::decode_step_work(msg, 0));
     report.busy_seconds += seconds_since(busy);
   }
   c.drain();

@@ -11,9 +11,9 @@
 #include "comm/p2p.hpp"
 #include "config/config.hpp"
 #include "parallel/world.hpp"
-#include "roles/doc_source.hpp"
 #include "roles/loader_router.hpp"
-#include "roles/protocol.hpp"
+#include "sources/doc_source.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 
@@ -22,8 +22,8 @@ void run_constructor(const World& w);
 
 // Colocated mode: the batch of `work` (for one trainer) read from sources this
 // process opens itself (in *local, on first use).
-proto::Batch local_batch(const config::Config& config, const proto::StepWork& work,
-                         std::vector<std::unique_ptr<DocSource>>* local);
+wire::Batch local_batch(const config::Config& config, const wire::StepWork& work,
+                        std::vector<std::unique_ptr<sources::DocSource>>* local);
 
 // Fetches the tokens of `work` from the loaders (or from local sources in
 // colocated mode) and sends each trainer its batch. Returns tokens packed.
@@ -31,7 +31,7 @@ class Constructor {
  public:
   // `router`: share the caller's view of dead loaders (the lead's), else own one.
   explicit Constructor(const World& w, LoaderRouter* router = nullptr);
-  int64_t construct(const proto::StepWork& work);
+  int64_t construct(const wire::StepWork& work);
   // Sends still in flight are completed (call before stopping).
   void drain();
 

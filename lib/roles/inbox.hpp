@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "parallel/world.hpp"
-#include "roles/data_workers.hpp"
-#include "roles/doc_source.hpp"
-#include "roles/protocol.hpp"
+#include "sources/data_workers.hpp"
+#include "sources/doc_source.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 
@@ -22,17 +22,17 @@ class BatchInbox {
   BatchInbox& operator=(const BatchInbox&) = delete;
 
   // The next batch; *wait_seconds gets the time spent waiting for it.
-  proto::Batch receive(double* wait_seconds = nullptr);
+  wire::Batch receive(double* wait_seconds = nullptr);
   // The proportional set size of its data worker processes now, KiB (0: none).
   int64_t worker_pss_kib() const;
 
  private:
   const World& w_;
-  std::unique_ptr<DataWorkerPool> workers_;        // data.colocated_processes > 0
-  std::vector<std::unique_ptr<DocSource>> local_;  // colocated, read in this process
+  std::unique_ptr<sources::DataWorkerPool> workers_;        // data.colocated_processes > 0
+  std::vector<std::unique_ptr<sources::DocSource>> local_;  // colocated, read in this process
 };
 
 // The trainer's answer to the lead for a step.
-void send_ack(const proto::Ack& ack);
+void send_ack(const wire::Ack& ack);
 
 }  // namespace meshloom

@@ -68,7 +68,7 @@ Lead::Lead(const World& w) : w_(w) {
   if (colocated) {
     // No loader ranks: the lead reads lengths itself, trainers read tokens.
     for (size_t i = 0; i < n; ++i) {
-      local_.push_back(open_doc_source(w.config, i));
+      local_.push_back(sources::open_doc_source(w.config, i));
       docs[i] = local_.back()->docs();
     }
   } else {
@@ -81,8 +81,8 @@ Lead::Lead(const World& w) : w_(w) {
     for (int l = 0; l < w.layout.loaders; ++l)
       for (size_t k = 0; k < assignment_.sources_of_loader[l].size(); ++k) {
         const int loader = w.layout.first_rank(Role::loader) + l;
-        proto::LengthReply c = proto::decode_length_reply(
-            recv_bytes(loader, proto::kDocCount, MPI_COMM_WORLD, w.config.run.timeout,
+        wire::LengthReply c = wire::decode_length_reply(
+            recv_bytes(loader, wire::kDocCount, MPI_COMM_WORLD, w.config.run.timeout,
                        "a document count from a loader"),
             loader);
         ML_CHECK(c.docs.size() == 1 && c.source >= 0 && size_t(c.source) < n,
@@ -180,7 +180,7 @@ void Lead::send_assignment() {
       // A shadow opens the sources of every loader it shadows too.
       const int first_loader = w_.layout.first_rank(Role::loader), rank = first_loader + l;
       const ShadowPlan& shadows = router_->shadows();
-      proto::Assign m;
+      wire::Assign m;
       for (int s : a.sources_of_loader[l]) m.sources.push_back(s);
       if (w_.config.data.shadows && w_.layout.loaders > 1) {
         std::set<int32_t> standby;
@@ -189,7 +189,7 @@ void Lead::send_assignment() {
         m.shadow_sources.assign(standby.begin(), standby.end());
         m.shadow = shadows.shadow.at(rank);
       }
-      send_bytes(proto::encode(m), rank, proto::kAssign, MPI_COMM_WORLD);
+      send_bytes(wire::encode(m), rank, wire::kAssign, MPI_COMM_WORLD);
     }
 }
 
@@ -233,7 +233,7 @@ void Lead::fetch_lengths(int source, int64_t doc) {
   std::vector<std::string> payloads;
   std::vector<std::vector<int64_t>> asked;
   for (size_t j = 0; j < loaders.size(); ++j) {
-    proto::LengthRequest req;
+    wire::LengthRequest req;
     req.step = next_step_;
     req.source = source;
     const int64_t from = pos + int64_t(j) * kLengthBatch;
@@ -245,13 +245,13 @@ void Lead::fetch_lengths(int source, int64_t doc) {
     // Batches of positions are dealt round-robin over the source's loaders.
     const int loader = loaders[size_t((pos / kLengthBatch + int64_t(j)) % int64_t(loaders.size()))];
     targets.push_back(w_.layout.first_rank(Role::loader) + loader);
-    payloads.push_back(proto::encode(req));
+    payloads.push_back(wire::encode(req));
   }
   std::vector<int> served;
   std::vector<std::string> replies = router_->request_many(
-      targets, payloads, proto::kLengthReq, proto::kLengthRep, "a length request", &served);
+      targets, payloads, wire::kLengthReq, wire::kLengthRep, "a length request", &served);
   for (size_t j = 0; j < replies.size(); ++j) {
-    proto::LengthReply rep = proto::decode_length_reply(replies[j], served[j]);
+    wire::LengthReply rep = wire::decode_length_reply(replies[j], served[j]);
     ML_CHECK(
         rep.docs.size() == rep.lengths.size() &&
             (rep.images.empty() || (!images_[s].empty() && rep.images.size() == rep.docs.size())),
@@ -277,13 +277,13 @@ void Lead::fetch_lengths(int source, int64_t doc) {
 // lengths into a plan; each trainer's micro-batches become segment lists. A
 // CP micro-batch carries its ring (trainer indices in order) and this
 // member's place; every member holds its zigzag chunks (front, then back).
-proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
-  proto::StepWork work;
+wire::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
+  wire::StepWork work;
   work.step = m.step;
   work.last = last;
   std::vector<int64_t> lengths;
   for (const auto& p : m.samples) {
-    proto::Sample s;
+    wire::Sample s;
     s.source = p.source;
     s.owner = local_.empty() ? owner_[size_t(p.source)][size_t(p.doc)] : -1;
     s.epoch = p.epoch;
@@ -326,11 +326,11 @@ proto::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
   group_history_.prepare(distinct_member_sets(work.groups));  // as every trainer's cache does
   work.trainers.resize(size_t(T));
   for (int t = 0; t < T; ++t) {
-    proto::TrainerWork& tw = work.trainers[size_t(t)];
+    wire::TrainerWork& tw = work.trainers[size_t(t)];
     tw.trainer = t;
     const size_t count = last_plan_.micro_batches_of(t).size();
     for (size_t i = 0; i < count; ++i) {
-      proto::MicroBatchWork mbw;
+      wire::MicroBatchWork mbw;
       if (w_.mesh.pp > 1) mbw.slot = slots.slot[size_t(last_plan_.trainer_begin[size_t(t)]) + i];
       for (const plan::PieceLayout& pl : last_plan_.layout(t, i)) {
         for (const plan::Span& span : {pl.chunks.front, pl.chunks.back})
@@ -454,7 +454,7 @@ void Lead::dispatch_step(bool last) {
         (long long)w_.config.data.long_policy.threshold, (long long)longest,
         w_.config.data.long_policy.share);
   }
-  proto::StepWork work = place(m, last);
+  wire::StepWork work = place(m, last);
   trim_.worked();
   uint64_t h = 1469598103934665603ULL;
   for (const auto& p : m.samples) {
@@ -486,17 +486,17 @@ void Lead::dispatch_step(bool last) {
     // Colocated: every trainer gets its own work and loads it itself (the
     // trainers of an HDP rank the same work).
     for (const auto& t : work.trainers) {
-      proto::StepWork mine = work;
-      mine.samples = proto::samples_for(work.samples, t);
+      wire::StepWork mine = work;
+      mine.samples = wire::samples_for(work.samples, t);
       mine.trainers = {t};
-      const std::string bytes = proto::encode(mine);
+      const std::string bytes = wire::encode(mine);
       for (int j = 0; j < w_.mesh.group_size(); ++j)
         in_flight_.emplace_back(
             bytes, w_.layout.first_rank(Role::trainer) + w_.mesh.trainer_at(t.trainer, j),
-            proto::kStepWork, MPI_COMM_WORLD);
+            wire::kStepWork, MPI_COMM_WORLD);
     }
   } else {
-    std::vector<proto::StepWork> per(static_cast<size_t>(K));
+    std::vector<wire::StepWork> per(static_cast<size_t>(K));
     for (int c = 0; c < K; ++c) {
       per[size_t(c)] = work;
       per[size_t(c)].trainers.clear();
@@ -505,8 +505,8 @@ void Lead::dispatch_step(bool last) {
     for (int c = 1; c < K; ++c) {
       // Only the samples its trainers touch: a step costs O(samples) on the
       // wire, not O(constructors x samples).
-      per[size_t(c)].samples = proto::samples_for(work.samples, per[size_t(c)].trainers);
-      in_flight_.emplace_back(proto::encode(per[size_t(c)]), c, proto::kStepWork, MPI_COMM_WORLD);
+      per[size_t(c)].samples = wire::samples_for(work.samples, per[size_t(c)].trainers);
+      in_flight_.emplace_back(wire::encode(per[size_t(c)]), c, wire::kStepWork, MPI_COMM_WORLD);
     }
     own_constructor_->construct(per[0]);
   }
@@ -525,7 +525,7 @@ void Lead::receive_ack() {
     const size_t i = size_t(steps_completed() - first_step_);
     if (i >= ack_count_.size()) return text;
     std::vector<bool> got(size_t(w_.layout.trainers), false);
-    for (const proto::Ack& a : acks_[i]) got[size_t(a.trainer)] = true;
+    for (const wire::Ack& a : acks_[i]) got[size_t(a.trainer)] = true;
     std::string missing;
     for (int t = 0; t < w_.layout.trainers; ++t)
       if (!got[size_t(t)])
@@ -536,8 +536,8 @@ void Lead::receive_ack() {
   };
   int from = -1;
   std::string msg =
-      recv_bytes(MPI_ANY_SOURCE, proto::kAck, MPI_COMM_WORLD, w_.config.run.timeout, what, &from);
-  proto::Ack ack = proto::decode_ack(msg, from);
+      recv_bytes(MPI_ANY_SOURCE, wire::kAck, MPI_COMM_WORLD, w_.config.run.timeout, what, &from);
+  wire::Ack ack = wire::decode_ack(msg, from);
   const int64_t i = ack.step - first_step_;
   ML_CHECK(i >= 0 && i < int64_t(acks_.size()), "ack for an unknown step");
   ++ack_count_[size_t(i)];
@@ -548,35 +548,35 @@ void Lead::drain_acks() {
   while (steps_completed() < first_step_ + int64_t(ack_count_.size())) receive_ack();
 }
 
-std::vector<proto::Ack> Lead::take_acks(int64_t step) {
+std::vector<wire::Ack> Lead::take_acks(int64_t step) {
   return std::move(acks_.at(size_t(step - first_step_)));
 }
 
-std::vector<proto::Report> Lead::stop() {
+std::vector<wire::Report> Lead::stop() {
   drain_acks();
   in_flight_.clear();
   if (own_constructor_) own_constructor_->drain();
   // Constructors first: once they are done, nobody asks loaders anything.
-  std::vector<proto::Report> reports;
+  std::vector<wire::Report> reports;
   for (int r = 1; r < w_.size; ++r)
     if (w_.layout.role_of(r) == Role::constructor)
-      send_bytes(std::string(1, '\0'), r, proto::kStop, MPI_COMM_WORLD);
+      send_bytes(std::string(1, '\0'), r, wire::kStop, MPI_COMM_WORLD);
   // Trainers stop after their last batch; constructors after Stop.
   for (int r = 1; r < w_.size; ++r)
     if (w_.layout.role_of(r) != Role::loader)
-      reports.push_back(proto::decode_report(
-          recv_bytes(r, proto::kReport, MPI_COMM_WORLD, w_.config.run.timeout, "a final report"),
+      reports.push_back(wire::decode_report(
+          recv_bytes(r, wire::kReport, MPI_COMM_WORLD, w_.config.run.timeout, "a final report"),
           r));
   // Loaders: a dead one never answers; a hung one still obeys Stop.
   for (int l = 0; l < w_.layout.loaders; ++l) {
     const int r = w_.layout.first_rank(Role::loader) + l;
     std::string reply;
-    if (router_->try_request(r, proto::kStop, std::string(1, '\0'), proto::kReport, &reply))
-      reports.push_back(proto::decode_report(reply, r));
+    if (router_->try_request(r, wire::kStop, std::string(1, '\0'), wire::kReport, &reply))
+      reports.push_back(wire::decode_report(reply, r));
     else
       LOG_WARN("loader rank %d did not answer Stop: its process is gone", r);
   }
-  proto::Report mine;
+  wire::Report mine;
   mine.role = int(Role::constructor);
   mine.busy_seconds = busy_seconds_;
   fill_memory(&mine);
@@ -587,10 +587,10 @@ std::vector<proto::Report> Lead::stop() {
 
 // A drill whose fault never fired tests nothing: say so. A rank that reported
 // nothing died (a crash fires so); trainers' crashes and hangs end the job.
-void Lead::warn_unfired_faults(const std::vector<proto::Report>& reports) const {
+void Lead::warn_unfired_faults(const std::vector<wire::Report>& reports) const {
   for (const auto& f : w_.config.faults.inject) {
     const auto r = std::find_if(reports.begin(), reports.end(),
-                                [&](const proto::Report& x) { return x.rank == f.rank; });
+                                [&](const wire::Report& x) { return x.rank == f.rank; });
     if (r == reports.end() || r->faults_fired > 0) continue;
     const Role role = w_.layout.role_of(int(f.rank));
     LOG_WARN("faults.inject: the %s on rank %lld from step %lld never fired: %s",

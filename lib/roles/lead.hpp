@@ -21,9 +21,9 @@
 #include "plan/pipeline.hpp"
 #include "plan/planner.hpp"
 #include "roles/constructor.hpp"
-#include "roles/doc_source.hpp"
 #include "roles/loader_router.hpp"
-#include "roles/protocol.hpp"
+#include "sources/doc_source.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 
@@ -47,7 +47,7 @@ class Lead {
   // sample): equal hashes, equal data, whatever the layout.
   uint64_t manifest_hash(int64_t step) const { return hashes_.at(size_t(step - first_step_)); }
   // Tells loaders and constructors to stop and collects every rank's report.
-  std::vector<proto::Report> stop();
+  std::vector<wire::Report> stop();
 
   const dataplane::DataPlane& plane() const { return *plane_; }
   const dataplane::LoaderAssignment& assignment() const { return assignment_; }
@@ -55,7 +55,7 @@ class Lead {
   int64_t steps_completed() const;
   // The acks of step s (with echoed batches in data runs), in arrival order;
   // valid once the step is completed.
-  std::vector<proto::Ack> take_acks(int64_t step);
+  std::vector<wire::Ack> take_acks(int64_t step);
   int reassignments() const { return reassignments_; }
   // Loaders the lead found dead, and the seconds it lost finding out.
   std::set<int> dead_loaders() const { return router_ ? router_->dead_loaders() : std::set<int>{}; }
@@ -77,11 +77,11 @@ class Lead {
   void fetch_lengths(int source, int64_t doc);
   void maybe_reassign();
   void send_assignment();
-  proto::StepWork place(const dataplane::StepManifest& m, bool last);
+  wire::StepWork place(const dataplane::StepManifest& m, bool last);
   void prefer_cached_groups();
   void receive_ack();
   std::string checkpoint_data();
-  void warn_unfired_faults(const std::vector<proto::Report>& reports) const;
+  void warn_unfired_faults(const std::vector<wire::Report>& reports) const;
 
   const World& w_;
   std::unique_ptr<dataplane::DataPlane> plane_;
@@ -96,7 +96,7 @@ class Lead {
   // Per source: permutation of the epoch last asked about, and its inverse.
   std::vector<int64_t> perm_epoch_;
   std::vector<std::vector<int64_t>> perm_, inverse_;
-  std::vector<std::unique_ptr<DocSource>> local_;  // colocated mode
+  std::vector<std::unique_ptr<sources::DocSource>> local_;  // colocated mode
   std::unique_ptr<Constructor> own_constructor_;
   std::unique_ptr<LoaderRouter> router_;
   std::vector<PendingSend> in_flight_;
@@ -109,7 +109,7 @@ class Lead {
   std::vector<std::vector<double>> predicted_;  // per dispatched step, per trainer
   std::vector<std::string> planners_;           // per dispatched step
   std::string last_full_;                      // file name of the last checkpoint with full lengths
-  std::vector<std::vector<proto::Ack>> acks_;  // per step, until taken
+  std::vector<std::vector<wire::Ack>> acks_;   // per step, until taken
   std::vector<int> ack_count_;                 // per step
   int reassignments_ = 0;
   double busy_seconds_ = 0;  // choosing, planning, placing and constructing steps

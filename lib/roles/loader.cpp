@@ -13,46 +13,47 @@
 #include "base/memory.hpp"
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
-#include "roles/doc_source.hpp"
 #include "roles/faults.hpp"
-#include "roles/patch_wire.hpp"
-#include "roles/protocol.hpp"
 #include "roles/report.hpp"
+#include "sources/doc_source.hpp"
+#include "wire/patch_wire.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 
 void run_loader(const World& w) {
   const auto& sources = w.config.data.sources;
-  std::vector<std::unique_ptr<DocSource>> open(sources.size());
-  auto source_at = [&](int32_t s) -> DocSource& {
+  std::vector<std::unique_ptr<sources::DocSource>> open(sources.size());
+  auto source_at = [&](int32_t s) -> sources::DocSource& {
     ML_CHECK(s >= 0 && size_t(s) < sources.size(), "request for an unknown source");
     if (!open[s])
-      open[s] = open_doc_source(w.config, size_t(s));  // a reassignment may bring new sources
+      open[s] =
+          sources::open_doc_source(w.config, size_t(s));  // a reassignment may bring new sources
     return *open[s];
   };
-  proto::Report report;
+  wire::Report report;
   report.role = int(Role::loader);
   const double timeout = w.config.run.timeout;
   const InjectedFaults faults(w.config, w.rank);
   bool hung = false, slowed = false;
   int shadow = -1;  // where this loader mirrors what it prepares
   std::vector<PendingSend> mirrors;
-  std::vector<proto::LengthRequest> to_mirror;  // deltas received as a shadow, not yet prepared
+  std::vector<wire::LengthRequest> to_mirror;  // deltas received as a shadow, not yet prepared
   // Documents whose lengths this loader sent but which it has not prepared yet
   // (image sources decode after the reply), oldest first: constructors ask in
   // that order.
-  std::deque<proto::LengthRequest> to_prepare;
+  std::deque<wire::LengthRequest> to_prepare;
   // Idle work goes in chunks of this many documents, so that a request that
   // arrives meanwhile waits for one chunk (a few images), not a whole batch.
   const size_t idle_chunk = size_t(4 * std::max<int64_t>(1, w.config.data.workers));
   // A shadow readies its loader's documents for lengths only (captions, not
   // images): decoding them too would double the image sources' decode work
   // for a standby that may never serve; once it serves, it decodes on demand.
-  auto prepare_chunk = [&](proto::LengthRequest* m, bool standby) {  // its first documents
+  auto prepare_chunk = [&](wire::LengthRequest* m, bool standby) {  // its first documents
     const auto end = m->docs.begin() + long(std::min(idle_chunk, m->docs.size()));
     const std::vector<int64_t> chunk(m->docs.begin(), end);
     m->docs.erase(m->docs.begin(), end);
-    DocSource& src = source_at(m->source);
+    sources::DocSource& src = source_at(m->source);
     if (standby)
       src.prepare_lengths(chunk, int(w.config.data.workers));
     else
@@ -104,25 +105,25 @@ void run_loader(const World& w) {
     }
     idle = 0;
     std::string msg = recv_bytes(from, tag, MPI_COMM_WORLD, timeout, "a request");
-    if (hung && tag != proto::kStop) continue;  // a hung loader answers nothing
+    if (hung && tag != wire::kStop) continue;  // a hung loader answers nothing
     const auto busy = Clock::now();
-    if (tag == proto::kAssign) {
-      proto::Assign a = proto::decode_assign(msg, from);
+    if (tag == wire::kAssign) {
+      wire::Assign a = wire::decode_assign(msg, from);
       shadow = a.shadow;
       for (int32_t s : a.shadow_sources) source_at(s);  // hot standby: opened, indexes ready
       for (int32_t s : a.sources) {
-        proto::LengthReply count;
+        wire::LengthReply count;
         count.source = s;
         count.docs = {source_at(s).docs()};
-        send_bytes(proto::encode(count), from, proto::kDocCount, MPI_COMM_WORLD);
+        send_bytes(wire::encode(count), from, wire::kDocCount, MPI_COMM_WORLD);
       }
-    } else if (tag == proto::kLengthReq) {
-      proto::LengthRequest req = proto::decode_length_request(msg, from);
+    } else if (tag == wire::kLengthReq) {
+      wire::LengthRequest req = wire::decode_length_request(msg, from);
       inject(req.step);
       if (hung) continue;
-      DocSource& src = source_at(req.source);
+      sources::DocSource& src = source_at(req.source);
       const bool more = src.prepare_lengths(req.docs, int(w.config.data.workers));
-      proto::LengthReply rep;
+      wire::LengthReply rep;
       rep.source = req.source;
       rep.docs = req.docs;
       for (int64_t d : req.docs) rep.lengths.push_back(src.length(d));
@@ -130,37 +131,37 @@ void run_loader(const World& w) {
       if (std::all_of(rep.images.begin(), rep.images.end(), [](int64_t n) { return n == 0; }))
         rep.images.clear();  // text: nothing to say
       rep.seconds_per_token = src.seconds_per_token();
-      send_bytes(proto::encode(rep), from, proto::kLengthRep, MPI_COMM_WORLD);
+      send_bytes(wire::encode(rep), from, wire::kLengthRep, MPI_COMM_WORLD);
       if (more) to_prepare.push_back(req);
       // The shadow gets the delta: which documents this loader now holds ready.
       if (shadow >= 0 && shadow != w.rank) {
-        mirrors.emplace_back(msg, shadow, proto::kMirror, MPI_COMM_WORLD);
+        mirrors.emplace_back(msg, shadow, wire::kMirror, MPI_COMM_WORLD);
         std::vector<PendingSend> still;
         for (auto& m : mirrors)
           if (!m.done()) still.push_back(std::move(m));
         mirrors = std::move(still);
       }
-    } else if (tag == proto::kMirror) {
-      to_mirror.push_back(proto::decode_length_request(msg, from));
-    } else if (tag == proto::kTokenReq) {
-      proto::TokenRequest req = proto::decode_token_request(msg, from);
+    } else if (tag == wire::kMirror) {
+      to_mirror.push_back(wire::decode_length_request(msg, from));
+    } else if (tag == wire::kTokenReq) {
+      wire::TokenRequest req = wire::decode_token_request(msg, from);
       inject(req.step);
       if (hung) continue;
       std::vector<int32_t> tokens;
       std::vector<float> patches;
       for (const auto& r : req.ranges) {
-        DocSource& src = source_at(r.source);
+        sources::DocSource& src = source_at(r.source);
         src.read(r.doc, r.offset, r.length, &tokens);
         src.read_patches(r.doc, r.offset, r.length, &patches);
       }
       report.tokens += int64_t(tokens.size());
       ByteWriter out;
       out.put_vector(tokens);
-      proto::put_patches(out, patches);
+      wire::put_patches(out, patches);
       ++report.replies;
       report.reply_bytes += int64_t(out.bytes().size());
-      send_bytes(out.bytes(), from, proto::kTokenRep, MPI_COMM_WORLD);
-    } else if (tag == proto::kStop) {
+      send_bytes(out.bytes(), from, wire::kTokenRep, MPI_COMM_WORLD);
+    } else if (tag == wire::kStop) {
       break;
     } else {
       ML_FAIL(strf("loader got an unexpected message (tag %d) from rank %d", tag, from));
@@ -172,7 +173,7 @@ void run_loader(const World& w) {
   for (auto& m : mirrors) m.abandon();
   for (const auto& src : open)
     if (src) {
-      const DocSource::DecodeStats d = src->decode_stats();
+      const sources::DocSource::DecodeStats d = src->decode_stats();
       report.decodes += d.decodes;
       report.decoded_docs += d.docs;
       report.decodes_at_read += d.at_read;

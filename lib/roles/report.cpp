@@ -8,16 +8,16 @@
 
 namespace meshloom {
 
-void fill_memory(proto::Report* report, int64_t worker_pss_kib) {
+void fill_memory(wire::Report* report, int64_t worker_pss_kib) {
   report->rank = process_rank();
   report->peak_rss_kib = peak_rss_kib();
   report->worker_pss_kib = worker_pss_kib;
   report->pss_kib = pss_kib() + worker_pss_kib;
 }
 
-void send_final_report(proto::Report report, int64_t worker_pss_kib) {
+void send_final_report(wire::Report report, int64_t worker_pss_kib) {
   fill_memory(&report, worker_pss_kib);
-  send_bytes(proto::encode(report), 0, proto::kReport, MPI_COMM_WORLD);
+  send_bytes(wire::encode(report), 0, wire::kReport, MPI_COMM_WORLD);
 }
 
 }  // namespace meshloom

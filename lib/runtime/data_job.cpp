@@ -12,9 +12,9 @@
 #include "ckpt/h5.hpp"
 #include "dataplane/schedule.hpp"
 #include "roles/lead.hpp"
-#include "roles/reassemble.hpp"
 #include "runtime/run_role.hpp"
 #include "runtime/step_loops.hpp"
+#include "wire/reassemble.hpp"
 
 namespace meshloom {
 
@@ -37,11 +37,11 @@ struct Assembled {
 
 // One echo per HDP rank: the first trainer's of each TP group, after checking
 // that the group's other trainers received the very same bytes.
-std::vector<proto::Batch> group_echoes(int64_t step, const TrainerMesh& mesh,
-                                       const std::vector<proto::Ack>& acks) {
+std::vector<wire::Batch> group_echoes(int64_t step, const TrainerMesh& mesh,
+                                      const std::vector<wire::Ack>& acks) {
   std::vector<const std::string*> by_trainer(size_t(mesh.trainers), nullptr);
   for (const auto& a : acks) by_trainer.at(size_t(a.trainer)) = &a.echo;
-  std::vector<proto::Batch> echoes;
+  std::vector<wire::Batch> echoes;
   for (int t = 0; t < mesh.trainers; ++t) {
     ML_CHECK(by_trainer[size_t(t)], strf("step %lld: no echo from trainer %d", (long long)step, t));
     const std::string& first = *by_trainer[size_t(mesh.trainer_at(mesh.hdp_rank_of(t), 0))];
@@ -50,7 +50,7 @@ std::vector<proto::Batch> group_echoes(int64_t step, const TrainerMesh& mesh,
           strf("step %lld: trainer %d received another batch than the first trainer of its "
                "HDP rank (HDP rank %d)",
                (long long)step, t, mesh.hdp_rank_of(t)));
-    if (mesh.member_of(t) == 0) echoes.push_back(proto::decode_batch(first));
+    if (mesh.member_of(t) == 0) echoes.push_back(wire::decode_batch(first));
   }
   return echoes;
 }
@@ -58,11 +58,11 @@ std::vector<proto::Batch> group_echoes(int64_t step, const TrainerMesh& mesh,
 // Checks that every token of every sample arrived exactly once (at one HDP
 // rank), with the right positions, and appends the step to `out` (the hash
 // covers image patches too).
-void assemble(int64_t step, const TrainerMesh& mesh, const std::vector<proto::Ack>& acks,
+void assemble(int64_t step, const TrainerMesh& mesh, const std::vector<wire::Ack>& acks,
               Assembled* out) {
-  const std::vector<proto::Batch> echoes = group_echoes(step, mesh, acks);
-  const std::vector<proto::Sample> samples = proto::merged_manifest(echoes);
-  const std::vector<proto::SampleContent> got = proto::reassemble(step, samples, echoes);
+  const std::vector<wire::Batch> echoes = group_echoes(step, mesh, acks);
+  const std::vector<wire::Sample> samples = wire::merged_manifest(echoes);
+  const std::vector<wire::SampleContent> got = wire::reassemble(step, samples, echoes);
   for (size_t i = 0; i < samples.size(); ++i) {
     const auto& s = samples[i];
     const std::vector<int32_t>& tokens = got[i].tokens;
@@ -135,7 +135,7 @@ nlohmann::ordered_json print_source_shares(const World& w, const DataRun& run,
 }
 
 // Per role: ranks, peak RSS (max and sum) and PSS, printed; returned as JSON.
-nlohmann::ordered_json memory_by_role(const std::vector<proto::Report>& reports) {
+nlohmann::ordered_json memory_by_role(const std::vector<wire::Report>& reports) {
   std::printf("%-12s %6s %14s %14s %12s %12s\n", "role", "ranks", "peak RSS max", "peak RSS sum",
               "PSS sum", "busy s max");
   nlohmann::ordered_json roles = nlohmann::ordered_json::object();
@@ -201,8 +201,8 @@ int run_data_lead(const World& w, const DataRun& run) {
   Assembled all;
   all.keep_tokens = !run.dump.empty();
   Progress progress(STDOUT_FILENO);
-  const std::vector<proto::Report> reports =
-      lead_steps(lead, 0, run.steps, [&](int64_t s, std::vector<proto::Ack> acks) {
+  const std::vector<wire::Report> reports =
+      lead_steps(lead, 0, run.steps, [&](int64_t s, std::vector<wire::Ack> acks) {
         assemble(s, w.mesh, acks, &all);
         const double t = seconds_since(start), done = double(s + 1) / double(run.steps);
         if (!progress.due(t, s + 1 == run.steps)) return;
@@ -255,11 +255,11 @@ int run_data_lead(const World& w, const DataRun& run) {
 
 // A trainer echoes what it received, for rank 0 to check.
 int run_data_trainer(const World& w) {
-  trainer_steps(w, [&](const proto::Batch& b, double) {
-    proto::Ack ack;
+  trainer_steps(w, [&](const wire::Batch& b, double) {
+    wire::Ack ack;
     ack.step = b.step;
     ack.trainer = w.role_index;
-    ack.echo = proto::encode(b);
+    ack.echo = wire::encode(b);
     return ack;
   });
   return kExitOk;

@@ -12,13 +12,13 @@ namespace meshloom {
 
 using Json = nlohmann::ordered_json;
 
-StepFigures step_figures(const std::vector<proto::Ack>& acks) {
+StepFigures step_figures(const std::vector<wire::Ack>& acks) {
   StepFigures f;
   int64_t predictions = 0;
   std::vector<double> compute;
   f.micro_min = acks.empty() ? 0 : INT64_MAX;
   for (const auto& a : acks) {
-    const int64_t micro = int64_t(a.micro.size() / proto::kMicroColumns);
+    const int64_t micro = int64_t(a.micro.size() / wire::kMicroColumns);
     f.micro_min = std::min(f.micro_min, micro);
     f.micro_max = std::max(f.micro_max, micro);
     f.loss += a.loss_sum;
@@ -45,7 +45,7 @@ StepFigures step_figures(const std::vector<proto::Ack>& acks) {
   return f;
 }
 
-std::vector<int> StragglerWatch::update(const std::vector<proto::Ack>& acks, double median) {
+std::vector<int> StragglerWatch::update(const std::vector<wire::Ack>& acks, double median) {
   std::vector<int> slow;
   for (const auto& a : acks) {
     int64_t& streak = streak_.at(size_t(a.trainer));
@@ -74,7 +74,7 @@ TrainMetrics::~TrainMetrics() {
   if (jsonl_) std::fclose(jsonl_);
 }
 
-void TrainMetrics::step(int64_t s, const std::vector<proto::Ack>& acks) {
+void TrainMetrics::step(int64_t s, const std::vector<wire::Ack>& acks) {
   for (const auto& a : acks)
     if (!a.note.empty()) LOG_INFO("%s", a.note.c_str());
   const StepFigures f = step_figures(acks);
@@ -212,7 +212,7 @@ Json TrainMetrics::source_losses(const StepFigures& f) const {
 }
 
 void TrainMetrics::write_step(int64_t s, const StepFigures& f, std::optional<double> mfu,
-                              const std::vector<proto::Ack>& acks,
+                              const std::vector<wire::Ack>& acks,
                               const std::vector<int>& stragglers) {
   if (!jsonl_) return;
   const int first_trainer = w_.layout.first_rank(Role::trainer);
@@ -222,7 +222,7 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f, std::optional<dou
   for (const auto& a : acks) {
     // [[tokens, attention L^2/k, k, seconds], ...] per micro-batch
     Json micro = Json::array();
-    for (size_t i = 0; i + 3 < a.micro.size(); i += proto::kMicroColumns)
+    for (size_t i = 0; i + 3 < a.micro.size(); i += wire::kMicroColumns)
       micro.push_back(
           {int64_t(a.micro[i]), a.micro[i + 1], int64_t(a.micro[i + 2]), a.micro[i + 3]});
     trainers.push_back({{"trainer", a.trainer},
@@ -237,8 +237,8 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f, std::optional<dou
   // The step's group communicators: every trainer's cache holds the same
   // sets (and, on the GPU, the same agreed costs), so one trainer's hits,
   // misses and device memory; the slowest split.
-  const proto::Ack none;
-  const proto::Ack& first = acks.empty() ? none : acks[0];
+  const wire::Ack none;
+  const wire::Ack& first = acks.empty() ? none : acks[0];
   Json groups = {{"hits", first.group_hits},
                  {"misses", first.group_misses},
                  {"split_seconds", 0.0},
@@ -267,12 +267,12 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f, std::optional<dou
   std::fflush(jsonl_);
 }
 
-void TrainMetrics::finish(std::vector<proto::Report> reports) {
+void TrainMetrics::finish(std::vector<wire::Report> reports) {
   if (progress_.redraw()) std::printf("\n");
   if (jsonl_) {
     // Every rank's busy time and memory (loaders and constructors report only at the end).
     std::sort(reports.begin(), reports.end(),
-              [](const proto::Report& a, const proto::Report& b) { return a.rank < b.rank; });
+              [](const wire::Report& a, const wire::Report& b) { return a.rank < b.rank; });
     Json ranks = Json::array();
     for (const auto& r : reports)
       ranks.push_back({{"rank", r.rank},

@@ -21,7 +21,7 @@
 #include "base/log.hpp"
 #include "parallel/world.hpp"
 #include "roles/lead.hpp"
-#include "roles/protocol.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 
@@ -47,7 +47,7 @@ struct StepFigures {
   // time; 0 without a peak, above 1 where the peak is too low.
   double mfu() const { return peak > 0 ? flops / (std::max(max_compute, 1e-9) * peak) : 0; }
 };
-StepFigures step_figures(const std::vector<proto::Ack>& acks);
+StepFigures step_figures(const std::vector<wire::Ack>& acks);
 
 // Tracks each trainer's run of slow steps (compute > factor x median).
 class StragglerWatch {
@@ -55,7 +55,7 @@ class StragglerWatch {
   StragglerWatch(int trainers, double factor, int64_t steps)
       : streak_(size_t(trainers)), factor_(factor), steps_(steps) {}
   // The trainers slow for `steps` steps in a row or more, after this step.
-  std::vector<int> update(const std::vector<proto::Ack>& acks, double median);
+  std::vector<int> update(const std::vector<wire::Ack>& acks, double median);
   int64_t streak(int trainer) const { return streak_.at(size_t(trainer)); }
   bool just_reached(int trainer) const { return streak(trainer) == steps_; }
 
@@ -74,16 +74,16 @@ class TrainMetrics {
   TrainMetrics(const TrainMetrics&) = delete;
   TrainMetrics& operator=(const TrainMetrics&) = delete;
 
-  void step(int64_t s, const std::vector<proto::Ack>& acks);
+  void step(int64_t s, const std::vector<wire::Ack>& acks);
   // The final metrics line and the run's summary in the log.
-  void finish(std::vector<proto::Report> reports);
+  void finish(std::vector<wire::Report> reports);
 
  private:
   std::optional<double> reported_mfu(int64_t s, const StepFigures& f);
   void log_step(int64_t s, const StepFigures& f, std::optional<double> mfu);
   void show_progress(int64_t s);
   void write_step(int64_t s, const StepFigures& f, std::optional<double> mfu,
-                  const std::vector<proto::Ack>& acks, const std::vector<int>& stragglers);
+                  const std::vector<wire::Ack>& acks, const std::vector<int>& stragglers);
   nlohmann::ordered_json source_losses(const StepFigures& f) const;
   void add_to_windows(int64_t s, const StepFigures& f);
   std::string describe_source_losses() const;

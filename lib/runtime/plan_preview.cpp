@@ -14,17 +14,17 @@
 #include "plan/planner.hpp"
 #include "plan/pp_plan.hpp"
 #include "plan/summary.hpp"
-#include "roles/doc_source.hpp"
+#include "sources/doc_source.hpp"
 
 namespace meshloom {
 
 void preview_plans(const config::Config& c, int trainers, int64_t steps,
                    const FirstStepPlans& on_first_step, int trainers_per_node) {
   if (trainers < 1) throw Error("--config needs --trainers T (the trainer count to plan for)");
-  std::vector<std::unique_ptr<DocSource>> sources;
+  std::vector<std::unique_ptr<sources::DocSource>> sources;
   std::vector<int64_t> docs;
   for (size_t i = 0; i < c.data.sources.size(); ++i) {
-    sources.push_back(open_doc_source(c, i));
+    sources.push_back(sources::open_doc_source(c, i));
     docs.push_back(sources.back()->docs());
   }
   dataplane::DataPlane plane(c, docs,

@@ -16,7 +16,7 @@
 #include "parallel/mesh.hpp"
 #include "parallel/shadows.hpp"
 #include "plan/host_memory.hpp"
-#include "roles/doc_source.hpp"
+#include "sources/doc_source.hpp"
 #include "train/backend.hpp"
 
 namespace meshloom {
@@ -94,7 +94,7 @@ void check_tp_groups(const World& w) {
 void check_train_start(const World& w, const TrainRun& run) {
   check_tp_groups(w);
   check_host_memory(w);
-  check_sources(w.config);
+  sources::check_sources(w.config);
   check_outputs(w.config, run);
 }
 

@@ -7,16 +7,16 @@
 
 namespace meshloom {
 
-std::vector<proto::Report> lead_steps(Lead& lead, int64_t first, int64_t end,
-                                      const StepDone& on_step) {
+std::vector<wire::Report> lead_steps(Lead& lead, int64_t first, int64_t end,
+                                     const StepDone& on_step) {
   int64_t done = first;
   // In trainer order, not arrival order: sums over trainers (the loss) come
   // out the same to the last bit in every run.
   auto hand_on_completed = [&] {
     for (; done < lead.steps_completed(); ++done) {
-      std::vector<proto::Ack> acks = lead.take_acks(done);
+      std::vector<wire::Ack> acks = lead.take_acks(done);
       std::sort(acks.begin(), acks.end(),
-                [](const proto::Ack& a, const proto::Ack& b) { return a.trainer < b.trainer; });
+                [](const wire::Ack& a, const wire::Ack& b) { return a.trainer < b.trainer; });
       on_step(done, std::move(acks));
     }
   };
@@ -30,13 +30,13 @@ std::vector<proto::Report> lead_steps(Lead& lead, int64_t first, int64_t end,
 }
 
 void trainer_steps(const World& w, const StepAnswer& answer, const int* faults_fired) {
-  proto::Report report;
+  wire::Report report;
   report.role = int(Role::trainer);
   BatchInbox inbox(w);
   while (true) {
     double wait = 0;
-    const proto::Batch b = inbox.receive(&wait);
-    proto::Ack ack = answer(b, wait);
+    const wire::Batch b = inbox.receive(&wait);
+    wire::Ack ack = answer(b, wait);
     send_ack(ack);
     for (const auto& mb : b.micro) report.tokens += int64_t(mb.tokens.size());
     report.busy_seconds += ack.step_seconds;  // the step, data wait excluded

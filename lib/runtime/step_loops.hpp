@@ -11,7 +11,7 @@
 
 #include "parallel/world.hpp"
 #include "roles/lead.hpp"
-#include "roles/protocol.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 
@@ -19,15 +19,15 @@ namespace meshloom {
 // flow control) and calls on_step(s, acks) for every step in order, as soon as
 // each trainer has acknowledged it (acks in trainer order). Then stops the loaders and constructors
 // and returns every rank's final report.
-using StepDone = std::function<void(int64_t step, std::vector<proto::Ack> acks)>;
-std::vector<proto::Report> lead_steps(Lead& lead, int64_t first, int64_t end,
-                                      const StepDone& on_step);
+using StepDone = std::function<void(int64_t step, std::vector<wire::Ack> acks)>;
+std::vector<wire::Report> lead_steps(Lead& lead, int64_t first, int64_t end,
+                                     const StepDone& on_step);
 
 // A trainer: receives its batches until the last one, answers each with
 // answer(batch, seconds waited for it), sends the answer to rank 0, and at the
 // end its final report (tokens received, busy seconds from the answers'
 // step_seconds, memory, and *faults_fired as it is then: drills that fired).
-using StepAnswer = std::function<proto::Ack(const proto::Batch& batch, double wait_seconds)>;
+using StepAnswer = std::function<wire::Ack(const wire::Batch& batch, double wait_seconds)>;
 void trainer_steps(const World& w, const StepAnswer& answer, const int* faults_fired = nullptr);
 
 }  // namespace meshloom

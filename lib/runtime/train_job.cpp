@@ -67,7 +67,7 @@ int run_train_lead(const World& w, const TrainRun& run, const std::string& resum
   TrainMetrics metrics(w, lead, lead.first_step(), end);
   metrics.finish(
       lead_steps(lead, lead.first_step(), end,
-                 [&](int64_t s, std::vector<proto::Ack> acks) { metrics.step(s, acks); }));
+                 [&](int64_t s, std::vector<wire::Ack> acks) { metrics.step(s, acks); }));
   return kExitOk;
 }
 
@@ -156,13 +156,13 @@ int run_train_trainer(const World& w, const TrainRun& run, const std::string& re
   int faults_fired = 0;
   trainer_steps(
       w,
-      [&](const proto::Batch& b, double wait) {
+      [&](const wire::Batch& b, double wait) {
         inject_trainer_fault(faults, w.rank, b.step);
         const bool dump = b.step == run.dump_step;
         std::vector<float> before;
         if (dump) before.assign(trainer.params().begin(), trainer.params().end());
         if (faults.slow_at(b.step) > 0) faults_fired = 1;
-        proto::Ack ack = trainer.step(b, faults.slow_at(b.step));
+        wire::Ack ack = trainer.step(b, faults.slow_at(b.step));
         ack.wait_seconds = wait;
         ack.peak_flops = peak;
         if (dump) {

@@ -4,11 +4,11 @@
 #include "base/log.hpp"
 #include "ckpt/h5.hpp"
 #include "comm/mpi_check.hpp"
-#include "roles/reassemble.hpp"
+#include "wire/reassemble.hpp"
 
 namespace meshloom {
 
-void write_step_dump(const std::string& path, MPI_Comm trainers, const proto::Batch& batch,
+void write_step_dump(const std::string& path, MPI_Comm trainers, const wire::Batch& batch,
                      bool holds_batch, const model::ParamLayout& layout,
                      const std::vector<float>& params, const std::vector<float>& grads,
                      double loss_sum) {
@@ -18,7 +18,7 @@ void write_step_dump(const std::string& path, MPI_Comm trainers, const proto::Ba
   double total = 0;
   MPI_CHECK(MPI_Allreduce(&loss_sum, &total, 1, MPI_DOUBLE, MPI_SUM, trainers));
   // Every trainer's tokens, with where they belong.
-  const std::string mine = holds_batch ? proto::encode(batch) : std::string();
+  const std::string mine = holds_batch ? wire::encode(batch) : std::string();
   int n = int(mine.size());
   std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
   MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, trainers));
@@ -34,13 +34,13 @@ void write_step_dump(const std::string& path, MPI_Comm trainers, const proto::Ba
   MPI_CHECK(MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), counts.data(), displs.data(),
                         MPI_BYTE, 0, trainers));
   if (rank != 0) return;
-  std::vector<proto::Batch> batches;
+  std::vector<wire::Batch> batches;
   for (int r = 0; r < size; ++r)
     if (counts[size_t(r)] > 0)
       batches.push_back(
-          proto::decode_batch(all.substr(size_t(displs[size_t(r)]), size_t(counts[size_t(r)]))));
-  const std::vector<proto::Sample>& samples = batch.samples;  // trainer 0's: all of them
-  const std::vector<proto::SampleContent> got = proto::reassemble(batch.step, samples, batches);
+          wire::decode_batch(all.substr(size_t(displs[size_t(r)]), size_t(counts[size_t(r)]))));
+  const std::vector<wire::Sample>& samples = batch.samples;  // trainer 0's: all of them
+  const std::vector<wire::SampleContent> got = wire::reassemble(batch.step, samples, batches);
   std::vector<int32_t> flat, lengths, source;
   std::vector<float> patches;
   for (size_t i = 0; i < samples.size(); ++i) {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "model/transformer.hpp"
-#include "roles/protocol.hpp"
+#include "wire/protocol.hpp"
 
 namespace meshloom {
 
@@ -23,7 +23,7 @@ namespace meshloom {
 // (one of each HDP rank: the others of its TP group and pipeline have the
 // same). `params` are the parameters before the update, `grads` the full
 // reduced gradient; `loss_sum` this trainer's part.
-void write_step_dump(const std::string& path, MPI_Comm trainers, const proto::Batch& batch,
+void write_step_dump(const std::string& path, MPI_Comm trainers, const wire::Batch& batch,
                      bool holds_batch, const model::ParamLayout& layout,
                      const std::vector<float>& params, const std::vector<float>& grads,
                      double loss_sum);

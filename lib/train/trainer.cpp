@@ -36,7 +36,7 @@ void keep_freed_memory_for_reuse() {
 
 }  // namespace
 
-model::Batch to_model_batch(const proto::MicroBatch& mb) {
+model::Batch to_model_batch(const wire::MicroBatch& mb) {
   model::Batch b;
   b.tokens = mb.tokens;
   b.targets = mb.targets;
@@ -325,7 +325,7 @@ ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
   return c;
 }
 
-void Trainer::prepare_groups(const proto::Batch& batch, proto::Ack& ack) {
+void Trainer::prepare_groups(const wire::Batch& batch, wire::Ack& ack) {
   std::vector<std::vector<int>> groups;
   for (const auto& g : batch.groups) groups.emplace_back(g.begin(), g.end());
   WatchScope watch("the split of the step's group communicators");
@@ -342,7 +342,7 @@ void Trainer::prepare_groups(const proto::Batch& batch, proto::Ack& ack) {
 // member may send: at most ceil(L / k) tokens of each sequence, or C. Not C
 // alone: an offloaded piece holds more (the capacity counts its resident
 // layers, plan/plan.hpp). Also the micro-batch's attention work, sum L^2/k.
-RingGroup Trainer::ring_of(const proto::Batch& batch, const proto::MicroBatch& mb,
+RingGroup Trainer::ring_of(const wire::Batch& batch, const wire::MicroBatch& mb,
                            double* attn_l2) const {
   const int64_t k = int64_t(std::max<size_t>(1, mb.group.size()));
   int64_t shares = 0;
@@ -376,15 +376,15 @@ RingGroup Trainer::ring_of(const proto::Batch& batch, const proto::MicroBatch& m
 
 // Each prediction's loss to its sample's source (a micro-batch's tokens run
 // segment by segment).
-void Trainer::add_source_losses(const proto::Batch& batch, const proto::MicroBatch& mb,
+void Trainer::add_source_losses(const wire::Batch& batch, const wire::MicroBatch& mb,
                                 const model::Batch& b, const std::vector<double>& token_loss,
-                                proto::Ack& ack) const {
+                                wire::Ack& ack) const {
   if (token_loss.size() != size_t(b.size())) return;  // the backend keeps none
   const size_t sources = w_.config.data.sources.size();
   ack.source_loss.resize(sources, 0.0);
   ack.source_predictions.resize(sources, 0);
   size_t k = 0;
-  for (const proto::Segment& seg : mb.segments) {
+  for (const wire::Segment& seg : mb.segments) {
     const size_t source = size_t(batch.samples.at(size_t(seg.sample)).source);
     for (int64_t i = 0; i < seg.length; ++i, ++k)
       if (b.targets[k] >= 0) {
@@ -394,9 +394,9 @@ void Trainer::add_source_losses(const proto::Batch& batch, const proto::MicroBat
   }
 }
 
-void Trainer::account(const proto::Batch& batch, const proto::MicroBatch& mb, const model::Batch& b,
+void Trainer::account(const wire::Batch& batch, const wire::MicroBatch& mb, const model::Batch& b,
                       const model::LossSum* ls, double attn_l2, double seconds,
-                      proto::Ack& ack) const {
+                      wire::Ack& ack) const {
   // An HDP rank's trainers run the same tokens: each does about 1/(tp x pp)
   // of the FLOPs, and one reports the tokens and the loss.
   ack.flops += model::model_flops(model_->shape(), b) / (tp_ * pp_);
@@ -410,9 +410,9 @@ void Trainer::account(const proto::Batch& batch, const proto::MicroBatch& mb, co
                                      double(std::max<size_t>(1, mb.group.size())), seconds});
 }
 
-void Trainer::run_micro_batches(const proto::Batch& batch, double scale, proto::Ack& ack) {
+void Trainer::run_micro_batches(const wire::Batch& batch, double scale, wire::Ack& ack) {
   for (size_t i = 0; i < batch.micro.size(); ++i) {
-    const proto::MicroBatch& mb = batch.micro[i];
+    const wire::MicroBatch& mb = batch.micro[i];
     const auto mb_start = Clock::now();
     const model::Batch b = to_model_batch(mb);
     double attn_l2 = 0;
@@ -423,10 +423,10 @@ void Trainer::run_micro_batches(const proto::Batch& batch, double scale, proto::
   }
 }
 
-proto::Ack Trainer::step(const proto::Batch& batch, double delay) {
+wire::Ack Trainer::step(const wire::Batch& batch, double delay) {
   const auto t0 = Clock::now();
   if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-  proto::Ack ack;
+  wire::Ack ack;
   ack.step = batch.step;
   ack.trainer = trainer_;
   backend_->zero_grads();

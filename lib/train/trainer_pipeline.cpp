@@ -2,7 +2,7 @@
 // of plan/pipeline_schedule.hpp over the pipeline's slots.
 //
 // Every trainer of an HDP rank receives the same micro-batches, each with
-// its slot (roles/protocol.hpp): the pipeline runs 1F1B over slots 0..S-1,
+// its slot (wire/protocol.hpp): the pipeline runs 1F1B over slots 0..S-1,
 // S = the last slot + 1, and skips empty slots on every stage alike
 // (one_f_one_b_slots). A CP ring holds the same slot in each member
 // pipeline, so that stage s of every member reaches the ring's forward (and
@@ -44,7 +44,7 @@ std::vector<float> to_floats(const std::string& bytes) {
 }
 
 // The micro-batches' slots, checked to increase (the lead's pipeline_slots).
-std::vector<int32_t> slots_of(const proto::Batch& batch) {
+std::vector<int32_t> slots_of(const wire::Batch& batch) {
   std::vector<int32_t> slots;
   for (const auto& mb : batch.micro) {
     ML_CHECK(mb.slot >= 0 && (slots.empty() || mb.slot > slots.back()),
@@ -57,7 +57,7 @@ std::vector<int32_t> slots_of(const proto::Batch& batch) {
 
 }  // namespace
 
-void Trainer::run_pipeline(const proto::Batch& batch, double scale, proto::Ack& ack) {
+void Trainer::run_pipeline(const wire::Batch& batch, double scale, wire::Ack& ack) {
   const MPI_Comm comm = comms_.comm(Axis::pipeline);
   const bool first = stage_ == 0, last = stage_ == pp_ - 1;
   const std::vector<int32_t> slots = slots_of(batch);
@@ -83,7 +83,7 @@ void Trainer::run_pipeline(const proto::Batch& batch, double scale, proto::Ack& 
   const plan::PipeSchedule schedule = plan::one_f_one_b_slots(pp_, slots);
   for (const plan::PipeOp& op : schedule[size_t(stage_)]) {
     const int i = op.micro_batch;  // empty slots have no ops
-    const proto::MicroBatch& mb = batch.micro[size_t(i)];
+    const wire::MicroBatch& mb = batch.micro[size_t(i)];
     model::Batch& b = batches[size_t(i)];
     if (!op.backward) {
       b = to_model_batch(mb);

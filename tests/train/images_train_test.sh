@@ -52,7 +52,7 @@ train cut 8 --resume auto
 grep -q "document lengths restored" "$dir/cut.log" || { cat "$dir/cut.log"; fail "no lengths restored"; }
 same_losses full cut 20 1e-6 || fail "the resumed run differs"
 # Patches that travel (loader -> constructor -> trainer, as 8-bit pixels:
-# roles/patch_wire.hpp) are the patches a trainer cuts itself (colocated):
+# wire/patch_wire.hpp) are the patches a trainer cuts itself (colocated):
 # the batch hash covers every patch value, bit for bit.
 for mode in disaggregated colocated; do
   set -- --set cluster.roles.loaders=2 --report "$dir/data.json" --dump "$dir/data.h5"

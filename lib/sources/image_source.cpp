@@ -1,4 +1,4 @@
-#include "roles/image_source.hpp"
+#include "sources/image_source.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -10,11 +10,11 @@
 #include "base/strings.hpp"
 #include "image/patches.hpp"
 #include "model/batch.hpp"
-#include "roles/bounded_cache.hpp"
-#include "roles/worker_pool.hpp"
+#include "sources/bounded_cache.hpp"
+#include "sources/worker_pool.hpp"
 #include "tokenizer/tokenizer.hpp"
 
-namespace meshloom {
+namespace meshloom::sources {
 
 image::ImageOptions image_options(const config::ImageConfig& image) {
   image::ImageOptions o;
@@ -282,4 +282,4 @@ data::WebDatasetReport scan_image_source(const config::SourceConfig& source,
   return reader.report();
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::sources

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
-namespace meshloom {
+namespace meshloom::sources {
 
 template <class V>
 class BoundedCache {
@@ -60,4 +60,4 @@ class BoundedCache {
   std::list<int64_t> lru_;
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::sources

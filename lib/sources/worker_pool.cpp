@@ -1,4 +1,4 @@
-#include "roles/worker_pool.hpp"
+#include "sources/worker_pool.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -7,7 +7,7 @@
 #include <mutex>
 #include <thread>
 
-namespace meshloom {
+namespace meshloom::sources {
 namespace {
 
 class WorkerPool {
@@ -73,4 +73,4 @@ void run_on_workers(size_t n, int threads, const std::function<void(size_t)>& fn
   WorkerPool::instance().run(n, threads, fn);
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::sources

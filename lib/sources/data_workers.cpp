@@ -1,5 +1,5 @@
 // DataLoader-style worker processes for the colocated baseline.
-#include "roles/data_workers.hpp"
+#include "sources/data_workers.hpp"
 
 #include <poll.h>
 #include <spawn.h>
@@ -11,17 +11,14 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <memory>
 
 #include "base/check.hpp"
 #include "base/memory.hpp"
 #include "base/strings.hpp"
-#include "roles/constructor.hpp"
-#include "roles/protocol.hpp"
 
 extern char** environ;
 
-namespace meshloom {
+namespace meshloom::sources {
 
 namespace {
 
@@ -181,18 +178,16 @@ int64_t DataWorkerPool::pss_kib() const {
   return sum;
 }
 
-int run_data_worker(int fd, int rank, int index) {
+int serve_data_worker(int fd, int rank, int index, const BuildBatch& build) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the trainer
   set_fatal_handler(throwing_fatal_handler);
   try {
     std::string text;
     if (!read_frame(fd, &text)) return 0;
     const config::Config config = config::parse_config(text, "the trainer's config");
-    std::vector<std::unique_ptr<DocSource>> local;
     std::string msg;
     while (read_frame(fd, &msg)) {
-      const proto::Batch b = local_batch(config, proto::decode_step_work(msg), &local);
-      if (!write_frame(fd, proto::encode(b))) return 0;  // the trainer is gone
+      if (!write_frame(fd, build(config, msg))) return 0;  // the trainer is gone
     }
     return 0;
   } catch (const std::exception& e) {
@@ -204,4 +199,4 @@ int run_data_worker(int fd, int rank, int index) {
   }
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::sources

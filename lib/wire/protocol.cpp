@@ -1,4 +1,4 @@
-#include "roles/protocol.hpp"
+#include "wire/protocol.hpp"
 
 #include <concepts>
 #include <cstdint>
@@ -7,9 +7,9 @@
 #include "base/bytes.hpp"
 #include "base/check.hpp"
 #include "base/strings.hpp"
-#include "roles/patch_wire.hpp"
+#include "wire/patch_wire.hpp"
 
-namespace meshloom::proto {
+namespace meshloom::wire {
 
 // Samples travel as raw bytes inside vectors: fixed-width fields and no
 // padding, whose bytes would travel uninitialised. Segments and token ranges
@@ -339,4 +339,4 @@ Ack decode_ack(const std::string& b, int from) {
   return decode_message<Ack>(b, "trainer ack", from);
 }
 
-}  // namespace meshloom::proto
+}  // namespace meshloom::wire

@@ -1,4 +1,4 @@
-// An image-text source as loaders serve it (roles/image_source.hpp), on
+// An image-text source as loaders serve it (sources/image_source.hpp), on
 // shards of the committed test images: its tokens are the image positions
 // then the caption's ids, its patches are lib/image's (checked against PIL by
 // image.pil_compare) for any range, and an image damaged past its header keeps
@@ -8,7 +8,7 @@
 // prepare() and is counted, patches asked for before that are decoded at read
 // (and counted), and the measured cost gives the image source more loaders
 // than a text source of the same mixture weight.
-#include "roles/image_source.hpp"
+#include "sources/image_source.hpp"
 
 #include <gtest/gtest.h>
 
@@ -24,6 +24,11 @@
 namespace meshloom {
 namespace {
 
+using sources::DocSource;
+using sources::encode_document;
+using sources::image_options;
+using sources::open_doc_source;
+using sources::open_image_source;
 using test::TempDir;
 
 const std::string kJpeg = test::test_image("hopper_171x200.jpg");

@@ -23,9 +23,9 @@
 
 #include "config/config.hpp"
 #include "data/webdataset.hpp"
-#include "roles/doc_source.hpp"
+#include "sources/doc_source.hpp"
 
-namespace meshloom {
+namespace meshloom::sources {
 
 image::ImageOptions image_options(const config::ImageConfig& image);
 
@@ -37,4 +37,4 @@ std::unique_ptr<DocSource> open_image_source(const config::SourceConfig& source,
 data::WebDatasetReport scan_image_source(const config::SourceConfig& source,
                                          const config::ImageConfig& image);
 
-}  // namespace meshloom
+}  // namespace meshloom::sources

@@ -20,6 +20,10 @@
 #include "config/config.hpp"
 
 namespace meshloom {
+class Tokenizer;
+}  // namespace meshloom
+
+namespace meshloom::sources {
 
 class DocSource {
  public:
@@ -71,7 +75,6 @@ class DocSource {
 // [0, model.vocab_size) (raw sources' tokenizers are checked by check_sources).
 std::unique_ptr<DocSource> open_doc_source(const config::Config& config, size_t index);
 
-class Tokenizer;
 // A raw document's tokens as `meshloom prepare` makes them: its text's ids,
 // then the tokenizer's end-of-text id (if it has one).
 std::vector<int32_t> encode_document(const Tokenizer& tokenizer, std::string_view text);
@@ -84,4 +87,4 @@ std::vector<int32_t> encode_document(const Tokenizer& tokenizer, std::string_vie
 // one clear message.
 void check_sources(const config::Config& config);
 
-}  // namespace meshloom
+}  // namespace meshloom::sources

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "roles/protocol.hpp"
+#include "wire/protocol.hpp"
 
-namespace meshloom::proto {
+namespace meshloom::wire {
 
 struct SampleContent {
   std::vector<int32_t> tokens;  // -1 (model::kImagePosition) at image positions
@@ -25,4 +25,4 @@ std::vector<Sample> merged_manifest(const std::vector<Batch>& batches);
 std::vector<SampleContent> reassemble(int64_t step, const std::vector<Sample>& samples,
                                       const std::vector<Batch>& batches);
 
-}  // namespace meshloom::proto
+}  // namespace meshloom::wire

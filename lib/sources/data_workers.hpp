@@ -11,12 +11,13 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 
-namespace meshloom {
+namespace meshloom::sources {
 
 class DataWorkerPool {
  public:
@@ -30,10 +31,10 @@ class DataWorkerPool {
 
   int size() const { return int(workers_.size()); }
   int in_flight() const { return int(submitted_ - taken_); }
-  // Sends an encoded proto::StepWork to the next worker (round robin). At
+  // Sends an encoded wire::StepWork to the next worker (round robin). At
   // most size() steps may be in flight.
   void submit(const std::string& step_work);
-  // The encoded proto::Batch of the oldest submitted step. A worker that
+  // The encoded wire::Batch of the oldest submitted step. A worker that
   // dies or stays silent for `timeout` seconds is a clear error naming it.
   std::string take(double timeout);
   // Sum of the workers' proportional set sizes now, KiB.
@@ -51,9 +52,14 @@ class DataWorkerPool {
   int64_t submitted_ = 0, taken_ = 0;
 };
 
-// The worker's side (`meshloom data-worker`): reads the config and then step
-// work from `fd` until end of input, answering each with its packed batch.
-// Returns the exit code.
-int run_data_worker(int fd, int rank, int index);
+// One step's batch as a worker builds it: an encoded wire::StepWork in, the
+// encoded wire::Batch out. The builder lives in roles/ (it packs as a
+// constructor does), so this folder stays below the roles.
+using BuildBatch = std::function<std::string(const config::Config&, const std::string&)>;
 
-}  // namespace meshloom
+// The worker's side (`meshloom data-worker`): reads the config and then step
+// work from `fd` until end of input, answering each with build's batch.
+// Returns the exit code.
+int serve_data_worker(int fd, int rank, int index, const BuildBatch& build);
+
+}  // namespace meshloom::sources

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace meshloom::proto {
+namespace meshloom::wire {
 
 enum Tag : int {
   kAssign = 100,
@@ -60,7 +60,7 @@ struct LengthReply {
 // Tokens [offset, offset + length) of a document. The reply: the tokens of
 // every range, then the patches of their image positions (token
 // model::kImagePosition), data.image's patch_dim floats each, in order, as
-// 8-bit pixels (roles/patch_wire.hpp; so are a Batch's).
+// 8-bit pixels (wire/patch_wire.hpp; so are a Batch's).
 struct TokenRange {
   int32_t source = 0;
   int64_t doc = 0, offset = 0, length = 0;
@@ -238,4 +238,4 @@ Batch decode_batch(const std::string& b, int from = -1);
 Report decode_report(const std::string& b, int from = -1);
 Ack decode_ack(const std::string& b, int from = -1);
 
-}  // namespace meshloom::proto
+}  // namespace meshloom::wire

@@ -1,4 +1,4 @@
-// Image patches on the wire (token replies and batches, roles/protocol.hpp).
+// Image patches on the wire (token replies and batches, wire/protocol.hpp).
 //
 // Every patch value is a pixel's v / 127.5f - 1.0f (image::pixel_value, v in
 // 0..255) or the padding 0.0f (image/patches.hpp), so a patch travels as its
@@ -16,11 +16,11 @@
 
 #include "base/bytes.hpp"
 
-namespace meshloom::proto {
+namespace meshloom::wire {
 
 void put_patches(ByteWriter& w, const std::vector<float>& values);
 // Throws Error (the reader's: names the message and the peer) on a torn or
 // corrupt list.
 std::vector<float> get_patches(ByteReader& r);
 
-}  // namespace meshloom::proto
+}  // namespace meshloom::wire

@@ -8,11 +8,11 @@
 #include <cstddef>
 #include <functional>
 
-namespace meshloom {
+namespace meshloom::sources {
 
 // Runs fn(i) for every i in [0, n) on `threads` workers and waits; the first
 // exception a call throws is rethrown here (the other workers stop taking
 // items).
 void run_on_workers(size_t n, int threads, const std::function<void(size_t)>& fn);
 
-}  // namespace meshloom
+}  // namespace meshloom::sources

@@ -1,7 +1,7 @@
 // The messages between roles survive encoding: every field of a step's work
 // and of a trainer's batch comes back equal, and a truncated message is
 // refused with the message's name rather than read past its end.
-#include "roles/protocol.hpp"
+#include "wire/protocol.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "base/check.hpp"
 
 using namespace meshloom;
-using namespace meshloom::proto;
+using namespace meshloom::wire;
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "roles/doc_source.hpp"
+#include "sources/doc_source.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -10,12 +10,12 @@
 #include "base/strings.hpp"
 #include "data/documents.hpp"
 #include "data/indexed_dataset.hpp"
-#include "roles/bounded_cache.hpp"
-#include "roles/image_source.hpp"
-#include "roles/worker_pool.hpp"
+#include "sources/bounded_cache.hpp"
+#include "sources/image_source.hpp"
+#include "sources/worker_pool.hpp"
 #include "tokenizer/tokenizer.hpp"
 
-namespace meshloom {
+namespace meshloom::sources {
 namespace {
 
 // Why a raw source delivered no document: "3 unreadable (first: f.jsonl:1:
@@ -315,4 +315,4 @@ void check_sources(const config::Config& config) {
   }
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::sources

@@ -1,4 +1,4 @@
-#include "roles/patch_wire.hpp"
+#include "wire/patch_wire.hpp"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 
 #include "image/patches.hpp"
 
-namespace meshloom::proto {
+namespace meshloom::wire {
 namespace {
 
 constexpr uint8_t kRaw = 0, kPixels = 1;
@@ -94,4 +94,4 @@ std::vector<float> get_patches(ByteReader& r) {
   return values;
 }
 
-}  // namespace meshloom::proto
+}  // namespace meshloom::wire

@@ -1,8 +1,8 @@
-// Patches on the wire (roles/patch_wire.hpp): the patches of real images
+// Patches on the wire (wire/patch_wire.hpp): the patches of real images
 // (tests/data/images, resized and padded as a loader cuts them) come back
 // bit for bit in a quarter of their float32 bytes; any other float sends
 // the list raw, also bit for bit; a corrupt list is refused naming the peer.
-#include "roles/patch_wire.hpp"
+#include "wire/patch_wire.hpp"
 
 #include <gtest/gtest.h>
 
@@ -21,13 +21,13 @@ namespace {
 
 std::string encoded(const std::vector<float>& values) {
   ByteWriter w;
-  proto::put_patches(w, values);
+  wire::put_patches(w, values);
   return w.bytes();
 }
 
 std::vector<float> decoded(const std::string& bytes, int peer = 5) {
   ByteReader r(bytes, "token reply", peer);
-  std::vector<float> v = proto::get_patches(r);
+  std::vector<float> v = wire::get_patches(r);
   EXPECT_TRUE(r.done());
   return v;
 }

@@ -1,4 +1,4 @@
-#include "roles/reassemble.hpp"
+#include "wire/reassemble.hpp"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 #include "base/strings.hpp"
 #include "model/batch.hpp"
 
-namespace meshloom::proto {
+namespace meshloom::wire {
 
 std::vector<Sample> merged_manifest(const std::vector<Batch>& batches) {
   ML_CHECK(!batches.empty(), "no batch for a step");
@@ -70,4 +70,4 @@ std::vector<SampleContent> reassemble(int64_t step, const std::vector<Sample>& s
   return out;
 }
 
-}  // namespace meshloom::proto
+}  // namespace meshloom::wire

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# layers_test.sh must fail, naming the line, on a copy of lib/ where train/
+# includes and links roles/ (a check that cannot fail checks nothing).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp -r "$root/lib" "$tmp/lib"
+echo '#include "roles/lead.hpp"' >>"$tmp/lib/train/trainer.cpp"
+echo 'target_link_libraries(meshloom_train PUBLIC meshloom_roles)' >>"$tmp/lib/train/CMakeLists.txt"
+out=$("$here/layers_test.sh" "$tmp")
+rc=$?
+echo "$out"
+[[ $rc == 1 ]] || { echo "FAIL: exit code $rc, expected 1"; exit 1; }
+grep -q 'lib/train/trainer.cpp:[0-9]*: train/ may not include roles/' <<<"$out" ||
+  { echo "FAIL: the wrong include was not named"; exit 1; }
+grep -q 'meshloom_train may not link meshloom_roles' <<<"$out" ||
+  { echo "FAIL: the wrong link was not named"; exit 1; }
+echo "layers_test.sh fails as it should"
