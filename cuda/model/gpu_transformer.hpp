@@ -56,6 +56,7 @@
 #include "cuda/model/activation_store.hpp"
 #include "cuda/model/device_attention.hpp"
 #include "cuda/model/device_lm_loss.hpp"
+#include "cuda/model/device_rope_table.hpp"
 #include "cuda/model/device_tp_comm.hpp"
 #include "model/batch.hpp"
 #include "model/params.hpp"
@@ -165,6 +166,7 @@ class GpuTransformer {
   DeviceBuffer<int32_t> embed_ids_, embed_offsets_, embed_order_;
   int64_t embed_groups_ = 0;
   ActivationStore<T> store_;
+  DeviceRopeTable rope_;  // cos/sin per position, grown when a batch reaches past it
   DeviceBuffer<T> x_final_, xf_;
   DeviceLmLoss<T> loss_;  // the head and cross-entropy, chunked; keeps their gradients
   DeviceBuffer<float> rstdf_;
