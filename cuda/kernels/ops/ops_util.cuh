@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/kernels/common/elem.cuh"
 
@@ -52,6 +53,49 @@ __device__ inline float block_max(float v) {
   for (int o = 16; o > 0; o >>= 1) total = fmaxf(total, __shfl_xor_sync(0xffffffffu, total, o));
   __syncthreads();  // warp_part may be reused by the next call
   return total;
+}
+
+// V consecutive elements to or from fp32: V = 1 (any T) or 8 bf16 in one
+// 16-byte access (the address 16-byte aligned; see common/vector_path.hpp).
+// Conversions are the scalar ones, so both paths give identical values.
+template <int V, class T>
+__device__ inline void load_vec(const T* p, float* out) {
+  if constexpr (V == 1) {
+    out[0] = to_f32(*p);
+  } else {
+    static_assert(V == 8 && std::is_same_v<T, __nv_bfloat16>, "8-wide access is for bf16");
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&u);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) out[k] = __bfloat162float(e[k]);
+  }
+}
+
+template <int V, class T>
+__device__ inline void store_vec(T* p, const float* in) {
+  if constexpr (V == 1) {
+    *p = from_f32<T>(in[0]);
+  } else {
+    static_assert(V == 8 && std::is_same_v<T, __nv_bfloat16>, "8-wide access is for bf16");
+    uint4 u;
+    __nv_bfloat16* e = reinterpret_cast<__nv_bfloat16*>(&u);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) e[k] = __float2bfloat16_rn(in[k]);
+    *reinterpret_cast<uint4*>(p) = u;
+  }
+}
+
+// Launch shape for kernels over [n, width] that loop rows by blockIdx.y and
+// columns (in groups of V) by blockIdx.x: no index division in the kernel.
+struct RowGrid {
+  dim3 blocks;
+  int threads;
+};
+inline RowGrid row_grid(int64_t n, int64_t width, int vec) {
+  const int64_t groups = (width + vec - 1) / vec;
+  const int threads = int(std::clamp<int64_t>((groups + 31) / 32 * 32, 32, 512));
+  const int64_t x = std::min<int64_t>((groups + threads - 1) / threads, 65535);
+  return {dim3(unsigned(x), unsigned(std::min<int64_t>(n, 65535))), threads};
 }
 
 // Threads for a block that walks `width` elements: a multiple of 32 in
