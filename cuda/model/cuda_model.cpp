@@ -74,6 +74,7 @@ class CudaModel final : public TrainerBackend {
         name_(std::move(name)) {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    keep_stream_ordered_scratch(device);
   }
   ~CudaModel() override {
     // The reducer waits for its reductions; communicators go before the
@@ -448,6 +449,16 @@ class CudaModel final : public TrainerBackend {
     } else {
       tp_ = kernels::mpi_tp_comm<T>(opt.tensor, opt.watched);
     }
+  }
+  // The kernels' stream-ordered scratch (cudaMallocAsync: norm gains'
+  // partials, the gradient norm, attention's tile ranges) stays in the
+  // device's pool across the step's synchronizations; by default the pool
+  // hands it back to the driver at each, and the next step maps it again.
+  static void keep_stream_ordered_scratch(int device) {
+    cudaMemPool_t pool = nullptr;
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+    uint64_t keep = UINT64_MAX;
+    CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   }
   // Σ g² over the buffer (but the norm_skip ranges) and, at tp > 1, over
   // each replicated range (norm gains), whose squares every TP rank holds once.
