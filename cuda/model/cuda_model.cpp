@@ -275,7 +275,13 @@ class CudaModel final : public TrainerBackend {
 
   void update(double lr, double grad_scale) override {
     ML_CHECK(optimizer_, "update before start_optimizer");
-    optimizer_->update(model_->grads(), lr, grad_scale);
+    // Without ZeRO-1 this trainer updates every weight, so the AdamW pass
+    // writes the bf16 working copy too; sharded, the gathered shards need
+    // the separate conversion below.
+    __nv_bfloat16* fused = nullptr;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      if (!sharded_) fused = model_->params();
+    optimizer_->update(model_->grads(), lr, grad_scale, fused);
     if (sharded_) {
       // Every trainer updated its shard: gather them all (equal shards of
       // the padded buffer, in trainer order).
@@ -289,7 +295,7 @@ class CudaModel final : public TrainerBackend {
         through_host(master, shard * size_, opt_.host_allgather);
       }
     }
-    model_->set_params_device(optimizer_->master());
+    if (!fused) model_->set_params_device(optimizer_->master());
   }
 
   void download_grads(std::span<float> grads) override {

@@ -82,6 +82,8 @@ class GpuTransformer {
   // elements: a host span, or a device pointer.
   void set_params(std::span<const float> master_host);
   void set_params_device(const float* master);
+  // The working copy itself, for an optimizer that refreshes it in place.
+  T* params() { return params_.data(); }
   // fp32 gradients, ParamLayout order, on the device.
   float* grads() { return grads_.data(); }
   std::vector<float> download_grads() const;
