@@ -7,13 +7,14 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include "cuda/kernels/common/elem.cuh"
 
 namespace meshloom::kernels::ops_detail {
 
 using kernels::from_f32;  // cuda/kernels/common/elem.cuh
+using kernels::load_vec;
+using kernels::store_vec;
 using kernels::to_f32;
 
 // Sum over a warp; a butterfly, so every lane ends with the same value.
@@ -53,36 +54,6 @@ __device__ inline float block_max(float v) {
   for (int o = 16; o > 0; o >>= 1) total = fmaxf(total, __shfl_xor_sync(0xffffffffu, total, o));
   __syncthreads();  // warp_part may be reused by the next call
   return total;
-}
-
-// V consecutive elements to or from fp32: V = 1 (any T) or 8 bf16 in one
-// 16-byte access (the address 16-byte aligned; see common/vector_path.hpp).
-// Conversions are the scalar ones, so both paths give identical values.
-template <int V, class T>
-__device__ inline void load_vec(const T* p, float* out) {
-  if constexpr (V == 1) {
-    out[0] = to_f32(*p);
-  } else {
-    static_assert(V == 8 && std::is_same_v<T, __nv_bfloat16>, "8-wide access is for bf16");
-    const uint4 u = *reinterpret_cast<const uint4*>(p);
-    const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&u);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) out[k] = __bfloat162float(e[k]);
-  }
-}
-
-template <int V, class T>
-__device__ inline void store_vec(T* p, const float* in) {
-  if constexpr (V == 1) {
-    *p = from_f32<T>(in[0]);
-  } else {
-    static_assert(V == 8 && std::is_same_v<T, __nv_bfloat16>, "8-wide access is for bf16");
-    uint4 u;
-    __nv_bfloat16* e = reinterpret_cast<__nv_bfloat16*>(&u);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) e[k] = __float2bfloat16_rn(in[k]);
-    *reinterpret_cast<uint4*>(p) = u;
-  }
 }
 
 // Launch shape for kernels over [n, width] that loop rows by blockIdx.y and
