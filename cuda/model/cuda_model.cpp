@@ -74,6 +74,7 @@ class CudaModel final : public TrainerBackend {
         name_(std::move(name)) {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    keep_stream_ordered_scratch(device);
   }
   ~CudaModel() override {
     // The reducer waits for its reductions; communicators go before the
@@ -274,7 +275,13 @@ class CudaModel final : public TrainerBackend {
 
   void update(double lr, double grad_scale) override {
     ML_CHECK(optimizer_, "update before start_optimizer");
-    optimizer_->update(model_->grads(), lr, grad_scale);
+    // Without ZeRO-1 this trainer updates every weight, so the AdamW pass
+    // writes the bf16 working copy too; sharded, the gathered shards need
+    // the separate conversion below.
+    __nv_bfloat16* fused = nullptr;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      if (!sharded_) fused = model_->params();
+    optimizer_->update(model_->grads(), lr, grad_scale, fused);
     if (sharded_) {
       // Every trainer updated its shard: gather them all (equal shards of
       // the padded buffer, in trainer order).
@@ -288,7 +295,7 @@ class CudaModel final : public TrainerBackend {
         through_host(master, shard * size_, opt_.host_allgather);
       }
     }
-    model_->set_params_device(optimizer_->master());
+    if (!fused) model_->set_params_device(optimizer_->master());
   }
 
   void download_grads(std::span<float> grads) override {
@@ -448,6 +455,16 @@ class CudaModel final : public TrainerBackend {
     } else {
       tp_ = kernels::mpi_tp_comm<T>(opt.tensor, opt.watched);
     }
+  }
+  // The kernels' stream-ordered scratch (cudaMallocAsync: norm gains'
+  // partials, the gradient norm, attention's tile ranges) stays in the
+  // device's pool across the step's synchronizations; by default the pool
+  // hands it back to the driver at each, and the next step maps it again.
+  static void keep_stream_ordered_scratch(int device) {
+    cudaMemPool_t pool = nullptr;
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+    uint64_t keep = UINT64_MAX;
+    CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   }
   // Σ g² over the buffer (but the norm_skip ranges) and, at tp > 1, over
   // each replicated range (norm gains), whose squares every TP rank holds once.

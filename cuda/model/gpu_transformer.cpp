@@ -57,6 +57,7 @@ GpuTransformer<T>::GpuTransformer(const model::Shape& shape, cudaStream_t stream
       blas_(stream),
       local_attention_(make_local_device_attention<T>()),
       store_(shape, shard, stream, end_ - first_),
+      rope_(shape.head_dim, shape.rope_theta),
       loss_(loss_chunk, blas_, stream) {
   shape.validate();
   ML_CHECK(flash_attention_supports_head_dim(int(shape.head_dim)),
@@ -170,6 +171,7 @@ model::LossSum GpuTransformer<T>::forward(const model::Batch& batch, DeviceAtten
   attention_ = attention ? attention : local_attention_.get();
   have_forward_ = true;
   ensure_buffers(n);
+  rope_.cover(batch.positions);
   store_.begin(n, offloaded);
   upload_async(tokens_, batch.tokens, stream_);
   upload_async(targets_, batch.targets, stream_);
@@ -225,7 +227,7 @@ void GpuTransformer<T>::layer_forward(int64_t l, int64_t n) {
   rmsnorm_forward<T>(x, P + o.attn_norm, n, d, A.xn1.data(), A.rstd1.data(), stream_);
   mm(Op::N, Op::T, n, qkvd, d, 1.0f, A.xn1.data(), d, P + o.wq, d, 0.0f, A.qkv.data(), qkvd);
   rope_forward<T>(A.qkv.data(), qkvd, positions_.data(), n, my_.heads + my_.kv_heads, s.head_dim,
-                  s.rope_theta, stream_);
+                  rope_.angles(), stream_);
   const FlashQuery<T> q{A.qkv.data(), qkvd, samples_.data(), positions_.data(), n};
   const FlashKv<T> kv{A.qkv.data() + qd, A.qkv.data() + qd + kvd, qkvd, qkvd,
                       samples_.data(),   positions_.data(),       n};
@@ -309,7 +311,7 @@ void GpuTransformer<T>::layer_backward(int64_t l, int64_t n) {
   // The attention gradients are fp32 accumulators: undo RoPE there, then
   // bring them to T for the products.
   rope_backward<float>(dqkv_.data(), qkvd, positions_.data(), n, my_.heads + my_.kv_heads,
-                       s.head_dim, s.rope_theta, stream_);
+                       s.head_dim, rope_.angles(), stream_);
   const T* dqkv;
   if constexpr (std::is_same_v<T, float>) {
     dqkv = dqkv_.data();

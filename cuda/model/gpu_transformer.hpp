@@ -56,6 +56,7 @@
 #include "cuda/model/activation_store.hpp"
 #include "cuda/model/device_attention.hpp"
 #include "cuda/model/device_lm_loss.hpp"
+#include "cuda/model/device_rope_table.hpp"
 #include "cuda/model/device_tp_comm.hpp"
 #include "model/batch.hpp"
 #include "model/params.hpp"
@@ -81,6 +82,8 @@ class GpuTransformer {
   // elements: a host span, or a device pointer.
   void set_params(std::span<const float> master_host);
   void set_params_device(const float* master);
+  // The working copy itself, for an optimizer that refreshes it in place.
+  T* params() { return params_.data(); }
   // fp32 gradients, ParamLayout order, on the device.
   float* grads() { return grads_.data(); }
   std::vector<float> download_grads() const;
@@ -165,6 +168,7 @@ class GpuTransformer {
   DeviceBuffer<int32_t> embed_ids_, embed_offsets_, embed_order_;
   int64_t embed_groups_ = 0;
   ActivationStore<T> store_;
+  DeviceRopeTable rope_;  // cos/sin per position, grown when a batch reaches past it
   DeviceBuffer<T> x_final_, xf_;
   DeviceLmLoss<T> loss_;  // the head and cross-entropy, chunked; keeps their gradients
   DeviceBuffer<float> rstdf_;

@@ -44,10 +44,12 @@ void DeviceAdamW::load(std::span<const float> master, std::span<const float> m,
   step_ = step;
 }
 
-void DeviceAdamW::update(const float* grads, double lr, double grad_scale) {
+void DeviceAdamW::update(const float* grads, double lr, double grad_scale,
+                         __nv_bfloat16* weights_bf16) {
   ++step_;
   adamw_update(master_.data() + begin_, m_.data(), v_.data(), grads + begin_, decay_.data(),
-               end_ - begin_, step_, lr, grad_scale, nullptr, hyper_, nullptr, stream_);
+               end_ - begin_, step_, lr, grad_scale, nullptr, hyper_,
+               weights_bf16 ? weights_bf16 + begin_ : nullptr, stream_);
 }
 
 void DeviceAdamW::download_master(std::span<float> out) const {

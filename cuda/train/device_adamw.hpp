@@ -36,7 +36,10 @@ class DeviceAdamW {
             int64_t step);
   // One AdamW step on [begin, end): grads is the whole reduced fp32 gradient
   // buffer on the device, multiplied by grad_scale (clipping) on the fly.
-  void update(const float* grads, double lr, double grad_scale);
+  // weights_bf16 (the whole bf16 working copy, or null) gets [begin, end) of
+  // the updated weights in the same pass.
+  void update(const float* grads, double lr, double grad_scale,
+              __nv_bfloat16* weights_bf16 = nullptr);
 
   void download_master(std::span<float> out) const;                     // numel
   void download_moments(std::span<float> m, std::span<float> v) const;  // end - begin each

@@ -9,6 +9,7 @@
 #include "base/strings.hpp"
 #include "model/blas.hpp"
 #include "model/math.hpp"
+#include "model/rope_angles.hpp"
 #include "model/row_ops.hpp"
 
 namespace meshloom::model {
@@ -135,8 +136,7 @@ void Transformer<T>::fill_rope(int64_t n) {
   fit(rope_sin_, n * half);
   std::vector<double> freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
-    freq[static_cast<size_t>(i)] = std::pow(
-        shape().rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(shape().head_dim));
+    freq[static_cast<size_t>(i)] = rope_frequency(i, shape().head_dim, shape().rope_theta);
   }
   T* cs = rope_cos_.data();
   T* sn = rope_sin_.data();

@@ -1,6 +1,7 @@
 #include "plan/device_memory.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "base/check.hpp"
@@ -80,6 +81,10 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
   const int64_t groups = std::min(n, V);
   m.workspace = n * (5 * d + 4 * f + qd) * t + n * qkvd * kF32 + (t == kF32 ? 0 : n * qkvd * t) +
                 n * kF32 + 2 * kF64 + 4 * n * kI32 + (2 * groups + 1 + n) * kI32 + n * H * kF32;
+  // The RoPE table (cuda/model/device_rope_table.hpp): cos and sin (fp32,
+  // head_dim / 2 each) per position, rows rounded up to a power of two.
+  if (in.positions > 0)
+    m.workspace += int64_t(std::bit_ceil(uint64_t(in.positions))) * in.shape.head_dim() * kF32;
   // A stage's transfers (cuda_model.cpp): the received values and the ones
   // on their way (T), the fp32 host staging.
   if (stage) m.workspace += n * d * (2 * t + kF32);
@@ -178,6 +183,7 @@ DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool n
   in.zero1 = c.optim.zero1;
   in.nccl = nccl;
   in.loss_chunk = c.model.loss_chunk;
+  in.positions = c.data.seq_len;
   const int64_t C = c.plan.capacity, L = c.data.seq_len, step = c.data.tokens_per_step;
   // Every planner splits a sequence only when it exceeds C (the static grid
   // after padding it to an even length).

@@ -55,6 +55,9 @@ struct DeviceMemoryInput {
   // H/tp heads and F/tp FFN columns; the residual stream and norms whole.
   int tp = 1;
   int64_t loss_chunk = 512;  // model.loss_chunk: tokens whose logits exist at once
+  // Positions the RoPE table covers (data.seq_len: positions restart in
+  // every sample); 0 leaves the table out.
+  int64_t positions = 0;
   // Micro-batches whose activations are kept at once: 1, or under a 1F1B
   // pipeline min(pp - s, M) on stage s (stage 0 holds pp of them).
   int in_flight = 1;

@@ -73,6 +73,10 @@ TEST(DeviceMemory, SmallShapeByHand) {
   EXPECT_EQ(m.logits, 100 + 120 + 80 + 320 + 40);
   EXPECT_EQ(m.ring_buffers, 0);
   EXPECT_EQ(m.ring_attention, 0);
+  // The RoPE table: 1000 positions take 1024 rows of cos and sin, fp32.
+  DeviceMemoryInput rope = in;
+  rope.positions = 1000;
+  EXPECT_EQ(device_memory(rope).workspace - m.workspace, 1024 * tiny().head_dim() * 4);
 
   // A ring over NCCL: two blocks of K|V (5 x 4 x 2 bf16 x 2 = 80) and ids (40), padded
   // to 256, then fp32 dK|dV (160); the accumulators 5 x (2 x 8 + 2 x 2) x 4.

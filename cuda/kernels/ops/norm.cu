@@ -1,10 +1,13 @@
 // RMSNorm forward and backward kernels (see norm.hpp): one block per row for
-// y and dx; the gain gradient by column, in row chunks, then over chunks.
+// y and dx (8 bf16 per access where rows allow it); the gain gradient by
+// column, in row chunks, then over chunks.
 #include <cuda_bf16.h>
 
 #include <algorithm>
 
+#include "base/check.hpp"
 #include "cuda/kernels/common/check.cuh"
+#include "cuda/kernels/common/vector_path.hpp"
 #include "cuda/kernels/ops/norm.hpp"
 #include "cuda/kernels/ops/ops_util.cuh"
 
@@ -18,42 +21,70 @@ constexpr float kNormEps = 1e-5f;  // the CPU's static_cast<float>(1e-5)
 constexpr int64_t kMaxChunks = 256;
 constexpr int kColumnThreads = 256;
 
-// One block per row.
-template <class T>
-__global__ void rmsnorm_forward_rows(const T* x, const T* g, int64_t d, T* y, float* rstd) {
+// One block per row; each thread takes V consecutive columns at a time
+// (V = 8: 16-byte bf16 accesses, see run_rows below).
+template <class T, int V>
+__global__ void rmsnorm_forward_rows(const T* x, const T* g, int d, T* y, float* rstd) {
   const int64_t row = blockIdx.x;
   const T* xr = x + row * d;
   T* yr = y + row * d;
+  const int step = int(blockDim.x) * V;
   float ss = 0;
-  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
-    const float v = to_f32(xr[c]);
-    ss += v * v;
+  for (int c = int(threadIdx.x) * V; c < d; c += step) {
+    float v[V];
+    load_vec<V>(xr + c, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) ss += v[k] * v[k];
   }
   ss = block_sum(ss);
   const float r = 1.0f / sqrtf(ss / float(d) + kNormEps);
   if (threadIdx.x == 0) rstd[row] = r;
-  for (int64_t c = threadIdx.x; c < d; c += blockDim.x)
-    yr[c] = from_f32<T>(to_f32(xr[c]) * r * to_f32(g[c]));
+  for (int c = int(threadIdx.x) * V; c < d; c += step) {
+    float v[V], gv[V], out[V];
+    load_vec<V>(xr + c, v);
+    load_vec<V>(g + c, gv);
+#pragma unroll
+    for (int k = 0; k < V; ++k) out[k] = v[k] * r * gv[k];
+    store_vec<V>(yr + c, out);
+  }
 }
 
 // One block per row: dx = base + r·g⊙dy − x·r³/d·Σ(dy⊙g⊙x).
-template <class T>
+template <class T, int V>
 __global__ void rmsnorm_backward_rows(const T* dy, const T* x, const T* g, const float* rstd,
-                                      const T* base, int64_t d, T* dx) {
+                                      const T* base, int d, T* dx) {
   const int64_t row = blockIdx.x;
   const T* dyr = dy + row * d;
   const T* xr = x + row * d;
   T* dxr = dx + row * d;
   const T* br = base ? base + row * d : nullptr;
+  const int step = int(blockDim.x) * V;
   float dot = 0;
-  for (int64_t c = threadIdx.x; c < d; c += blockDim.x)
-    dot += to_f32(dyr[c]) * to_f32(g[c]) * to_f32(xr[c]);
+  for (int c = int(threadIdx.x) * V; c < d; c += step) {
+    float dv[V], gv[V], xv[V];
+    load_vec<V>(dyr + c, dv);
+    load_vec<V>(g + c, gv);
+    load_vec<V>(xr + c, xv);
+#pragma unroll
+    for (int k = 0; k < V; ++k) dot += dv[k] * gv[k] * xv[k];
+  }
   dot = block_sum(dot);
   const float r = rstd[row];
-  const float k = r * r * r * dot / float(d);
-  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
-    const float b = br ? to_f32(br[c]) : 0.0f;  // read before the write: base may alias dx
-    dxr[c] = from_f32<T>(b + r * to_f32(g[c]) * to_f32(dyr[c]) - k * to_f32(xr[c]));
+  const float kr = r * r * r * dot / float(d);
+  for (int c = int(threadIdx.x) * V; c < d; c += step) {
+    float dv[V], gv[V], xv[V], b[V], out[V];
+    load_vec<V>(dyr + c, dv);
+    load_vec<V>(g + c, gv);
+    load_vec<V>(xr + c, xv);
+    if (br) {
+      load_vec<V>(br + c, b);  // read before the write: base may alias dx
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) b[k] = 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) out[k] = b[k] + r * gv[k] * dv[k] - kr * xv[k];
+    store_vec<V>(dxr + c, out);
   }
 }
 
@@ -80,13 +111,29 @@ __global__ void gain_grad_finish(const float* partial, int64_t chunks, int64_t d
   dg[c] += acc;
 }
 
+// The 16-byte path: bf16 rows of a multiple of 8 at aligned addresses.
+template <class T>
+bool use_vector_path(int64_t d, std::initializer_list<const void*> bases) {
+  return rows_vectorizable(d, sizeof(T), bases);
+}
+
 }  // namespace
 
 template <class T>
 void rmsnorm_forward(const T* x, const T* g, int64_t n, int64_t d, T* y, float* rstd,
                      cudaStream_t stream) {
   if (n == 0 || d == 0) return;
-  rmsnorm_forward_rows<T><<<unsigned(n), threads_for(d, 512), 0, stream>>>(x, g, d, y, rstd);
+  ML_CHECK(d < (int64_t(1) << 31), "RMSNorm row too wide for 32-bit column indices");
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (use_vector_path<T>(d, {x, g, y})) {
+      rmsnorm_forward_rows<T, 8>
+          <<<unsigned(n), threads_for(d / 8, 512), 0, stream>>>(x, g, int(d), y, rstd);
+      CUDA_CHECK(cudaGetLastError());
+      return;
+    }
+  }
+  rmsnorm_forward_rows<T, 1>
+      <<<unsigned(n), threads_for(d, 512), 0, stream>>>(x, g, int(d), y, rstd);
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -94,8 +141,17 @@ template <class T>
 void rmsnorm_backward(const T* dy, const T* x, const T* g, const float* rstd, const T* base,
                       int64_t n, int64_t d, T* dx, float* dg, cudaStream_t stream) {
   if (n == 0 || d == 0) return;
-  rmsnorm_backward_rows<T>
-      <<<unsigned(n), threads_for(d, 512), 0, stream>>>(dy, x, g, rstd, base, d, dx);
+  ML_CHECK(d < (int64_t(1) << 31), "RMSNorm row too wide for 32-bit column indices");
+  bool vector = false;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    vector = use_vector_path<T>(d, {dy, x, g, base, dx});
+    if (vector)
+      rmsnorm_backward_rows<T, 8>
+          <<<unsigned(n), threads_for(d / 8, 512), 0, stream>>>(dy, x, g, rstd, base, int(d), dx);
+  }
+  if (!vector)
+    rmsnorm_backward_rows<T, 1>
+        <<<unsigned(n), threads_for(d, 512), 0, stream>>>(dy, x, g, rstd, base, int(d), dx);
   CUDA_CHECK(cudaGetLastError());
 
   // Chunking depends on n only, so the summation order is fixed for a shape.

@@ -13,6 +13,8 @@
 namespace meshloom::kernels::ops_detail {
 
 using kernels::from_f32;  // cuda/kernels/common/elem.cuh
+using kernels::load_vec;
+using kernels::store_vec;
 using kernels::to_f32;
 
 // Sum over a warp; a butterfly, so every lane ends with the same value.
@@ -52,6 +54,19 @@ __device__ inline float block_max(float v) {
   for (int o = 16; o > 0; o >>= 1) total = fmaxf(total, __shfl_xor_sync(0xffffffffu, total, o));
   __syncthreads();  // warp_part may be reused by the next call
   return total;
+}
+
+// Launch shape for kernels over [n, width] that loop rows by blockIdx.y and
+// columns (in groups of V) by blockIdx.x: no index division in the kernel.
+struct RowGrid {
+  dim3 blocks;
+  int threads;
+};
+inline RowGrid row_grid(int64_t n, int64_t width, int vec) {
+  const int64_t groups = (width + vec - 1) / vec;
+  const int threads = int(std::clamp<int64_t>((groups + 31) / 32 * 32, 32, 512));
+  const int64_t x = std::min<int64_t>((groups + threads - 1) / threads, 65535);
+  return {dim3(unsigned(x), unsigned(std::min<int64_t>(n, 65535))), threads};
 }
 
 // Threads for a block that walks `width` elements: a multiple of 32 in

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda/kernels/ops/rope.hpp"
+#include "cuda/model/device_rope_table.hpp"
 #include "tests/cuda/gpu_test.hpp"
 #include "tests/cuda/ops/ops_test_util.hpp"
 
@@ -58,9 +59,12 @@ void check_rope(int64_t n_heads, int64_t n_kv_heads, int64_t D, double theta,
   const double tol = Elem<T>::kTolerance;
   const auto x = random_values<T>(n * ld, 1.0, seed);
   DeviceBuffer<int32_t> dpos(pos);
+  DeviceRopeTable table(D, theta);
+  table.cover(pos);
+  const RopeAngles angles = table.angles();
 
   DeviceValues<T> fwd(x);
-  rope_forward<T>(fwd.data(), ld, dpos.data(), n, heads, D, theta, nullptr);
+  rope_forward<T>(fwd.data(), ld, dpos.data(), n, heads, D, angles, nullptr);
   const std::vector<double> got = fwd.download();
   const std::vector<double> ref = reference(x, ld, pos, heads, D, theta, 1.0);
   EXPECT_LE(max_rel_error(got, ref), tol) << "forward";
@@ -69,12 +73,12 @@ void check_rope(int64_t n_heads, int64_t n_kv_heads, int64_t D, double theta,
       ASSERT_EQ(got[size_t(t * ld + c)], x[size_t(t * ld + c)]) << "v or padding changed";
 
   DeviceValues<T> bwd(x);
-  rope_backward<T>(bwd.data(), ld, dpos.data(), n, heads, D, theta, nullptr);
+  rope_backward<T>(bwd.data(), ld, dpos.data(), n, heads, D, angles, nullptr);
   EXPECT_LE(max_rel_error(bwd.download(), reference(x, ld, pos, heads, D, theta, -1.0)), tol)
       << "backward";
 
   // Backward undoes forward.
-  rope_backward<T>(fwd.data(), ld, dpos.data(), n, heads, D, theta, nullptr);
+  rope_backward<T>(fwd.data(), ld, dpos.data(), n, heads, D, angles, nullptr);
   EXPECT_LE(max_rel_error(fwd.download(), x), 2 * tol) << "backward(forward(x)) != x";
 }
 

@@ -1,7 +1,8 @@
 // GPU SwiGLU (cuda/kernels/ops/swiglu.hpp) against a double-precision reference of
 // docs/design.md's gate on the CPU's fused [a | b] rows (the CPU's row kernels are
 // private to lib/model/transformer.cpp), fp32 and bf16, odd sizes, including
-// the in-place backward (dab over ab).
+// the in-place backward (dab over ab). bf16 rows of a multiple of 8 take the
+// 16-byte vector path, others the scalar one; both give the same bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -52,6 +53,33 @@ TEST(SwigluGpu, Bf16MatchesTheReference) {
   check_swiglu<bf16>(1, 64, 61);
   check_swiglu<bf16>(7, 96, 62);
   check_swiglu<bf16>(333, 4096 + 8, 63);
+  check_swiglu<bf16>(5, 100, 64);  // 200-byte rows: the scalar path
+}
+
+// The same values at an odd element offset (the scalar path) and at the
+// buffer's start (the vector path): identical outputs.
+TEST(SwigluGpu, Bf16VectorPathEqualsTheScalarPath) {
+  ML_REQUIRE_GPU();
+  const int64_t n = 9, f = 256;
+  std::vector<double> ab = random_values<bf16>(n * 2 * f, 3.0, 71);
+  const std::vector<double> dh = random_values<bf16>(n * f, 1.0, 72);
+  std::vector<double> ab_shifted = ab, dh_shifted = dh;
+  ab_shifted.insert(ab_shifted.begin(), 0.0);
+  dh_shifted.insert(dh_shifted.begin(), 0.0);
+  DeviceValues<bf16> vab(ab), vdh(dh), vh(std::vector<double>(size_t(n * f)));
+  DeviceValues<bf16> vgrad(std::vector<double>(size_t(n * 2 * f)));
+  DeviceValues<bf16> sab(ab_shifted), sdh(dh_shifted), sh(std::vector<double>(size_t(n * f) + 1));
+  DeviceValues<bf16> sgrad(std::vector<double>(size_t(n * 2 * f) + 1));
+  swiglu_forward<bf16>(vab.data(), n, f, vh.data(), nullptr);
+  swiglu_forward<bf16>(sab.data() + 1, n, f, sh.data() + 1, nullptr);
+  std::vector<double> scalar = sh.download();
+  scalar.erase(scalar.begin());
+  EXPECT_EQ(vh.download(), scalar) << "forward";
+  swiglu_backward<bf16>(vab.data(), vdh.data(), n, f, vgrad.data(), nullptr);
+  swiglu_backward<bf16>(sab.data() + 1, sdh.data() + 1, n, f, sgrad.data() + 1, nullptr);
+  scalar = sgrad.download();
+  scalar.erase(scalar.begin());
+  EXPECT_EQ(vgrad.download(), scalar) << "backward";
 }
 
 }  // namespace

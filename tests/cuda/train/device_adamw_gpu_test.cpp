@@ -1,7 +1,8 @@
 // The optimizer's state on the GPU (cuda/train/device_adamw.hpp) against
 // the CPU optimizer (train::AdamW) over several steps: the whole buffer and
 // ZeRO-1 slices (moments for the slice only, the rest of the master weights
-// untouched), a resume from saved moments, and the round trips to the host.
+// untouched), a resume from saved moments, the bf16 working copy written in
+// the same pass (the slice only), and the round trips to the host.
 // With the grad scale given by the host the arithmetic is the CPU's, so the
 // results must be equal bit for bit.
 #include <gtest/gtest.h>
@@ -75,6 +76,30 @@ TEST(DeviceAdamW, ResumesFromSavedMoments) {
   ML_REQUIRE_GPU();
   check_slice(4099, 0, 4099, 6, 3);
   check_slice(4099, 1000, 2000, 6, 2);
+}
+
+// The fused refresh writes bf16(master) over [begin, end) of the working
+// copy, as a separate conversion would, and nothing else.
+TEST(DeviceAdamW, WritesTheBf16CopyOfItsSlice) {
+  ML_REQUIRE_GPU();
+  const int64_t n = 5003, begin = 1000, end = 4000;
+  const config::OptimConfig o = adamw_test_config();
+  const AdamWHyper hyper{o.beta1, o.beta2, o.eps, o.weight_decay};
+  DeviceAdamW gpu(n, n, begin, end, hyper, {{0, n}}, nullptr);
+  gpu.load(random_floats(n, 0.02f, 21), {}, {}, 0);
+  DeviceBuffer<float> grads(random_floats(n, 0.05f, 22));
+  const double untouched = 7.0;  // exact in bf16
+  DeviceValues<bf16> copy(std::vector<double>(size_t(n), untouched));
+  gpu.update(grads.data(), 1e-3, 1.0, copy.data());
+  std::vector<float> master(static_cast<size_t>(n));
+  gpu.download_master(master);
+  const std::vector<double> got = copy.download();
+  for (int64_t i = 0; i < n; ++i) {
+    const double want = (i < begin || i >= end)
+                            ? untouched
+                            : Elem<bf16>::decode(Elem<bf16>::encode(master[size_t(i)]));
+    ASSERT_EQ(got[size_t(i)], want) << "element " << i;
+  }
 }
 
 TEST(DeviceAdamW, RefusesStateOfTheWrongSize) {

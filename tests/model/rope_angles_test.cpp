@@ -1,0 +1,49 @@
+// RoPE's per-position table (lib/model/rope_angles.hpp), which the GPU
+// uploads: each entry is the double angle p·θ^(−2i/D) the CPU model uses,
+// rounded once to float, at small and long-context positions.
+#include "model/rope_angles.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace meshloom::model {
+namespace {
+
+TEST(RopeAngles, FrequenciesFollowTheFormula) {
+  EXPECT_EQ(rope_frequency(0, 128, 10000.0), 1.0);
+  EXPECT_DOUBLE_EQ(rope_frequency(32, 128, 10000.0), 0.01);  // 10000^(−1/2)
+  EXPECT_DOUBLE_EQ(rope_frequency(1, 4, 500000.0), 1.0 / std::sqrt(500000.0));
+}
+
+TEST(RopeAngles, TableHoldsTheDoubleAnglesRoundedToFloat) {
+  for (const double theta : {10000.0, 500000.0}) {
+    const int64_t D = 96, half = D / 2, positions = 70333;
+    const RopeTable t = rope_table(positions, D, theta);
+    ASSERT_EQ(t.cos.size(), size_t(positions * half));
+    ASSERT_EQ(t.sin.size(), t.cos.size());
+    for (const int64_t p : {int64_t(0), int64_t(1), int64_t(7), int64_t(4095), positions - 1}) {
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = double(p) * std::pow(theta, -2.0 * double(i) / double(D));
+        const size_t at = size_t(p * half + i);
+        ASSERT_EQ(t.cos[at], float(std::cos(angle))) << "p=" << p << " i=" << i;
+        ASSERT_EQ(t.sin[at], float(std::sin(angle))) << "p=" << p << " i=" << i;
+      }
+    }
+    // Position 0 does not turn; pair 0 turns by the position itself.
+    for (int64_t i = 0; i < half; ++i) {
+      EXPECT_EQ(t.cos[size_t(i)], 1.0f);
+      EXPECT_EQ(t.sin[size_t(i)], 0.0f);
+    }
+    EXPECT_EQ(t.sin[size_t(3 * half)], float(std::sin(3.0)));
+  }
+}
+
+TEST(RopeAngles, EmptyTable) {
+  const RopeTable t = rope_table(0, 64, 10000.0);
+  EXPECT_TRUE(t.cos.empty());
+  EXPECT_TRUE(t.sin.empty());
+}
+
+}  // namespace
+}  // namespace meshloom::model
