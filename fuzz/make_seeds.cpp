@@ -29,17 +29,8 @@ static void protocol(const fs::path& dir, int kind, const char* name, const std:
   put(dir / name, std::string(1, char(kind)) + std::string(1, char(3)) + msg);
 }
 
-int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: fuzz_make_seeds CONFIG.yaml OUT\n");
-    return 2;
-  }
-  std::ostringstream config_text;
-  config_text << std::ifstream(argv[1]).rdbuf();
-  const fs::path out = argv[2];
-  fs::create_directories(out / "protocol");
-  fs::create_directories(out / "checkpoint");
-
+// One seed per message kind, as the protocol harness reads them.
+static void write_protocol_seeds(const fs::path& out) {
   const fs::path p = out / "protocol";
   protocol(p, 0, "assign", wire::encode(wire::Assign{{0, 2}, {1}, 5}));
   protocol(p, 1, "length_request", wire::encode(wire::LengthRequest{7, 1, {3, 9, 27, 81}}));
@@ -120,7 +111,9 @@ int main(int argc, char** argv) {
   patches[3] = 0.5f / 127.5f;
   wire::put_patches(raw_tokens, patches);
   protocol(p, 8, "token_reply_raw", raw_tokens.bytes());
+}
 
+static void write_checkpoint_seeds(const fs::path& out, const std::string& config_text) {
   // Checkpoints: a full one and a delta, as a 2-tensor model would write them.
   dataplane::DataPlane::State plane;
   plane.step = 8;
@@ -134,7 +127,7 @@ int main(int argc, char** argv) {
   c.step = 7;
   c.trainers = 5;
   c.seed = 1234;
-  c.config = config_text.str();
+  c.config = config_text;
   c.tensors = {{"embed", {4, 2}, 0, 8}, {"norm", {2}, 8, 2}};
   c.params = {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f, 1.0f, 1.0f};
   c.m.assign(10, 0.01f);
@@ -148,6 +141,20 @@ int main(int argc, char** argv) {
   c.lengths = {{"pydocs", {27}, {88}, {}}};
   ckpt::write_checkpoint((out / "checkpoint" / "delta.h5").string(), c);
   put(out / "checkpoint" / "plane_state", c.plane);  // not HDF5: the state decoder
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: fuzz_make_seeds CONFIG.yaml OUT\n");
+    return 2;
+  }
+  std::ostringstream config_text;
+  config_text << std::ifstream(argv[1]).rdbuf();
+  const fs::path out = argv[2];
+  fs::create_directories(out / "protocol");
+  fs::create_directories(out / "checkpoint");
+  write_protocol_seeds(out);
+  write_checkpoint_seeds(out, config_text.str());
   std::printf("seeds written to %s\n", out.c_str());
   return 0;
 }
