@@ -8,7 +8,8 @@
 # under the device machine's 64 MiB):
 #   bin/    the GPU test binaries, device_ring_test, device_ulysses_test,
 #           tp_gpu_test and nccl_comm_test (MPI),
-#           the benchmarks, meshloom with libmeshloom_cuda.so beside it
+#           the benchmarks, meshloom with libmeshloom_cuda.so beside it, and the
+#           test-only NCCL over MPI (libmeshloom_nccl_shim.so, preloaded)
 #   lib/    every shared library they and OpenMPI need, other than CUDA's and
 #           glibc's and the C++ runtime (the GPU machine has newer ones)
 #   mpi/    Debian's OpenMPI 4.1 relocated: orterun (mpirun), orted,
@@ -78,11 +79,11 @@ if ! grep -q '^CUDNN_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt" 2>/dev/null; th
   read -r -a tests <<<"${tests[*]}"
 fi
 echo "[gpu_bundle] building meshloom meshloom_cuda ${tests[*]} ${benches[*]}"
-cmake --build "$BUILD" --target meshloom meshloom_cuda "${tests[@]}" "${benches[@]}" >/dev/null
+cmake --build "$BUILD" --target meshloom meshloom_cuda meshloom_nccl_shim "${tests[@]}" "${benches[@]}" >/dev/null
 
 rm -rf "$stage" "$bundle"
 mkdir -p "$stage"/{bin,lib,data} "$stage"/mpi/{bin,etc,lib/openmpi,lib/pmix,share/openmpi,share/pmix} "$bundle"
-for t in "${tests[@]}" "${benches[@]}" meshloom libmeshloom_cuda.so; do
+for t in "${tests[@]}" "${benches[@]}" meshloom libmeshloom_cuda.so libmeshloom_nccl_shim.so; do
   # The newest: a long-lived build folder keeps binaries of targets that
   # moved (tests/kernels/ before cuda/ existed), and the first found was one
   # of those in the bundles of 2026-11-26.

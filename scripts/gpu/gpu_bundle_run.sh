@@ -215,15 +215,25 @@ part_cpu() {
 part_mpi() {
   # Every rank writes its gtest XML (NAME.npN.rankR.xml); rank 0 prints the
   # report (no colours: mpirun gives the ranks a terminal).
+  # NAME:RANKS[:shim]: shim runs it with the test-only NCCL over MPI
+  # preloaded, so that its NCCL cases run with the ranks sharing the GPU.
   for spec in device_ring_test:1 device_ring_test:2 device_ring_test:3 device_ulysses_test:1 \
-              device_ulysses_test:2 device_ulysses_test:4 tp_gpu_test:2 nccl_comm_test:1; do
-    t=${spec%:*} np=${spec#*:}
+              device_ulysses_test:2 device_ulysses_test:4 tp_gpu_test:2 nccl_comm_test:1 \
+              device_ring_test:2:shim device_ring_test:3:shim device_ulysses_test:2:shim \
+              device_ulysses_test:4:shim tp_gpu_test:2:shim nccl_comm_test:2:shim; do
+    IFS=: read -r t np shim <<<"$spec"
+    local -a preload=()
+    local name=$t.np$np
+    if [[ -n $shim ]]; then
+      preload=(-x "LD_PRELOAD=$b/bin/libmeshloom_nccl_shim.so")
+      name=$t.shim.np$np
+    fi
     # shellcheck disable=SC2016  # expanded by sh, in each rank
-    timed "$logs/$t.np$np.log" with_libs timeout 300 "$mpirun" --oversubscribe --bind-to none -np "$np" \
-      sh -c 'exec "$0" --gtest_color=no --gtest_output="xml:$1.rank${OMPI_COMM_WORLD_RANK:-0}.xml"' \
-      "$b/bin/$t" "$logs/$t.np$np"
-    row mpi "$t, $np rank(s)" "$(gtest_result "$logs/$t.np$np.log" $rc)" $secs
-    echo "[run.sh] $t np $np: $(gtest_result "$logs/$t.np$np.log" $rc)"
+    timed "$logs/$name.log" with_libs timeout 300 "$mpirun" --oversubscribe --bind-to none "${preload[@]}" \
+      -np "$np" sh -c 'exec "$0" --gtest_color=no --gtest_output="xml:$1.rank${OMPI_COMM_WORLD_RANK:-0}.xml"' \
+      "$b/bin/$t" "$logs/$name"
+    row mpi "$t, $np rank(s)${shim:+, NCCL shim}" "$(gtest_result "$logs/$name.log" $rc)" $secs
+    echo "[run.sh] $name: $(gtest_result "$logs/$name.log" $rc)"
     pack
   done
 }
@@ -234,6 +244,7 @@ part_train() {
   # where meshloom was built. Where python3 has h5py, the dumps are compared
   # here too, with a CPU reference that the bundled meshloom makes here.
   dir=${TMPDIR:-/tmp}/meshloom-train meshloom=$b/bin/meshloom mpiexec=$mpirun
+  nccl_shim=$b/bin/libmeshloom_nccl_shim.so  # for the shim_* cases
   rm -rf "$dir" && mkdir -p "$dir"
   # shellcheck source=tests/train/invariance_cases.sh
   source "$b/invariance_cases.sh"
