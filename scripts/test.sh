@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: install what is missing, build, and run every test with ctest.
 #   scripts/test.sh                  all tests
-#   scripts/test.sh -L unit          only one label (unit, mpi, cli, slurm, gpu)
+#   scripts/test.sh -L unit          only one label (unit, mpi, cli, slurm, gpu, peer)
 #   scripts/test.sh -R config        tests whose name matches
 #   scripts/test.sh --sanitize address [CTEST ARGS]   ASan + UBSan build in build-asan
 #   scripts/test.sh --sanitize thread  [CTEST ARGS]   TSan build in build-tsan
