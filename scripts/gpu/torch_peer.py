@@ -39,8 +39,8 @@ import time
 SKIP = 77
 try:
     import torch
-except ImportError as e:
-    print(f"torch_peer: skipped: no torch in {sys.executable} ({e})")
+except Exception as e:  # noqa: BLE001: ImportError, or OSError from a library torch loads
+    print(f"torch_peer: skipped: no torch in {sys.executable} ({type(e).__name__}: {e})")
     sys.exit(SKIP)
 
 from torch_peer_model import (Batch, Model, adamw, attention_candidates, block,  # noqa: E402

@@ -89,12 +89,15 @@ def rope_tables(positions, head_dim):
 
 # ---- attention inside documents -------------------------------------------------------
 
-def _compiling():
-    compiler = getattr(torch, "compiler", None)
-    if compiler is not None and hasattr(compiler, "is_compiling"):
-        return compiler.is_compiling()
-    dynamo = getattr(torch, "_dynamo", None)
-    return bool(dynamo and dynamo.is_compiling())
+# Whether torch.compile is tracing: chosen once, so that compiled code calls a function
+# the compiler knows rather than probing modules.
+if hasattr(getattr(torch, "compiler", None), "is_compiling"):
+    _compiling = torch.compiler.is_compiling
+elif hasattr(getattr(torch, "_dynamo", None), "is_compiling"):
+    _compiling = torch._dynamo.is_compiling
+else:
+    def _compiling():
+        return False
 
 
 def _repeat_kv(k, heads):
@@ -106,8 +109,8 @@ class Attention:
     """One implementation of causal attention within each packed document, q [n, H, D] and
     k, v [n, KV, D] in, [n, H, D] out. `prepare(batch)` makes its masks or metadata once."""
 
-    def __init__(self, name, how):
-        self.name, self.how = name, how
+    def __init__(self, name, how, fn=None):
+        self.name, self.how, self.fn = name, how, fn  # fn: the library's function
         self.extra = {}
 
     def prepare(self, batch, heads):
@@ -118,7 +121,7 @@ class Attention:
             idx = torch.arange(len(doc), device=doc.device)
             self.mask = (doc[:, None] == doc[None, :]) & (idx[:, None] >= idx[None, :])
         if self.name == "flex":
-            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            from torch.nn.attention.flex_attention import create_block_mask
             doc = batch.doc
 
             def same_document_causal(b, h, q, kv):
@@ -127,31 +130,28 @@ class Attention:
             n = len(doc)
             self.block_mask = create_block_mask(same_document_causal, None, None, n, n,
                                                  device=doc.device)
-            self.flex = flex_attention
-            self.flex_compiled = torch.compile(flex_attention)
+            self.flex_compiled = torch.compile(self.fn)
 
     def __call__(self, q, k, v):
         return getattr(self, "_" + self.name)(q, k, v)
 
     def _varlen(self, q, k, v):
-        from torch.nn.attention.varlen import varlen_attn
         if "enable_gqa" not in self.extra:
             k, v = _repeat_kv(k, q.shape[1]), _repeat_kv(v, q.shape[1])
-        out = varlen_attn(q, k, v, self.cu, self.cu, self.max_len, self.max_len, **self.extra)
+        out = self.fn(q, k, v, self.cu, self.cu, self.max_len, self.max_len, **self.extra)
         return out[0] if isinstance(out, tuple) else out
 
     def _aten_flash(self, q, k, v):
         h = q.shape[1]
-        return torch.ops.aten._flash_attention_forward(
-            q, _repeat_kv(k, h), _repeat_kv(v, h), self.cu, self.cu, self.max_len, self.max_len,
-            0.0, True, False)[0]
+        return self.fn(q, _repeat_kv(k, h), _repeat_kv(v, h), self.cu, self.cu, self.max_len,
+                       self.max_len, 0.0, True, False)[0]
 
     def _flex(self, q, k, v):
         gqa = k.shape[1] != q.shape[1]
         kw = {"enable_gqa": True} if gqa and "enable_gqa" in self.extra else {}
         if gqa and not kw:
             k, v = _repeat_kv(k, q.shape[1]), _repeat_kv(v, q.shape[1])
-        flex = self.flex if _compiling() else self.flex_compiled  # eager flex would be O(n^2)
+        flex = self.fn if _compiling() else self.flex_compiled  # eager flex would be O(n^2)
         out = flex(*(t.transpose(0, 1)[None] for t in (q, k, v)), block_mask=self.block_mask, **kw)
         return out[0].transpose(0, 1)
 
@@ -185,7 +185,7 @@ def attention_candidates(wanted, device, n):
         try:
             from torch.nn.attention.varlen import varlen_attn
             params = _parameters(varlen_attn)
-            a = Attention("varlen", "torch.nn.attention.varlen.varlen_attn")
+            a = Attention("varlen", "torch.nn.attention.varlen.varlen_attn", varlen_attn)
             if "is_causal" in params:
                 a.extra["is_causal"] = True
             elif "window_size" in params:
@@ -196,11 +196,14 @@ def attention_candidates(wanted, device, n):
                 found.append(a)
         except ImportError:
             pass
-        if hasattr(torch.ops.aten, "_flash_attention_forward"):
-            found.append(Attention("aten_flash", "aten._flash_attention_forward with cu_seqlens"))
+        try:  # older torch raises RuntimeError, not AttributeError, for an unknown op
+            found.append(Attention("aten_flash", "aten._flash_attention_forward with cu_seqlens",
+                                   torch.ops.aten._flash_attention_forward))
+        except (AttributeError, RuntimeError):
+            pass
         try:
             from torch.nn.attention.flex_attention import flex_attention
-            a = Attention("flex", "flex_attention with a document block mask")
+            a = Attention("flex", "flex_attention with a document block mask", flex_attention)
             if "enable_gqa" in _parameters(flex_attention):
                 a.extra["enable_gqa"] = True
             found.append(a)
