@@ -20,6 +20,9 @@
 #           Python docs, byte tokenizer), made here: the GPU machine has no
 #           docs to prepare it from
 #   invariance_cases.sh, compare_dumps.py
+#   torch_peer.py, torch_peer_model.py  the PyTorch peer of gpu_step_bench
+#   commit.txt  the commit the bundle was built from (and whether the
+#               working tree had uncommitted changes)
 # and writes build-bundle/run.sh (scripts/gpu/gpu_bundle_run.sh), which unpacks
 # the archive into /tmp once and runs, on the GPU machine:
 #
@@ -36,7 +39,9 @@
 #               the bundled meshloom makes there; the dumps and logs come back
 #               in train_dumps.tar.gz, which `scripts/gpu/gpu_bundle_check.sh DIR`
 #               compares here with a CPU reference made here
-#     bench     attention_bench and gpu_step_bench, raw outputs for
+#     bench     attention_bench and gpu_step_bench, then the same step in
+#               PyTorch (torch_peer.py, PEER_SECONDS, default 90; skipped
+#               where python3 has no torch), raw outputs for
 #               `RAW=DIR scripts/bench/bench_step_gpu.sh` back here
 #     sanitize  compute-sanitizer memcheck, racecheck, synccheck, initcheck on
 #               the attention kernels and the offloading model test
@@ -47,7 +52,7 @@
 #   machine returns no more), kept up to date as the parts go: summary.md
 #   (the table, printed last too), logs.tar.gz (every log and gtest XML),
 #   train_dumps.tar.gz (split into .partNN pieces past 15 MiB), gpu.txt and
-#   the two bench outputs.
+#   the three bench outputs. summary.md names the bundle's commit.
 #
 #   scripts/gpu/gpu_bundle.sh            build the bundle (BUILD_DIR, default build)
 #   scripts/gpu/gpu_bundle_selftest.sh   run it here first, the system's OpenMPI hidden
@@ -132,8 +137,13 @@ done | sort -u | while read -r name path; do
   cp -L "$path" "$stage/lib/$name"
 done
 
-# The invariance test's data, config and cases, and the dump comparison.
-cp tests/train/invariance_cases.sh scripts/data/compare_dumps.py "$stage/"
+# The invariance test's data, config and cases, the dump comparison, the
+# PyTorch peer, and the commit all of it comes from.
+cp tests/train/invariance_cases.sh scripts/data/compare_dumps.py scripts/gpu/torch_peer.py \
+  scripts/gpu/torch_peer_model.py "$stage/"
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit+=" with uncommitted changes"
+echo "$commit" >"$stage/commit.txt"
 (
   set +e  # testlib.sh's exit trap is not written for errexit
   # shellcheck disable=SC2034  # read by testlib.sh

@@ -10,8 +10,10 @@
 # Results go to $OUT (default: out/ beside this script), a few files (the device
 # machine returns 8 at most), each brought up to date as the parts go:
 # summary.md, logs.tar.gz (every log and gtest XML), gpu.txt,
-# step_gpu_attention.txt and step_gpu_model.txt (bench), train_dumps.tar.gz
-# (train; split into .partNN pieces past 15 MiB).
+# step_gpu_attention.txt, step_gpu_model.txt and step_gpu_torch.txt (bench),
+# train_dumps.tar.gz (train; split into .partNN pieces past 15 MiB).
+# PEER_SECONDS (default 90, 0: skip) is the PyTorch peer's time budget in
+# bench, its compilation included; it is stopped 60 s past it.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/out}
@@ -95,6 +97,7 @@ export PATH=$mpi/bin:$PATH
 summary=$out/summary.md
 {
   echo "# meshloom GPU bundle, $(date -u +%Y-%m-%dT%H:%M:%SZ), parts: ${parts[*]}"
+  echo "bundle built from commit $(cat "$b/commit.txt" 2>/dev/null || echo unknown)"
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1
   else
@@ -176,6 +179,33 @@ part_bench() {
   fi
   timed "$out/step_gpu_model.txt" with_libs "$b/bin/gpu_step_bench" tokens="${TOKENS:-32768}" layers="${LAYERS:-16}" iters=5
   row bench gpu_step_bench "rc $rc: $(tr ' ' '\n' <"$out/step_gpu_model.txt" | grep -E '^(mfu|tflops|step_seconds)=' | tr '\n' ' ')" $secs
+  part_bench_torch
+}
+# The same step in PyTorch (torch_peer.py), after meshloom's, under a time
+# limit; python3's own libraries (not the bundle's), its JSON into the logs.
+part_bench_torch() {
+  local budget=${PEER_SECONDS:-90} py='' p result
+  local txt=$out/step_gpu_torch.txt
+  for p in python3 /usr/bin/python3 /usr/local/bin/python3; do
+    if env -u LD_LIBRARY_PATH "$p" -c 'import torch' >/dev/null 2>&1; then py=$p; break; fi
+  done
+  if ((budget <= 0)) || [[ -z $py ]]; then
+    result="skipped: $( ((budget <= 0)) && echo PEER_SECONDS=0 || echo "no python3 with torch here")"
+    echo "torch_peer: $result" >"$txt"
+    row bench torch_peer "$result" 0
+    return
+  fi
+  timed "$txt" env -u LD_LIBRARY_PATH timeout "$((budget + 60))" "$py" "$b/torch_peer.py" \
+    --tokens "${TOKENS:-32768}" --layers "${LAYERS:-16}" --time-budget "$budget" \
+    --json "$logs/step_gpu_torch.json"
+  case $rc in
+    0) result="rc 0: $(grep -E '^(torch|attention|compile)=' "$txt" | tr '\n' ' ')$(tr ' ' '\n' <"$txt" | grep -E '^(mfu|tflops|step_seconds)=' | tr '\n' ' ')" ;;
+    77) result="skipped: $(tail -1 "$txt")" ;;
+    124) result="rc 124: stopped after $((budget + 60)) s ($(grep -c '^warm-up' "$txt") warm-up steps done)" ;;
+    *) result="rc $rc: $(grep -m1 '^torch_peer: failed' "$txt" || tail -1 "$txt")" ;;
+  esac
+  row bench "torch_peer ($py)" "$(cut -c1-300 <<<"$result")" $secs
+  echo "[run.sh] torch_peer: $result"
 }
 # The pipeline benchmark on real cores, a core per rank (2 cores at home run
 # it with each rank capped by core_share.sh; this checks that emulation):

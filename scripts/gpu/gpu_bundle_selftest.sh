@@ -147,6 +147,15 @@ if [[ -f $summary ]]; then
     grep -q '| train | ref: CPU, 1 trainer | rc 0' "$summary" || problems+=("the CPU reference run failed")
     [[ -n $(ls "$test_dir"/out/train_dumps.tar.gz* 2>/dev/null) ]] || problems+=("no train_dumps.tar.gz")
   fi
+  # Without a GPU the benchmarks say so and exit 0; the PyTorch peer skips
+  # (no torch, or no CUDA) but leaves its line.
+  if [[ " ${parts[*]} " == *" bench "* ]]; then
+    for t in attention_bench gpu_step_bench; do
+      grep -q "| bench | $t | rc 0" "$summary" || problems+=("$t did not exit 0")
+    done
+    grep -qE '\| bench \| torch_peer.* \| (rc 0|skipped)' "$summary" || problems+=("no torch_peer row, or it failed")
+    [[ -s $test_dir/out/step_gpu_torch.txt ]] || problems+=("no step_gpu_torch.txt")
+  fi
 else
   problems+=("no summary.md")
 fi
