@@ -128,8 +128,10 @@ class Attention:
                 return (doc[q] == doc[kv]) & (q >= kv)
 
             n = len(doc)
+            # Compiled, the mask is made block by block; eager, it is n x n values at once.
+            kw = {"_compile": True} if "_compile" in _parameters(create_block_mask) else {}
             self.block_mask = create_block_mask(same_document_causal, None, None, n, n,
-                                                 device=doc.device)
+                                                 device=doc.device, **kw)
             self.flex_compiled = torch.compile(self.fn)
 
     def __call__(self, q, k, v):
