@@ -103,8 +103,8 @@ std::optional<std::vector<SdpaPass>> block_documents(std::span<const int32_t> q_
     for (const DocumentPair& d : merge_adjacent(std::move(full))) place(passes, false, d);
   }
   if (int(passes.size()) > kMaxSdpaPasses)
-    return refuse(strf("the step needs %zu cuDNN passes (at most %d)", passes.size(),
-                       kMaxSdpaPasses));
+    return refuse(
+        strf("the step needs %zu cuDNN passes (at most %d)", passes.size(), kMaxSdpaPasses));
   return passes;
 }
 

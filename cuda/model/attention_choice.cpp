@@ -72,7 +72,8 @@ bool cudnn_attention_available(std::string* why) {
   // The dispatcher library loads its sub-libraries on first use: a missing
   // one shows here rather than in the middle of a step.
   cudnnBackendDescriptor_t probe = nullptr;
-  if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &probe) != CUDNN_STATUS_SUCCESS) {
+  if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &probe) !=
+      CUDNN_STATUS_SUCCESS) {
     *why = "cuDNN's graph library does not load";
     return false;
   }
@@ -85,8 +86,8 @@ AttentionImpl chosen_attention(std::string* why) {
   static std::string reason;
   static const AttentionImpl impl = [] {
     const AttentionImpl chosen = decide(&reason);
-    LOG_INFO("attention: %s (%s)",
-               chosen == AttentionImpl::cudnn ? "cuDNN" : "flash kernels", reason.c_str());
+    LOG_INFO("attention: %s (%s)", chosen == AttentionImpl::cudnn ? "cuDNN" : "flash kernels",
+             reason.c_str());
     return chosen;
   }();
   if (why) *why = reason;
@@ -104,6 +105,7 @@ std::unique_ptr<DeviceAttention<T>> make_local_device_attention() {
 }
 
 template std::unique_ptr<DeviceAttention<float>> make_local_device_attention<float>();
-template std::unique_ptr<DeviceAttention<__nv_bfloat16>> make_local_device_attention<__nv_bfloat16>();
+template std::unique_ptr<DeviceAttention<__nv_bfloat16>>
+make_local_device_attention<__nv_bfloat16>();
 
 }  // namespace meshloom::kernels

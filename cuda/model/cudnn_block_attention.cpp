@@ -64,8 +64,7 @@ void CudnnBlockAttention::clear(const FlashDims& dims, int64_t n, const FlashOut
   CUDA_CHECK(cudaMemsetAsync(acc.lse, 0xFE, size_t(n * dims.n_heads) * sizeof(float), stream));
 }
 
-const CudnnBlockAttention::Passes* CudnnBlockAttention::step_passes(int step,
-                                                                    const FlashDims& dims,
+const CudnnBlockAttention::Passes* CudnnBlockAttention::step_passes(int step, const FlashDims& dims,
                                                                     const FlashQuery<T>& q,
                                                                     const FlashKv<T>& kv,
                                                                     cudaStream_t stream) {
@@ -146,7 +145,8 @@ std::vector<int32_t*> CudnnBlockAttention::upload_tables(const SdpaPass& pass, i
   // Pageable source: staged before the call returns, and ordered on the
   // stream after the previous pass that read the tables.
   CUDA_CHECK(cudaMemcpyAsync(tables_.data(), host_tables_.data(),
-                             host_tables_.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+                             host_tables_.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                             stream));
   std::vector<int32_t*> at{tables_.data(), tables_.data() + bucket};
   for (size_t i = 0; i < tables.size(); ++i)
     at.push_back(tables_.data() + 2 * bucket + int64_t(i) * (bucket + 1));
@@ -181,13 +181,11 @@ bool CudnnBlockAttention::forward(const FlashDims& dims, const FlashQuery<T>& q,
     CUDA_CHECK(cudaMemsetAsync(part_lse_.data(), 0xFE, size_t(q.n * H) * sizeof(float), stream));
     using namespace cudnn;
     const SdpaPlan::Bindings bindings{
-        {kUidQ, const_cast<T*>(q.q)},  {kUidK, const_cast<T*>(kv.k)},
-        {kUidV, const_cast<T*>(kv.v)}, {kUidO, part_.data()},
-        {kUidStats, part_lse_.data()}, {kUidScale, &scale_},
-        {kUidNegInf, &neg_inf_},       {kUidSeqLenQ, t[0]},
-        {kUidSeqLenKv, t[1]},          {kUidRaggedQ, t[2]},
-        {kUidRaggedK, t[3]},           {kUidRaggedV, t[4]},
-        {kUidRaggedO, t[5]},           {kUidRaggedStats, t[6]}};
+        {kUidQ, const_cast<T*>(q.q)}, {kUidK, const_cast<T*>(kv.k)}, {kUidV, const_cast<T*>(kv.v)},
+        {kUidO, part_.data()},        {kUidStats, part_lse_.data()}, {kUidScale, &scale_},
+        {kUidNegInf, &neg_inf_},      {kUidSeqLenQ, t[0]},           {kUidSeqLenKv, t[1]},
+        {kUidRaggedQ, t[2]},          {kUidRaggedK, t[3]},           {kUidRaggedV, t[4]},
+        {kUidRaggedO, t[5]},          {kUidRaggedStats, t[6]}};
     plan.execute(handle_, bindings, workspace(plan.workspace_bytes()));
     convert<T, float>(part_.data(), q.n * qw, part_f_.data(), stream);
     flash_attention_merge<float>(dims, q.n, acc, part_f_.data(), qw, part_lse_.data(), stream);
@@ -213,11 +211,16 @@ bool CudnnBlockAttention::backward(const FlashDims& dims, const FlashQuery<T>& q
   for (size_t i = 0; i < passes.size(); ++i) {
     const cudnn::SdpaPlan& plan = *plans[i];
     const SdpaShape& shape = plan.graph().shape;
-    const std::vector<int32_t*> t =
-        upload_tables(passes[i], shape.docs, q.n, kv.n,
-                      {{false, q.ld}, {true, kv.ldk}, {true, kv.ldv}, {false, ldo}, {false, lddo},
-                       {false, H}, {false, qw}, {true, kv_cols}},
-                      stream);
+    const std::vector<int32_t*> t = upload_tables(passes[i], shape.docs, q.n, kv.n,
+                                                  {{false, q.ld},
+                                                   {true, kv.ldk},
+                                                   {true, kv.ldv},
+                                                   {false, ldo},
+                                                   {false, lddo},
+                                                   {false, H},
+                                                   {false, qw},
+                                                   {true, kv_cols}},
+                                                  stream);
     const cudnn::BackwardScratch scratch = cudnn::backward_scratch(shape, std::max(q.n, kv.n));
     const int64_t plan_bytes = (plan.workspace_bytes() + 255) / 256 * 256;
     uint8_t* ws = static_cast<uint8_t*>(workspace(plan_bytes + scratch.bytes));
@@ -227,20 +230,30 @@ bool CudnnBlockAttention::backward(const FlashDims& dims, const FlashQuery<T>& q
     CUDA_CHECK(cudaMemsetAsync(dk_.data(), 0, dk_.size() * sizeof(T), stream));
     CUDA_CHECK(cudaMemsetAsync(dv_.data(), 0, dv_.size() * sizeof(T), stream));
     using namespace cudnn;
-    SdpaPlan::Bindings bindings{
-        {kUidQ, const_cast<T*>(q.q)},     {kUidK, const_cast<T*>(kv.k)},
-        {kUidV, const_cast<T*>(kv.v)},    {kUidO, const_cast<T*>(out)},
-        {kUidDO, const_cast<T*>(dout)},   {kUidStats, const_cast<float*>(lse)},
-        {kUidDQ, dq_.data()},             {kUidDK, dk_.data()},
-        {kUidDV, dv_.data()},             {kUidScale, &scale_},
-        {kUidNegInf, &neg_inf_},          {kUidOne, &one_},
-        {kUidSeqLenQ, t[0]},              {kUidSeqLenKv, t[1]},
-        {kUidRaggedQ, t[2]},              {kUidRaggedK, t[3]},
-        {kUidRaggedV, t[4]},              {kUidRaggedO, t[5]},
-        {kUidRaggedDO, t[6]},             {kUidRaggedStats, t[7]},
-        {kUidRaggedDQ, t[8]},             {kUidRaggedDKV, t[9]},
-        {kUidSoftmaxSum, extra + scratch.softmax_sum},
-        {kUidDQAccum, extra + scratch.dq_accum}};
+    SdpaPlan::Bindings bindings{{kUidQ, const_cast<T*>(q.q)},
+                                {kUidK, const_cast<T*>(kv.k)},
+                                {kUidV, const_cast<T*>(kv.v)},
+                                {kUidO, const_cast<T*>(out)},
+                                {kUidDO, const_cast<T*>(dout)},
+                                {kUidStats, const_cast<float*>(lse)},
+                                {kUidDQ, dq_.data()},
+                                {kUidDK, dk_.data()},
+                                {kUidDV, dv_.data()},
+                                {kUidScale, &scale_},
+                                {kUidNegInf, &neg_inf_},
+                                {kUidOne, &one_},
+                                {kUidSeqLenQ, t[0]},
+                                {kUidSeqLenKv, t[1]},
+                                {kUidRaggedQ, t[2]},
+                                {kUidRaggedK, t[3]},
+                                {kUidRaggedV, t[4]},
+                                {kUidRaggedO, t[5]},
+                                {kUidRaggedDO, t[6]},
+                                {kUidRaggedStats, t[7]},
+                                {kUidRaggedDQ, t[8]},
+                                {kUidRaggedDKV, t[9]},
+                                {kUidSoftmaxSum, extra + scratch.softmax_sum},
+                                {kUidDQAccum, extra + scratch.dq_accum}};
     if (scratch.dk_full >= 0) {
       bindings.push_back({kUidDKFull, extra + scratch.dk_full});
       bindings.push_back({kUidDVFull, extra + scratch.dv_full});

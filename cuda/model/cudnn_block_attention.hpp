@@ -69,10 +69,9 @@ class CudnnBlockAttention {
   // their tokens over every layer of a micro-batch.
   bool forward_step(int step, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                     const FlashOut<float>& acc, cudaStream_t stream);
-  bool backward_step(int step, const FlashDims& dims, const FlashQuery<T>& q,
-                     const FlashKv<T>& kv, const T* out, int64_t ldo, const float* lse,
-                     const T* dout, int64_t lddo, float* dq, int64_t lddq,
-                     const FlashKvGrad& kv_grad, cudaStream_t stream);
+  bool backward_step(int step, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
+                     const T* out, int64_t ldo, const float* lse, const T* dout, int64_t lddo,
+                     float* dq, int64_t lddq, const FlashKvGrad& kv_grad, cudaStream_t stream);
 
   int64_t cudnn_passes() const { return cudnn_passes_; }
   int64_t fallbacks() const { return fallbacks_; }

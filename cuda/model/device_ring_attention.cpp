@@ -53,10 +53,10 @@ bool DeviceRingAttention<T>::cudnn_forward(int step, const FlashDims& dims, cons
 }
 
 template <class T>
-bool DeviceRingAttention<T>::cudnn_backward(int step, const FlashDims& dims,
-                                            const FlashQuery<T>& q, const FlashKv<T>& block,
-                                            const FlashQueryGrad<T>& g, const T* out, int64_t ldo,
-                                            const FlashKvGrad& grad, cudaStream_t stream) {
+bool DeviceRingAttention<T>::cudnn_backward(int step, const FlashDims& dims, const FlashQuery<T>& q,
+                                            const FlashKv<T>& block, const FlashQueryGrad<T>& g,
+                                            const T* out, int64_t ldo, const FlashKvGrad& grad,
+                                            cudaStream_t stream) {
 #ifdef MESHLOOM_HAVE_CUDNN
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     return cudnn_ && out &&
@@ -109,8 +109,8 @@ void DeviceRingAttention<T>::backward(int, const FlashDims& dims, const FlashQue
                                       cudaStream_t stream) {
   delta_.resize(size_t(q.n * dims.n_heads));
   flash_attention_delta<T, T>(dims, q.n, out, ldo, dout, lddo, delta_.data(), stream);
-  backward_steps(dims, q, kv, FlashQueryGrad<T>{dout, lddo, lse, delta_.data(), dq, lddq}, out,
-                 ldo, kv_grad, stream);
+  backward_steps(dims, q, kv, FlashQueryGrad<T>{dout, lddo, lse, delta_.data(), dq, lddq}, out, ldo,
+                 kv_grad, stream);
 }
 
 template <class T>

@@ -315,11 +315,8 @@ std::unique_ptr<DeviceAttention<T>> device_hybrid_attention(MPI_Comm group, MPI_
 
 template class DeviceUlyssesAttention<float>;
 template class DeviceUlyssesAttention<__nv_bfloat16>;
-template std::unique_ptr<DeviceAttention<float>> device_hybrid_attention<float>(MPI_Comm, MPI_Comm,
-                                                                                int, int64_t,
-                                                                                double, ncclComm_t,
-                                                                                ncclComm_t,
-                                                                                AttentionImpl);
+template std::unique_ptr<DeviceAttention<float>> device_hybrid_attention<float>(
+    MPI_Comm, MPI_Comm, int, int64_t, double, ncclComm_t, ncclComm_t, AttentionImpl);
 template std::unique_ptr<DeviceAttention<__nv_bfloat16>> device_hybrid_attention<__nv_bfloat16>(
     MPI_Comm, MPI_Comm, int, int64_t, double, ncclComm_t, ncclComm_t, AttentionImpl);
 

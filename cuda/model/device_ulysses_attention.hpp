@@ -110,11 +110,9 @@ class DeviceUlyssesAttention final : public DeviceAttention<T> {
 // bounds any member's tokens (RingGroup::max_tokens). `group_nccl` and
 // `sub_nccl`: the same members with the same ranks (both null: MPI).
 template <class T>
-std::unique_ptr<DeviceAttention<T>> device_hybrid_attention(MPI_Comm group, MPI_Comm subgroup,
-                                                            int u, int64_t max_tokens,
-                                                            double timeout_s,
-                                                            ncclComm_t group_nccl = nullptr,
-                                                            ncclComm_t sub_nccl = nullptr,
-                                                            AttentionImpl impl = attention_for<T>());
+std::unique_ptr<DeviceAttention<T>> device_hybrid_attention(
+    MPI_Comm group, MPI_Comm subgroup, int u, int64_t max_tokens, double timeout_s,
+    ncclComm_t group_nccl = nullptr, ncclComm_t sub_nccl = nullptr,
+    AttentionImpl impl = attention_for<T>());
 
 }  // namespace meshloom::kernels

@@ -119,8 +119,8 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
     // CudnnDeviceAttention's backward: bf16 dQ, dK, dV (n x (q_dim + 2
     // kv_dim)), the graph's fp32 softmax_sum (per head) and dQ accumulator,
     // with GQA fp32 full-head dK and dV (n x q_dim each); the plan's workspace.
-    const int64_t backward = n * (qd + 2 * kvd) * t + n * H * kF32 + n * qd * kF32 +
-                             (kvd < qd ? 2 * n * qd * kF32 : 0);
+    const int64_t backward =
+        n * (qd + 2 * kvd) * t + n * H * kF32 + n * qd * kF32 + (kvd < qd ? 2 * n * qd * kF32 : 0);
     m.cudnn = backward + kCudnnPlanWorkspace;
     // A ring's or Ulysses' CudnnBlockAttention holds its own: the same
     // backward scratch, a pass's O (bf16 and fp32) and lse, Ulysses' fp32

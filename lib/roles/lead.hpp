@@ -108,9 +108,9 @@ class Lead {
   std::vector<uint64_t> hashes_;                // per dispatched step
   std::vector<std::vector<double>> predicted_;  // per dispatched step, per trainer
   std::vector<std::string> planners_;           // per dispatched step
-  std::string last_full_;                      // file name of the last checkpoint with full lengths
-  std::vector<std::vector<wire::Ack>> acks_;   // per step, until taken
-  std::vector<int> ack_count_;                 // per step
+  std::string last_full_;                     // file name of the last checkpoint with full lengths
+  std::vector<std::vector<wire::Ack>> acks_;  // per step, until taken
+  std::vector<int> ack_count_;                // per step
   int reassignments_ = 0;
   double busy_seconds_ = 0;  // choosing, planning, placing and constructing steps
   plan::CostModel plan_cost_;

@@ -297,10 +297,11 @@ std::string with_path_rule(const std::string& message, const config::SourceConfi
   std::error_code ec;
   const std::filesystem::path folder = std::filesystem::path(s.path).parent_path();
   if (std::filesystem::is_directory(folder, ec)) return message;
-  return strf("%s (data.sources[%zu].path: there is no folder %s; a relative path written in "
-              "the config resolves against the config file's folder, one given with --set "
-              "against the working directory)",
-              message.c_str(), i, folder.string().c_str());
+  return strf(
+      "%s (data.sources[%zu].path: there is no folder %s; a relative path written in "
+      "the config resolves against the config file's folder, one given with --set "
+      "against the working directory)",
+      message.c_str(), i, folder.string().c_str());
 }
 
 }  // namespace

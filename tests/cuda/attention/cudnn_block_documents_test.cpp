@@ -187,8 +187,8 @@ TEST(CudnnBlockDocuments, EveryZigzagRingStepIsExact) {
       for (int s = 0; s < k; ++s) {
         const Tokens q = zigzag_share(all, k, r), kv = zigzag_share(all, k, s);
         expect_exact(q, kv, plan(q, kv),
-                     "trial " + std::to_string(trial) + " member " + std::to_string(r) +
-                         " block " + std::to_string(s));
+                     "trial " + std::to_string(trial) + " member " + std::to_string(r) + " block " +
+                         std::to_string(s));
         if (HasFatalFailure()) return;
       }
   }

@@ -78,10 +78,9 @@ std::vector<LayerResult> run_ring(const Problem& p, ncclComm_t nccl,
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<LayerResult> results(kLayers);
   {
-    DeviceRingAttention<T> ring(MPI_COMM_WORLD, members, world_rank(), p.all.n(), 60.0, nccl,
-                                impl);
+    DeviceRingAttention<T> ring(MPI_COMM_WORLD, members, world_rank(), p.all.n(), 60.0, nccl, impl);
     const DeviceBlock<T> dev(kDims, p.mine, pad);  // padded rows: the strided pack
-    CUDA_CHECK(cudaDeviceSynchronize());         // its uploads ran on the legacy stream
+    CUDA_CHECK(cudaDeviceSynchronize());           // its uploads ran on the legacy stream
     std::deque<LayerBuffers<T>> bufs;
     for (int l = 0; l < kLayers; ++l) bufs.emplace_back(p.mine.n());
     for (int l = 0; l < kLayers; ++l) {
