@@ -25,9 +25,10 @@
 #include "runtime/metrics.hpp"
 #include "runtime/preflight.hpp"
 #include "runtime/run_role.hpp"
+#include "runtime/step_dump.hpp"
 #include "runtime/step_loops.hpp"
+#include "runtime/trainer_wire.hpp"
 #include "train/optimizer.hpp"
-#include "train/step_dump.hpp"
 #include "train/trainer.hpp"
 
 namespace meshloom {
@@ -162,7 +163,7 @@ int run_train_trainer(const World& w, const TrainRun& run, const std::string& re
         std::vector<float> before;
         if (dump) before.assign(trainer.params().begin(), trainer.params().end());
         if (faults.slow_at(b.step) > 0) faults_fired = 1;
-        wire::Ack ack = trainer.step(b, faults.slow_at(b.step));
+        wire::Ack ack = to_ack(trainer.step(step_input(b), faults.slow_at(b.step)));
         ack.wait_seconds = wait;
         ack.peak_flops = peak;
         if (dump) {

@@ -36,18 +36,6 @@ void keep_freed_memory_for_reuse() {
 
 }  // namespace
 
-model::Batch to_model_batch(const wire::MicroBatch& mb) {
-  model::Batch b;
-  b.tokens = mb.tokens;
-  b.targets = mb.targets;
-  b.positions = mb.positions;
-  b.patches = mb.patches;
-  b.samples.reserve(mb.tokens.size());
-  for (const auto& seg : mb.segments)
-    b.samples.insert(b.samples.end(), size_t(seg.length), seg.sample);
-  return b;
-}
-
 int threads_per_trainer(const World& w) {
   if (w.config.run.threads > 0) return int(w.config.run.threads);
   // Ranks share the node's cores; trainers get what is left after the others.
@@ -325,33 +313,33 @@ ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
   return c;
 }
 
-void Trainer::prepare_groups(const wire::Batch& batch, wire::Ack& ack) {
+void Trainer::prepare_groups(const train::StepInput& in, train::StepStats& st) {
   std::vector<std::vector<int>> groups;
-  for (const auto& g : batch.groups) groups.emplace_back(g.begin(), g.end());
+  for (const auto& g : in.groups) groups.emplace_back(g.begin(), g.end());
   WatchScope watch("the split of the step's group communicators");
-  const GroupCommStats st = groups_.prepare(groups);
+  const GroupCommStats host = groups_.prepare(groups);
   const GroupCommStats device = backend_->prepare_groups(groups);
-  ack.group_hits = st.hits;
-  ack.group_misses = st.misses;
-  ack.group_split_seconds = st.split_seconds + device.split_seconds;
-  ack.group_device_bytes = device.held_bytes;
-  ack.group_device_evictions = device.evictions;
+  st.group_hits = host.hits;
+  st.group_misses = host.misses;
+  st.group_split_seconds = host.split_seconds + device.split_seconds;
+  st.group_device_bytes = device.held_bytes;
+  st.group_device_evictions = device.evictions;
 }
 
 // The ring of a micro-batch split over a CP group, with the largest block a
 // member may send: at most ceil(L / k) tokens of each sequence, or C. Not C
 // alone: an offloaded piece holds more (the capacity counts its resident
 // layers, plan/plan.hpp). Also the micro-batch's attention work, sum L^2/k.
-RingGroup Trainer::ring_of(const wire::Batch& batch, const wire::MicroBatch& mb,
+RingGroup Trainer::ring_of(const train::StepInput& in, const train::MicroInput& mb,
                            double* attn_l2) const {
   const int64_t k = int64_t(std::max<size_t>(1, mb.group.size()));
   int64_t shares = 0;
   int32_t last = -1;
   *attn_l2 = 0;
-  for (const auto& seg : mb.segments) {
-    if (seg.sample == last) continue;  // a member's two chunks are one sequence
-    last = seg.sample;
-    const int64_t L = batch.samples[size_t(seg.sample)].length;
+  for (const train::SampleRun& run : mb.runs) {
+    if (run.sample == last) continue;  // a member's two chunks are one sequence
+    last = run.sample;
+    const int64_t L = in.samples[size_t(run.sample)].length;
     *attn_l2 += double(L) * double(L) / double(k);
     shares += ceil_div(L, k);
   }
@@ -363,7 +351,7 @@ RingGroup Trainer::ring_of(const wire::Batch& batch, const wire::MicroBatch& mb,
   std::vector<int> ranks;
   for (int m : group)
     ranks.push_back(int(std::lower_bound(sorted.begin(), sorted.end(), m) - sorted.begin()));
-  ring = RingGroup{groups_.get(group),    ranks,     mb.member, std::max(batch.capacity, shares),
+  ring = RingGroup{groups_.get(group),    ranks,     mb.member, std::max(in.capacity, shares),
                    w_.config.run.timeout, mb.ulysses};
   const int u = mb.ulysses;
   if (u > 1 && u < int(group.size())) {  // hybrid: the subgroup of consecutive group ranks
@@ -376,80 +364,81 @@ RingGroup Trainer::ring_of(const wire::Batch& batch, const wire::MicroBatch& mb,
 
 // Each prediction's loss to its sample's source (a micro-batch's tokens run
 // segment by segment).
-void Trainer::add_source_losses(const wire::Batch& batch, const wire::MicroBatch& mb,
-                                const model::Batch& b, const std::vector<double>& token_loss,
-                                wire::Ack& ack) const {
+void Trainer::add_source_losses(const train::StepInput& in, const train::MicroInput& mb,
+                                const std::vector<double>& token_loss, train::StepStats& st) const {
+  const model::Batch& b = mb.batch;
   if (token_loss.size() != size_t(b.size())) return;  // the backend keeps none
   const size_t sources = w_.config.data.sources.size();
-  ack.source_loss.resize(sources, 0.0);
-  ack.source_predictions.resize(sources, 0);
+  st.source_loss.resize(sources, 0.0);
+  st.source_predictions.resize(sources, 0);
   size_t k = 0;
-  for (const wire::Segment& seg : mb.segments) {
-    const size_t source = size_t(batch.samples.at(size_t(seg.sample)).source);
-    for (int64_t i = 0; i < seg.length; ++i, ++k)
+  for (const train::SampleRun& run : mb.runs) {
+    const size_t source = size_t(in.samples.at(size_t(run.sample)).source);
+    for (int64_t i = 0; i < run.length; ++i, ++k)
       if (b.targets[k] >= 0) {
-        ack.source_loss.at(source) += token_loss[k];
-        ++ack.source_predictions.at(source);
+        st.source_loss.at(source) += token_loss[k];
+        ++st.source_predictions.at(source);
       }
   }
 }
 
-void Trainer::account(const wire::Batch& batch, const wire::MicroBatch& mb, const model::Batch& b,
-                      const model::LossSum* ls, double attn_l2, double seconds,
-                      wire::Ack& ack) const {
+void Trainer::account(const train::StepInput& in, const train::MicroInput& mb,
+                      const model::LossSum& ls, double attn_l2, double seconds,
+                      train::StepStats& st) const {
+  const model::Batch& b = mb.batch;
   // An HDP rank's trainers run the same tokens: each does about 1/(tp x pp)
   // of the FLOPs, and one reports the tokens and the loss.
-  ack.flops += model::model_flops(model_->shape(), b) / (tp_ * pp_);
+  st.flops += model::model_flops(model_->shape(), b) / (tp_ * pp_);
   if (reports()) {
-    ack.tokens += b.size();
-    ack.loss_sum += ls->sum;
-    ack.predictions += ls->count;
-    add_source_losses(batch, mb, b, ls->token_loss, ack);
+    st.tokens += b.size();
+    st.loss_sum += ls.sum;
+    st.predictions += ls.count;
+    add_source_losses(in, mb, ls.token_loss, st);
   }
-  ack.micro.insert(ack.micro.end(), {double(b.size()), attn_l2,
-                                     double(std::max<size_t>(1, mb.group.size())), seconds});
+  st.micro.insert(st.micro.end(), {double(b.size()), attn_l2,
+                                   double(std::max<size_t>(1, mb.group.size())), seconds});
 }
 
-void Trainer::run_micro_batches(const wire::Batch& batch, double scale, wire::Ack& ack) {
-  for (size_t i = 0; i < batch.micro.size(); ++i) {
-    const wire::MicroBatch& mb = batch.micro[i];
+void Trainer::run_micro_batches(const train::StepInput& in, double scale, train::StepStats& st) {
+  for (size_t i = 0; i < in.micro.size(); ++i) {
+    const train::MicroInput& mb = in.micro[i];
     const auto mb_start = Clock::now();
-    const model::Batch b = to_model_batch(mb);
+    const model::Batch& b = mb.batch;
     double attn_l2 = 0;
-    const RingGroup ring = ring_of(batch, mb, &attn_l2);
+    const RingGroup ring = ring_of(in, mb, &attn_l2);
     const model::LossSum ls = backend_->forward_backward(
-        b, scale, ring.members.empty() ? nullptr : &ring, mb.offload, i + 1 == batch.micro.size());
-    account(batch, mb, b, &ls, attn_l2, seconds_since(mb_start), ack);
+        b, scale, ring.members.empty() ? nullptr : &ring, mb.offload, i + 1 == in.micro.size());
+    account(in, mb, ls, attn_l2, seconds_since(mb_start), st);
   }
 }
 
-wire::Ack Trainer::step(const wire::Batch& batch, double delay) {
+train::StepStats Trainer::step(const train::StepInput& in, double delay) {
   const auto t0 = Clock::now();
   if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-  wire::Ack ack;
-  ack.step = batch.step;
-  ack.trainer = trainer_;
+  train::StepStats st;
+  st.step = in.step;
+  st.trainer = trainer_;
   backend_->zero_grads();
-  prepare_groups(batch, ack);
+  prepare_groups(in, st);
   if (!announced_ && trainer_ == 0)
-    ack.note = "trainer 0 computes on " + backend_->describe() +
-               " (run.backend: " + config::enum_name(w_.config.run.backend) + ")" +
-               (memory_note_.empty() ? "" : "; " + memory_note_);
+    st.note = "trainer 0 computes on " + backend_->describe() +
+              " (run.backend: " + config::enum_name(w_.config.run.backend) + ")" +
+              (memory_note_.empty() ? "" : "; " + memory_note_);
   announced_ = true;
-  const double scale = batch.global_predictions > 0 ? 1.0 / double(batch.global_predictions) : 0;
+  const double scale = in.global_predictions > 0 ? 1.0 / double(in.global_predictions) : 0;
   if (pp_ > 1)
-    run_pipeline(batch, scale, ack);
+    run_pipeline(in, scale, st);
   else
-    run_micro_batches(batch, scale, ack);
-  ack.compute_seconds = seconds_since(t0);
+    run_micro_batches(in, scale, st);
+  st.compute_seconds = seconds_since(t0);
   // Gradients over all trainers; the norm is taken before clipping.
-  ack.grad_norm = std::sqrt(backend_->reduce_grads());
+  st.grad_norm = std::sqrt(backend_->reduce_grads());
   const double lr = train::learning_rate(w_.config.optim, step_, w_.config.run.steps);
-  backend_->update(lr, train::clip_scale(ack.grad_norm, w_.config.optim.grad_clip));
+  backend_->update(lr, train::clip_scale(st.grad_norm, w_.config.optim.grad_clip));
   params_stale_ = moments_stale_ = true;  // the backend's, brought back when asked
   ++step_;
-  ack.step_seconds = seconds_since(t0);
-  return ack;
+  st.step_seconds = seconds_since(t0);
+  return st;
 }
 
 }  // namespace meshloom

@@ -26,8 +26,8 @@
 #include "parallel/world.hpp"
 #include "train/backend.hpp"
 #include "train/optimizer.hpp"
+#include "train/step_io.hpp"
 #include "train/tp_comm.hpp"
-#include "wire/protocol.hpp"
 
 namespace meshloom {
 
@@ -37,10 +37,10 @@ class Trainer {
   // (which must outlive the trainer).
   Trainer(const World& w, const StepComms& comms);
 
-  // One optimizer step on this trainer's part of the global batch. Returns the
-  // measurements for the lead (loss sum, counts, timings, gradient norm).
-  // `delay` seconds are slept inside the compute (an injected slow trainer).
-  wire::Ack step(const wire::Batch& batch, double delay = 0);
+  // One optimizer step on this trainer's part of the global batch. Returns what
+  // it measured (loss sum, counts, timings, gradient norm). `delay` seconds are
+  // slept inside the compute (an injected slow trainer).
+  train::StepStats step(const train::StepInput& in, double delay = 0);
 
   model::Transformer<float>& model() { return *model_; }
   // The fp32 master weights after the last step (with run.backend: cuda
@@ -91,33 +91,28 @@ class Trainer {
 
   void start_optimizer();
   // The communicators of the step's CP groups (collective over the data
-  // axis), with what it took, into the acknowledgement.
-  void prepare_groups(const wire::Batch& batch, wire::Ack& ack);
+  // axis), with what it took, into `st`.
+  void prepare_groups(const train::StepInput& in, train::StepStats& st);
   // The tied embedding's gradient (its range of the buffer) summed over
   // stages 0 and pp - 1, in place.
   void tie_embedding(std::span<float> embed_grads);
   // This trainer reports its HDP rank's tokens and loss: TP rank 0 of the
   // last stage.
   bool reports() const { return tp_rank_ == 0 && stage_ == pp_ - 1; }
-  // Micro-batch `mb`'s measures into `ack`: its share of the FLOPs, its
+  // Micro-batch `mb`'s measures into `st`: its share of the FLOPs, its
   // tokens and loss where this trainer reports them, its timing row.
-  void account(const wire::Batch& batch, const wire::MicroBatch& mb, const model::Batch& b,
-               const model::LossSum* ls, double attn_l2, double seconds, wire::Ack& ack) const;
-  void add_source_losses(const wire::Batch& batch, const wire::MicroBatch& mb,
-                         const model::Batch& b, const std::vector<double>& token_loss,
-                         wire::Ack& ack) const;
+  void account(const train::StepInput& in, const train::MicroInput& mb, const model::LossSum& ls,
+               double attn_l2, double seconds, train::StepStats& st) const;
+  void add_source_losses(const train::StepInput& in, const train::MicroInput& mb,
+                         const std::vector<double>& token_loss, train::StepStats& st) const;
   // The micro-batches one after another (pp = 1), or this stage's 1F1B
   // schedule of them (trainer_pipeline.cpp).
-  void run_micro_batches(const wire::Batch& batch, double scale, wire::Ack& ack);
-  void run_pipeline(const wire::Batch& batch, double scale, wire::Ack& ack);
-  RingGroup ring_of(const wire::Batch& batch, const wire::MicroBatch& mb, double* attn_l2) const;
+  void run_micro_batches(const train::StepInput& in, double scale, train::StepStats& st);
+  void run_pipeline(const train::StepInput& in, double scale, train::StepStats& st);
+  RingGroup ring_of(const train::StepInput& in, const train::MicroInput& mb, double* attn_l2) const;
   void sync_host_params();  // the host's weights from the device, where stale
   void sync_host_state();   // weights and moments (checkpoints)
 };
-
-// Builds the model's view of a received micro-batch: tokens, targets,
-// positions, and the sample id of every token (the document mask).
-model::Batch to_model_batch(const wire::MicroBatch& mb);
 
 // Compute threads of each trainer of this rank's node: run.threads, or the
 // node's cores shared out over all its ranks.

@@ -2,7 +2,7 @@
 // of plan/pipeline_schedule.hpp over the pipeline's slots.
 //
 // Every trainer of an HDP rank receives the same micro-batches, each with
-// its slot (wire/protocol.hpp): the pipeline runs 1F1B over slots 0..S-1,
+// its slot (train/step_io.hpp): the pipeline runs 1F1B over slots 0..S-1,
 // S = the last slot + 1, and skips empty slots on every stage alike
 // (one_f_one_b_slots). A CP ring holds the same slot in each member
 // pipeline, so that stage s of every member reaches the ring's forward (and
@@ -44,11 +44,11 @@ std::vector<float> to_floats(const std::string& bytes) {
 }
 
 // The micro-batches' slots, checked to increase (the lead's pipeline_slots).
-std::vector<int32_t> slots_of(const wire::Batch& batch) {
+std::vector<int32_t> slots_of(const train::StepInput& in) {
   std::vector<int32_t> slots;
-  for (const auto& mb : batch.micro) {
+  for (const auto& mb : in.micro) {
     ML_CHECK(mb.slot >= 0 && (slots.empty() || mb.slot > slots.back()),
-             strf("step %lld: pipeline slots must increase; %d follows %d", (long long)batch.step,
+             strf("step %lld: pipeline slots must increase; %d follows %d", (long long)in.step,
                   mb.slot, slots.empty() ? -1 : slots.back()));
     slots.push_back(mb.slot);
   }
@@ -57,10 +57,10 @@ std::vector<int32_t> slots_of(const wire::Batch& batch) {
 
 }  // namespace
 
-void Trainer::run_pipeline(const wire::Batch& batch, double scale, wire::Ack& ack) {
+void Trainer::run_pipeline(const train::StepInput& in, double scale, train::StepStats& st) {
   const MPI_Comm comm = comms_.comm(Axis::pipeline);
   const bool first = stage_ == 0, last = stage_ == pp_ - 1;
-  const std::vector<int32_t> slots = slots_of(batch);
+  const std::vector<int32_t> slots = slots_of(in);
   // Who a wait is for, worked out only when it times out.
   auto waiting_for = [&](int stage, const char* what, int slot) {
     return [=, this] {
@@ -73,20 +73,18 @@ void Trainer::run_pipeline(const wire::Batch& batch, double scale, wire::Ack& ac
   using Transfer = TrainerBackend::StageTransfer;
   const bool on_device = backend_->moves_stages();
   const double timeout = w_.config.run.timeout;
-  const size_t count = batch.micro.size();
+  const size_t count = in.micro.size();
   std::vector<PendingSend> sends;
   std::vector<RingGroup> rings(count);
   std::vector<double> attn_l2(count, 0.0), seconds(count, 0.0);
-  std::vector<model::Batch> batches(count);
   std::vector<model::LossSum> losses(count);
   std::map<int, std::vector<float>> input_grads;  // last stage: d(input) from F until B
   const plan::PipeSchedule schedule = plan::one_f_one_b_slots(pp_, slots);
   for (const plan::PipeOp& op : schedule[size_t(stage_)]) {
     const int i = op.micro_batch;  // empty slots have no ops
-    const wire::MicroBatch& mb = batch.micro[size_t(i)];
-    model::Batch& b = batches[size_t(i)];
+    const train::MicroInput& mb = in.micro[size_t(i)];
+    const model::Batch& b = mb.batch;
     if (!op.backward) {
-      b = to_model_batch(mb);
       std::vector<float> input;
       if (!first) {
         const auto from = waiting_for(stage_ - 1, "the activations", mb.slot);
@@ -96,7 +94,7 @@ void Trainer::run_pipeline(const wire::Batch& batch, double scale, wire::Ack& ac
           input = to_floats(recv_bytes(stage_ - 1, kActivationTag, comm, timeout, from));
       }
       const auto start = Clock::now();
-      rings[size_t(i)] = ring_of(batch, mb, &attn_l2[size_t(i)]);
+      rings[size_t(i)] = ring_of(in, mb, &attn_l2[size_t(i)]);
       const RingGroup* ring = rings[size_t(i)].members.empty() ? nullptr : &rings[size_t(i)];
       if (last) {
         losses[size_t(i)] = backend_->last_stage(b, scale, input, ring, i, &input_grads[i]);
@@ -138,7 +136,7 @@ void Trainer::run_pipeline(const wire::Batch& batch, double scale, wire::Ack& ac
     backend_->finish_stage_sends(timeout);
   }
   for (size_t i = 0; i < count; ++i)
-    account(batch, batch.micro[i], batches[i], &losses[i], attn_l2[i], seconds[i], ack);
+    account(in, in.micro[i], losses[i], attn_l2[i], seconds[i], st);
 }
 
 }  // namespace meshloom

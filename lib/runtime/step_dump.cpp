@@ -1,4 +1,4 @@
-#include "train/step_dump.hpp"
+#include "runtime/step_dump.hpp"
 
 #include "base/bytes.hpp"
 #include "base/log.hpp"

@@ -1,0 +1,61 @@
+#include "runtime/trainer_wire.hpp"
+
+#include <utility>
+
+namespace meshloom {
+
+static_assert(train::kMicroColumns == wire::kMicroColumns, "Ack::micro carries StepStats::micro");
+
+train::StepInput step_input(const wire::Batch& batch) {
+  train::StepInput in;
+  in.step = batch.step;
+  in.global_predictions = batch.global_predictions;
+  in.capacity = batch.capacity;
+  in.samples.reserve(batch.samples.size());
+  for (const wire::Sample& s : batch.samples) in.samples.push_back({s.source, s.length});
+  in.groups = batch.groups;
+  in.micro.reserve(batch.micro.size());
+  for (const wire::MicroBatch& mb : batch.micro) {
+    train::MicroInput& m = in.micro.emplace_back();
+    m.batch.tokens = mb.tokens;
+    m.batch.targets = mb.targets;
+    m.batch.positions = mb.positions;
+    m.batch.patches = mb.patches;
+    m.batch.samples.reserve(mb.tokens.size());
+    for (const wire::Segment& seg : mb.segments) {
+      m.batch.samples.insert(m.batch.samples.end(), size_t(seg.length), seg.sample);
+      m.runs.push_back({seg.sample, seg.length});
+    }
+    m.group = mb.group;
+    m.member = mb.member;
+    m.offload = mb.offload;
+    m.slot = mb.slot;
+    m.ulysses = mb.ulysses;
+  }
+  return in;
+}
+
+wire::Ack to_ack(train::StepStats stats) {
+  wire::Ack ack;
+  ack.step = stats.step;
+  ack.trainer = stats.trainer;
+  ack.loss_sum = stats.loss_sum;
+  ack.predictions = stats.predictions;
+  ack.tokens = stats.tokens;
+  ack.flops = stats.flops;
+  ack.step_seconds = stats.step_seconds;
+  ack.compute_seconds = stats.compute_seconds;
+  ack.grad_norm = stats.grad_norm;
+  ack.note = std::move(stats.note);
+  ack.micro = std::move(stats.micro);
+  ack.group_hits = stats.group_hits;
+  ack.group_misses = stats.group_misses;
+  ack.group_split_seconds = stats.group_split_seconds;
+  ack.group_device_bytes = stats.group_device_bytes;
+  ack.group_device_evictions = stats.group_device_evictions;
+  ack.source_loss = std::move(stats.source_loss);
+  ack.source_predictions = std::move(stats.source_predictions);
+  return ack;
+}
+
+}  // namespace meshloom
