@@ -21,8 +21,8 @@ ML_MODULE_EXPORT void meshloom_cuda_init(meshloom::FatalHandler handler, int ran
 
 // (Named _backend since it takes a CudaBackendSpec: a module of the older
 // signature reports its entry points missing instead of misreading them.)
-ML_MODULE_EXPORT meshloom::TrainerBackend* meshloom_cuda_make_backend(
-    const meshloom::model::Shape* shape, const meshloom::CudaBackendSpec* spec,
+ML_MODULE_EXPORT meshloom::train::TrainerBackend* meshloom_cuda_make_backend(
+    const meshloom::model::Shape* shape, const meshloom::train::CudaBackendSpec* spec,
     std::string* error) {
   try {
     return meshloom::make_gpu_backend(*shape, *spec).release();

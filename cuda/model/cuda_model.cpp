@@ -54,6 +54,11 @@ namespace meshloom {
 namespace {
 
 using model::Op;
+using train::CudaBackendSpec;
+using train::DeviceMemoryInfo;
+using train::OptimizerSetup;
+using train::RingGroup;
+using train::TrainerBackend;
 
 // The GPU of the trainer with index `local_index` among its node's trainers:
 // more trainers than GPUs share them.
@@ -570,8 +575,8 @@ class CudaModel final : public TrainerBackend {
 
 }  // namespace
 
-std::unique_ptr<TrainerBackend> make_gpu_backend(const model::Shape& shape,
-                                                 const CudaBackendSpec& spec) {
+std::unique_ptr<train::TrainerBackend> make_gpu_backend(const model::Shape& shape,
+                                                        const train::CudaBackendSpec& spec) {
   std::string why;
   const int n = cuda_device_count(&why);
   if (n == 0) throw Error("run.backend: cuda, but no GPU is visible: " + why);

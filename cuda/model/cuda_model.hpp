@@ -11,7 +11,7 @@
 namespace meshloom {
 
 // See make_cuda_backend() in lib/train/backend.hpp.
-std::unique_ptr<TrainerBackend> make_gpu_backend(const model::Shape& shape,
-                                                 const CudaBackendSpec& spec);
+std::unique_ptr<train::TrainerBackend> make_gpu_backend(const model::Shape& shape,
+                                                        const train::CudaBackendSpec& spec);
 
 }  // namespace meshloom

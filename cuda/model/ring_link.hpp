@@ -56,7 +56,7 @@ class RingLink {
 // The ring as DeviceRingAttention is given it: the trainer's RingGroup
 // (`members` are ranks of `comm`, and for NCCL of the NCCL communicator, in
 // ring order; `me` this rank's index; `max_tokens` bounds every block).
-using RingSpec = RingGroup;
+using RingSpec = train::RingGroup;
 
 template <class T>
 std::unique_ptr<RingLink<T>> mpi_ring_link(RingSpec ring);

@@ -64,7 +64,8 @@ double node_sgemm_peak(const World& w) {
   double peak = 0;
   if (measures) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-    peak = measure_sgemm_peak(std::min(cores, int(trainers.size()) * threads_per_trainer(w)));
+    peak =
+        measure_sgemm_peak(std::min(cores, int(trainers.size()) * train::threads_per_trainer(w)));
   }
   sleeping_barrier(node, w.config.run.timeout, "after the sgemm peak measurement");
   MPI_CHECK(MPI_Comm_free(&node));

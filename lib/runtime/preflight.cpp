@@ -121,7 +121,7 @@ int print_dry_run(const World& w) {
   std::printf("# trainers: %s\n", w.mesh.describe().c_str());
   std::printf("# backend: %s", config::enum_name(w.config.run.backend));
 #ifdef MESHLOOM_HAVE_CUDA
-  std::printf(" (built with CUDA: %s)\n", cuda_backend_summary().c_str());
+  std::printf(" (built with CUDA: %s)\n", train::cuda_backend_summary().c_str());
 #else
   std::printf(" (CPU-only build)\n");
 #endif

@@ -82,7 +82,7 @@ void warn_schedule_change(const config::Config& config, const ResumePoint& p) {
 // The roofline for MFU, FLOP/s of this trainer's share: on the CPU one trainer
 // per node holds the node's peak, measured at start (node_sgemm_peak); a GPU
 // trainer has its own device's peak.
-double trainer_peak_flops(const World& w, Trainer& trainer, double node_peak) {
+double trainer_peak_flops(const World& w, train::Trainer& trainer, double node_peak) {
   if (w.config.run.backend != config::Backend::cuda) return node_peak;
   const double configured = w.config.run.peak_gflops * 1e9;
   MPI_CHECK(MPI_Barrier(w.role_comm));
@@ -149,7 +149,7 @@ void inject_trainer_fault(const InjectedFaults& faults, int rank, int64_t step) 
 int run_train_trainer(const World& w, const TrainRun& run, const std::string& resume_from,
                       double node_peak) {
   const StepComms comms(w.role_comm, w.mesh);
-  Trainer trainer(w, comms);
+  train::Trainer trainer(w, comms);
   const InjectedFaults faults(w.config, w.rank);
   if (!resume_from.empty()) trainer.load(ckpt::read_checkpoint(resume_from));
   CheckpointWriter writer(w);

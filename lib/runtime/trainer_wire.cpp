@@ -1,5 +1,6 @@
 #include "runtime/trainer_wire.hpp"
 
+#include <tuple>
 #include <utility>
 
 namespace meshloom {
@@ -37,22 +38,16 @@ train::StepInput step_input(const wire::Batch& batch) {
 
 wire::Ack to_ack(train::StepStats stats) {
   wire::Ack ack;
-  ack.step = stats.step;
-  ack.trainer = stats.trainer;
-  ack.loss_sum = stats.loss_sum;
-  ack.predictions = stats.predictions;
-  ack.tokens = stats.tokens;
-  ack.flops = stats.flops;
-  ack.step_seconds = stats.step_seconds;
-  ack.compute_seconds = stats.compute_seconds;
-  ack.grad_norm = stats.grad_norm;
+  std::tie(ack.step, ack.trainer, ack.loss_sum, ack.predictions, ack.tokens, ack.flops,
+           ack.step_seconds, ack.compute_seconds, ack.grad_norm) =
+      std::tie(stats.step, stats.trainer, stats.loss_sum, stats.predictions, stats.tokens,
+               stats.flops, stats.step_seconds, stats.compute_seconds, stats.grad_norm);
+  std::tie(ack.group_hits, ack.group_misses, ack.group_split_seconds, ack.group_device_bytes,
+           ack.group_device_evictions) =
+      std::tie(stats.group_hits, stats.group_misses, stats.group_split_seconds,
+               stats.group_device_bytes, stats.group_device_evictions);
   ack.note = std::move(stats.note);
   ack.micro = std::move(stats.micro);
-  ack.group_hits = stats.group_hits;
-  ack.group_misses = stats.group_misses;
-  ack.group_split_seconds = stats.group_split_seconds;
-  ack.group_device_bytes = stats.group_device_bytes;
-  ack.group_device_evictions = stats.group_device_evictions;
   ack.source_loss = std::move(stats.source_loss);
   ack.source_predictions = std::move(stats.source_predictions);
   return ack;

@@ -37,9 +37,9 @@
 #include "model/params.hpp"
 #include "model/transformer.hpp"
 
-namespace meshloom {
+namespace meshloom::train {
 
-// The CP group of a micro-batch (as for train::RingAttention): members'
+// The CP group of a micro-batch (as for RingAttention): members'
 // ranks in `comm` in ring order, this rank's index, the largest block any
 // member holds (C, or more for offloaded pieces: Trainer::step), and the
 // deadline of every transfer. `ulysses`: the plan's Ulysses degree u (1: a
@@ -246,4 +246,4 @@ std::unique_ptr<TrainerBackend> make_cuda_backend(const model::Shape& shape,
 // the module.
 std::string cuda_backend_summary();
 
-}  // namespace meshloom
+}  // namespace meshloom::train

@@ -9,7 +9,7 @@
 #include "train/ring_attention.hpp"
 #include "train/ulysses_attention.hpp"
 
-namespace meshloom {
+namespace meshloom::train {
 
 namespace {
 
@@ -29,19 +29,18 @@ std::unique_ptr<model::AttentionBackend<float>> make_ring(const RingGroup* ring,
   attn.threads = threads;
   const int k = int(ring->members.size());
   if (ring->ulysses <= 1)
-    return std::make_unique<train::RingAttention>(ring->comm, ring->members, ring->me,
-                                                  ring->max_tokens, attn, ring->timeout_s);
+    return std::make_unique<RingAttention>(ring->comm, ring->members, ring->me, ring->max_tokens,
+                                           attn, ring->timeout_s);
   const int rank = ring->members[size_t(ring->me)];
   if (ring->ulysses == k)
-    return std::make_unique<train::UlyssesAttention<float>>(ring->comm, rank, attn,
-                                                            ring->timeout_s);
-  return std::make_unique<train::HybridAttention>(ring->comm, rank, ring->ulysses, ring->max_tokens,
-                                                  attn, ring->timeout_s, ring->subgroup);
+    return std::make_unique<UlyssesAttention<float>>(ring->comm, rank, attn, ring->timeout_s);
+  return std::make_unique<HybridAttention>(ring->comm, rank, ring->ulysses, ring->max_tokens, attn,
+                                           ring->timeout_s, ring->subgroup);
 }
 
 }  // namespace
 
-CpuBackend::CpuBackend(model::Transformer<float>* model, train::AdamW* adam, int64_t max_tokens)
+CpuBackend::CpuBackend(model::Transformer<float>* model, AdamW* adam, int64_t max_tokens)
     : model_(model), adam_(adam) {
   model_->reserve(max_tokens);
 }
@@ -191,4 +190,4 @@ void CpuBackend::download_moments(std::span<float> m, std::span<float> v) {
   copy_unless_same(adam_->v(), v);
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::train

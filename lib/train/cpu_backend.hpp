@@ -13,7 +13,7 @@
 #include "train/backend.hpp"
 #include "train/optimizer.hpp"
 
-namespace meshloom {
+namespace meshloom::train {
 
 class CpuBackend final : public TrainerBackend {
  public:
@@ -21,7 +21,7 @@ class CpuBackend final : public TrainerBackend {
   // to the trainer and outlive the backend. The model's activations are
   // reserved for micro-batches of `max_tokens`, so that none is first met
   // mid-run.
-  CpuBackend(model::Transformer<float>* model, train::AdamW* adam, int64_t max_tokens);
+  CpuBackend(model::Transformer<float>* model, AdamW* adam, int64_t max_tokens);
 
   std::string describe() const override;
   void start_optimizer(const OptimizerSetup& opt, std::span<const float> params) override;
@@ -64,7 +64,7 @@ class CpuBackend final : public TrainerBackend {
   };
 
   model::Transformer<float>* model_;
-  train::AdamW* adam_;
+  AdamW* adam_;
   std::map<int, Parked> parked_;    // by slot
   std::vector<Activations> spare_;  // sets whose buffers the next forwards reuse
   OptimizerSetup opt_;
@@ -72,4 +72,4 @@ class CpuBackend final : public TrainerBackend {
   std::vector<float> reduced_;  // the last step's reduced gradient (this shard with ZeRO-1)
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::train

@@ -13,7 +13,7 @@
 #include "base/check.hpp"
 #include "train/backend.hpp"
 
-namespace meshloom {
+namespace meshloom::train {
 
 #ifdef MESHLOOM_HAVE_CUDA
 namespace {
@@ -96,4 +96,4 @@ std::string cuda_backend_summary() { return "CPU-only build"; }
 
 #endif
 
-}  // namespace meshloom
+}  // namespace meshloom::train

@@ -53,29 +53,27 @@ struct StepInput {
 // What one step measured on this trainer.
 struct StepStats {
   int64_t step = 0;
-  int32_t trainer = 0;
-  double loss_sum = 0;  // sum of -log p over this trainer's predictions
-  int64_t predictions = 0;
-  int64_t tokens = 0;
-  double flops = 0;            // model FLOPs of this trainer's step
-  double step_seconds = 0;     // wall time of the step
-  double compute_seconds = 0;  // forward + backward
-  double grad_norm = 0;        // global, before clipping (same on every trainer)
-  std::string note;            // a line for the log (the device, at the first step)
+  int32_t trainer = 0;  // index among all trainers
+  // The tokens this trainer reports (one per HDP rank), its predictions and
+  // their sum of -log p; the model FLOPs of its share of the step.
+  int64_t tokens = 0, predictions = 0;
+  double loss_sum = 0, flops = 0;
+  double step_seconds = 0, compute_seconds = 0;  // wall time; of it forward + backward
+  double grad_norm = 0;  // global, before clipping (the same on every trainer)
+  std::string note;      // a line for the log (the device, at the first step)
   // Per micro-batch, kMicroColumns numbers: tokens held, sum over its
   // sequences of L^2/k (its share of attention work), the ring size k, seconds
   // (forward + backward): what the planner's cost model predicts, measured.
   std::vector<double> micro;
-  // The step's group communicators (MpiGroupComms::prepare): member sets
-  // found in the cache, split, and the seconds splitting took; the CUDA
-  // backend's device memory for them and how many it evicted.
-  int64_t group_hits = 0, group_misses = 0;
-  double group_split_seconds = 0;
-  int64_t group_device_bytes = 0, group_device_evictions = 0;
-  // Per source (index in data.sources): sum of -log p and predictions of this
-  // trainer's tokens; empty when its backend gives no per-token losses.
+  // Per source (index in data.sources), this trainer's sum of -log p and its
+  // predictions; empty when the backend gives no per-token losses.
   std::vector<double> source_loss;
   std::vector<int64_t> source_predictions;
+  // The step's group communicators (MpiGroupComms::prepare): member sets
+  // found in the cache and split, the seconds splitting took; the device
+  // memory the CUDA backend's communicators hold, and how many it evicted.
+  int64_t group_hits = 0, group_misses = 0, group_device_bytes = 0, group_device_evictions = 0;
+  double group_split_seconds = 0;
 };
 constexpr size_t kMicroColumns = 4;  // numbers per micro-batch in StepStats::micro
 

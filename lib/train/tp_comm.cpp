@@ -8,7 +8,7 @@
 #include "comm/mpi_check.hpp"
 #include "parallel/watchdog.hpp"
 
-namespace meshloom {
+namespace meshloom::train {
 namespace {
 
 // out[i] = Σ_r parts[r·n + i], added in rank order: the same bits on every rank.
@@ -160,4 +160,4 @@ std::vector<float> shard_of_whole(const model::ParamLayout& mine, std::span<cons
   return out;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::train

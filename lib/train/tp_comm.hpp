@@ -19,7 +19,7 @@
 #include "model/params.hpp"
 #include "model/tensor_parallel.hpp"
 
-namespace meshloom {
+namespace meshloom::train {
 
 class MpiTpComm final : public model::TpComm<float> {
  public:
@@ -58,4 +58,4 @@ std::vector<float> gather_whole(const model::Shape& shape,
 // of the whole model's.
 std::vector<float> shard_of_whole(const model::ParamLayout& mine, std::span<const float> whole);
 
-}  // namespace meshloom
+}  // namespace meshloom::train

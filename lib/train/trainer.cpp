@@ -20,7 +20,7 @@
 #include "plan/pipeline.hpp"
 #include "train/cpu_backend.hpp"
 
-namespace meshloom {
+namespace meshloom::train {
 
 namespace {
 
@@ -85,8 +85,8 @@ Trainer::Trainer(const World& w, const StepComms& comms)
     shard_begin_ = 0;
     shard_end_ = n;
   }
-  adam_ = std::make_unique<train::AdamW>(w.config.optim, shard_begin_, shard_end_,
-                                         model_->layout().decay_ranges());
+  adam_ = std::make_unique<AdamW>(w.config.optim, shard_begin_, shard_end_,
+                                  model_->layout().decay_ranges());
   keep_freed_memory_for_reuse();
   if (w.config.run.backend == config::Backend::cuda) {
     // One GPU per trainer: the trainer's index among the node's trainers.
@@ -313,7 +313,7 @@ ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
   return c;
 }
 
-void Trainer::prepare_groups(const train::StepInput& in, train::StepStats& st) {
+void Trainer::prepare_groups(const StepInput& in, StepStats& st) {
   std::vector<std::vector<int>> groups;
   for (const auto& g : in.groups) groups.emplace_back(g.begin(), g.end());
   WatchScope watch("the split of the step's group communicators");
@@ -330,13 +330,12 @@ void Trainer::prepare_groups(const train::StepInput& in, train::StepStats& st) {
 // member may send: at most ceil(L / k) tokens of each sequence, or C. Not C
 // alone: an offloaded piece holds more (the capacity counts its resident
 // layers, plan/plan.hpp). Also the micro-batch's attention work, sum L^2/k.
-RingGroup Trainer::ring_of(const train::StepInput& in, const train::MicroInput& mb,
-                           double* attn_l2) const {
+RingGroup Trainer::ring_of(const StepInput& in, const MicroInput& mb, double* attn_l2) const {
   const int64_t k = int64_t(std::max<size_t>(1, mb.group.size()));
   int64_t shares = 0;
   int32_t last = -1;
   *attn_l2 = 0;
-  for (const train::SampleRun& run : mb.runs) {
+  for (const SampleRun& run : mb.runs) {
     if (run.sample == last) continue;  // a member's two chunks are one sequence
     last = run.sample;
     const int64_t L = in.samples[size_t(run.sample)].length;
@@ -364,15 +363,15 @@ RingGroup Trainer::ring_of(const train::StepInput& in, const train::MicroInput& 
 
 // Each prediction's loss to its sample's source (a micro-batch's tokens run
 // segment by segment).
-void Trainer::add_source_losses(const train::StepInput& in, const train::MicroInput& mb,
-                                const std::vector<double>& token_loss, train::StepStats& st) const {
+void Trainer::add_source_losses(const StepInput& in, const MicroInput& mb,
+                                const std::vector<double>& token_loss, StepStats& st) const {
   const model::Batch& b = mb.batch;
   if (token_loss.size() != size_t(b.size())) return;  // the backend keeps none
   const size_t sources = w_.config.data.sources.size();
   st.source_loss.resize(sources, 0.0);
   st.source_predictions.resize(sources, 0);
   size_t k = 0;
-  for (const train::SampleRun& run : mb.runs) {
+  for (const SampleRun& run : mb.runs) {
     const size_t source = size_t(in.samples.at(size_t(run.sample)).source);
     for (int64_t i = 0; i < run.length; ++i, ++k)
       if (b.targets[k] >= 0) {
@@ -382,9 +381,8 @@ void Trainer::add_source_losses(const train::StepInput& in, const train::MicroIn
   }
 }
 
-void Trainer::account(const train::StepInput& in, const train::MicroInput& mb,
-                      const model::LossSum& ls, double attn_l2, double seconds,
-                      train::StepStats& st) const {
+void Trainer::account(const StepInput& in, const MicroInput& mb, const model::LossSum& ls,
+                      double attn_l2, double seconds, StepStats& st) const {
   const model::Batch& b = mb.batch;
   // An HDP rank's trainers run the same tokens: each does about 1/(tp x pp)
   // of the FLOPs, and one reports the tokens and the loss.
@@ -399,9 +397,9 @@ void Trainer::account(const train::StepInput& in, const train::MicroInput& mb,
                                    double(std::max<size_t>(1, mb.group.size())), seconds});
 }
 
-void Trainer::run_micro_batches(const train::StepInput& in, double scale, train::StepStats& st) {
+void Trainer::run_micro_batches(const StepInput& in, double scale, StepStats& st) {
   for (size_t i = 0; i < in.micro.size(); ++i) {
-    const train::MicroInput& mb = in.micro[i];
+    const MicroInput& mb = in.micro[i];
     const auto mb_start = Clock::now();
     const model::Batch& b = mb.batch;
     double attn_l2 = 0;
@@ -412,10 +410,10 @@ void Trainer::run_micro_batches(const train::StepInput& in, double scale, train:
   }
 }
 
-train::StepStats Trainer::step(const train::StepInput& in, double delay) {
+StepStats Trainer::step(const StepInput& in, double delay) {
   const auto t0 = Clock::now();
   if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-  train::StepStats st;
+  StepStats st;
   st.step = in.step;
   st.trainer = trainer_;
   backend_->zero_grads();
@@ -433,12 +431,12 @@ train::StepStats Trainer::step(const train::StepInput& in, double delay) {
   st.compute_seconds = seconds_since(t0);
   // Gradients over all trainers; the norm is taken before clipping.
   st.grad_norm = std::sqrt(backend_->reduce_grads());
-  const double lr = train::learning_rate(w_.config.optim, step_, w_.config.run.steps);
-  backend_->update(lr, train::clip_scale(st.grad_norm, w_.config.optim.grad_clip));
+  const double lr = learning_rate(w_.config.optim, step_, w_.config.run.steps);
+  backend_->update(lr, clip_scale(st.grad_norm, w_.config.optim.grad_clip));
   params_stale_ = moments_stale_ = true;  // the backend's, brought back when asked
   ++step_;
   st.step_seconds = seconds_since(t0);
   return st;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::train

@@ -29,7 +29,7 @@
 #include "train/step_io.hpp"
 #include "train/tp_comm.hpp"
 
-namespace meshloom {
+namespace meshloom::train {
 
 class Trainer {
  public:
@@ -40,7 +40,7 @@ class Trainer {
   // One optimizer step on this trainer's part of the global batch. Returns what
   // it measured (loss sum, counts, timings, gradient norm). `delay` seconds are
   // slept inside the compute (an injected slow trainer).
-  train::StepStats step(const train::StepInput& in, double delay = 0);
+  StepStats step(const StepInput& in, double delay = 0);
 
   model::Transformer<float>& model() { return *model_; }
   // The fp32 master weights after the last step (with run.backend: cuda
@@ -80,7 +80,7 @@ class Trainer {
   MpiGroupComms groups_;                    // the step's CP groups, on the data axis
   model::ParamLayout whole_layout_;
   std::unique_ptr<model::Transformer<float>> model_;
-  std::unique_ptr<train::AdamW> adam_;  // this trainer's slice of the moments
+  std::unique_ptr<AdamW> adam_;  // this trainer's slice of the moments
   std::unique_ptr<TrainerBackend> backend_;
   int64_t shard_begin_ = 0, shard_end_ = 0, shard_size_ = 0;
   int64_t step_ = 0;
@@ -92,7 +92,7 @@ class Trainer {
   void start_optimizer();
   // The communicators of the step's CP groups (collective over the data
   // axis), with what it took, into `st`.
-  void prepare_groups(const train::StepInput& in, train::StepStats& st);
+  void prepare_groups(const StepInput& in, StepStats& st);
   // The tied embedding's gradient (its range of the buffer) summed over
   // stages 0 and pp - 1, in place.
   void tie_embedding(std::span<float> embed_grads);
@@ -101,15 +101,15 @@ class Trainer {
   bool reports() const { return tp_rank_ == 0 && stage_ == pp_ - 1; }
   // Micro-batch `mb`'s measures into `st`: its share of the FLOPs, its
   // tokens and loss where this trainer reports them, its timing row.
-  void account(const train::StepInput& in, const train::MicroInput& mb, const model::LossSum& ls,
-               double attn_l2, double seconds, train::StepStats& st) const;
-  void add_source_losses(const train::StepInput& in, const train::MicroInput& mb,
-                         const std::vector<double>& token_loss, train::StepStats& st) const;
+  void account(const StepInput& in, const MicroInput& mb, const model::LossSum& ls, double attn_l2,
+               double seconds, StepStats& st) const;
+  void add_source_losses(const StepInput& in, const MicroInput& mb,
+                         const std::vector<double>& token_loss, StepStats& st) const;
   // The micro-batches one after another (pp = 1), or this stage's 1F1B
   // schedule of them (trainer_pipeline.cpp).
-  void run_micro_batches(const train::StepInput& in, double scale, train::StepStats& st);
-  void run_pipeline(const train::StepInput& in, double scale, train::StepStats& st);
-  RingGroup ring_of(const train::StepInput& in, const train::MicroInput& mb, double* attn_l2) const;
+  void run_micro_batches(const StepInput& in, double scale, StepStats& st);
+  void run_pipeline(const StepInput& in, double scale, StepStats& st);
+  RingGroup ring_of(const StepInput& in, const MicroInput& mb, double* attn_l2) const;
   void sync_host_params();  // the host's weights from the device, where stale
   void sync_host_state();   // weights and moments (checkpoints)
 };
@@ -118,4 +118,4 @@ class Trainer {
 // node's cores shared out over all its ranks.
 int threads_per_trainer(const World& w);
 
-}  // namespace meshloom
+}  // namespace meshloom::train

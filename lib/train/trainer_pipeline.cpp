@@ -26,7 +26,7 @@
 #include "plan/pipeline_slots.hpp"
 #include "train/trainer.hpp"
 
-namespace meshloom {
+namespace meshloom::train {
 
 namespace {
 
@@ -44,7 +44,7 @@ std::vector<float> to_floats(const std::string& bytes) {
 }
 
 // The micro-batches' slots, checked to increase (the lead's pipeline_slots).
-std::vector<int32_t> slots_of(const train::StepInput& in) {
+std::vector<int32_t> slots_of(const StepInput& in) {
   std::vector<int32_t> slots;
   for (const auto& mb : in.micro) {
     ML_CHECK(mb.slot >= 0 && (slots.empty() || mb.slot > slots.back()),
@@ -57,7 +57,7 @@ std::vector<int32_t> slots_of(const train::StepInput& in) {
 
 }  // namespace
 
-void Trainer::run_pipeline(const train::StepInput& in, double scale, train::StepStats& st) {
+void Trainer::run_pipeline(const StepInput& in, double scale, StepStats& st) {
   const MPI_Comm comm = comms_.comm(Axis::pipeline);
   const bool first = stage_ == 0, last = stage_ == pp_ - 1;
   const std::vector<int32_t> slots = slots_of(in);
@@ -82,7 +82,7 @@ void Trainer::run_pipeline(const train::StepInput& in, double scale, train::Step
   const plan::PipeSchedule schedule = plan::one_f_one_b_slots(pp_, slots);
   for (const plan::PipeOp& op : schedule[size_t(stage_)]) {
     const int i = op.micro_batch;  // empty slots have no ops
-    const train::MicroInput& mb = in.micro[size_t(i)];
+    const MicroInput& mb = in.micro[size_t(i)];
     const model::Batch& b = mb.batch;
     if (!op.backward) {
       std::vector<float> input;
@@ -139,4 +139,4 @@ void Trainer::run_pipeline(const train::StepInput& in, double scale, train::Step
     account(in, in.micro[i], losses[i], attn_l2[i], seconds[i], st);
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::train
