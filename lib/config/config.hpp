@@ -14,6 +14,7 @@
 
 #include "base/log.hpp"
 #include "config/schema.hpp"
+#include "config/source_format.hpp"
 
 namespace meshloom::config {
 
@@ -21,7 +22,6 @@ namespace meshloom::config {
 enum class Backend { cpu, cuda };
 enum class Precision { bf16, fp32 };
 enum class GpuComm { automatic, nccl, mpi };
-enum class SourceFormat { indexed, jsonl, text, tar, webdataset };
 enum class DataMode { disaggregated, colocated };
 enum class Planner { hdp, bytescale, naive, static_grid };
 enum class Balance { dp, pp };
@@ -42,8 +42,7 @@ struct EnumNames<GpuComm> {
 };
 template <>
 struct EnumNames<SourceFormat> {
-  static constexpr std::array<const char*, 5> names{"indexed", "jsonl", "text", "tar",
-                                                    "webdataset"};
+  static constexpr std::array<const char*, 5> names = kSourceFormatNames;
 };
 template <>
 struct EnumNames<DataMode> {

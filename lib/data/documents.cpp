@@ -436,23 +436,15 @@ void list_folder(const fs::path& root, const fs::path& dir, const Keep& keep,
 
 // ------------------------------------------------------------ the reader
 
-InputFormat parse_input_format(const std::string& name) {
-  if (name == "text") return InputFormat::kText;
-  if (name == "jsonl") return InputFormat::kJsonl;
-  if (name == "tar") return InputFormat::kTar;
+config::SourceFormat parse_input_format(const std::string& name) {
+  for (config::SourceFormat f :
+       {config::SourceFormat::text, config::SourceFormat::jsonl, config::SourceFormat::tar})
+    if (name == input_format_name(f)) return f;
   throw Error("unknown input format '" + name + "' (text, jsonl, tar)");
 }
 
-const char* input_format_name(InputFormat format) {
-  switch (format) {
-    case InputFormat::kText:
-      return "text";
-    case InputFormat::kJsonl:
-      return "jsonl";
-    case InputFormat::kTar:
-      return "tar";
-  }
-  return "?";
+const char* input_format_name(config::SourceFormat format) {
+  return config::kSourceFormatNames.at(size_t(format));
 }
 
 void InputReport::add_problem(const std::string& name, const std::string& reason) {
@@ -470,7 +462,7 @@ DocumentReader::DocumentReader(std::vector<std::string> inputs, ReaderOptions op
       throw Error("cannot read input " + input + ": " + std::strerror(errno));
     if (S_ISDIR(st.st_mode)) {
       std::vector<FileEntry> files;
-      const bool tar = options_.format == InputFormat::kTar;
+      const bool tar = options_.format == config::SourceFormat::tar;
       const std::string& glob = options_.glob;
       list_folder(
           fs::path(input), fs::path(input),
@@ -508,15 +500,19 @@ bool DocumentReader::next(Document* doc) {
       const FileEntry& f = units_[next_unit_];
       try {
         switch (options_.format) {
-          case InputFormat::kText:
+          case config::SourceFormat::text:
             current_ = std::make_unique<WholeFileUnit>(f.path, f.size, options_.max_document_bytes);
             break;
-          case InputFormat::kJsonl:
+          case config::SourceFormat::jsonl:
             current_ = std::make_unique<JsonlUnit>(f.path, options_);
             break;
-          case InputFormat::kTar:
+          case config::SourceFormat::tar:
             current_ = std::make_unique<TarUnit>(f.path, options_, f.named);
             break;
+          case config::SourceFormat::indexed:  // tokens, not documents: their own readers
+          case config::SourceFormat::webdataset:
+            ML_FAIL(
+                strf("the document reader does not read %s", input_format_name(options_.format)));
         }
       } catch (const UnitFailure& e) {
         if (f.named) throw Error("cannot read input " + f.path + ": " + e.reason);

@@ -29,16 +29,16 @@
 #include <string>
 #include <vector>
 
+#include "config/source_format.hpp"
+
 namespace meshloom::data {
 
-enum class InputFormat { kText, kJsonl, kTar };
-
-// "text" | "jsonl" | "tar"; throws Error on anything else.
-InputFormat parse_input_format(const std::string& name);
-const char* input_format_name(InputFormat format);
+// The reader's formats: "text" | "jsonl" | "tar"; throws Error on anything else.
+config::SourceFormat parse_input_format(const std::string& name);
+const char* input_format_name(config::SourceFormat format);
 
 struct ReaderOptions {
-  InputFormat format = InputFormat::kText;
+  config::SourceFormat format = config::SourceFormat::text;  // text, jsonl or tar
   // fnmatch(3) pattern selecting documents: files inside folders (text,
   // jsonl) or members inside archives (tar), matched against the base name
   // ("*.rst.txt"), or against the relative path if it contains '/'. Empty:

@@ -108,7 +108,7 @@ std::vector<std::string> expand_shard_patterns(const std::vector<std::string>& i
 namespace {
 ReaderOptions tar_options(const WebDatasetOptions& options) {
   ReaderOptions r;
-  r.format = InputFormat::kTar;
+  r.format = config::SourceFormat::tar;
   r.fix_utf8 = false;  // members are images; captions are repaired here
   r.max_document_bytes = options.max_member_bytes;
   r.max_named_problems = options.max_named_problems;

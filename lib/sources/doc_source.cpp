@@ -106,18 +106,6 @@ class CachedTokens {
   std::vector<int32_t> wide_;
 };
 
-// The reader's format of a raw (not indexed) source.
-data::InputFormat raw_format(config::SourceFormat format) {
-  switch (format) {
-    case config::SourceFormat::jsonl:
-      return data::InputFormat::kJsonl;
-    case config::SourceFormat::tar:
-      return data::InputFormat::kTar;
-    default:
-      return data::InputFormat::kText;
-  }
-}
-
 // Raw text (a folder of text files, JSON Lines, tar archives) tokenized on
 // the fly. Opening reads every document's text into one arena (the source's
 // state: what a per-rank data loader holds, once per rank); tokens are made on
@@ -133,7 +121,7 @@ class RawDocSource final : public DocSource {
         narrow_(tokenizer_->vocab_size() <= 65536),
         cache_(cache_tokens) {
     data::ReaderOptions opt;
-    opt.format = raw_format(source.format);
+    opt.format = source.format;
     data::DocumentReader reader({source.path}, opt);
     data::Document doc;
     while (reader.next(&doc)) {
@@ -265,7 +253,7 @@ void check_source(const config::Config& config, size_t i) {
   // Read the text once here: the loaders drop bad lines and repair bad
   // UTF-8 as `meshloom prepare` does, and this is the one place to say so.
   data::ReaderOptions opt;
-  opt.format = raw_format(s.format);
+  opt.format = s.format;
   data::DocumentReader reader({s.path}, opt);
   data::Document doc;
   while (reader.next(&doc)) {

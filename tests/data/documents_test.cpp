@@ -72,7 +72,7 @@ std::vector<std::string> names(const std::vector<Document>& docs) {
   return out;
 }
 
-ReaderOptions opts(InputFormat f, std::string glob = "") {
+ReaderOptions opts(config::SourceFormat f, std::string glob = "") {
   ReaderOptions o;
   o.format = f;
   o.glob = std::move(glob);
@@ -133,7 +133,7 @@ TEST(TextReader, FolderRecursiveSortedWithGlob) {
   write_file(dir.file("docs/library/image.png"), "\x89PNG not text");
   write_file(dir.file("docs/conf.py"), "x = 1\n");
 
-  DocumentReader r({dir.file("docs")}, opts(InputFormat::kText, "*.rst.txt"));
+  DocumentReader r({dir.file("docs")}, opts(config::SourceFormat::text, "*.rst.txt"));
   EXPECT_EQ(r.num_files(), 4u);  // the .png and .py are filtered out
   const auto docs = read_all(r);
   EXPECT_EQ(names(docs), (std::vector<std::string>{dir.file("docs/a_tutorial/intro.rst.txt"),
@@ -155,7 +155,7 @@ TEST(TextReader, SingleFileAndMultipleInputsInOrder) {
   TempDir dir;
   write_file(dir.file("b.txt"), "bee");
   write_file(dir.file("a.txt"), "ay");
-  DocumentReader r({dir.file("b.txt"), dir.file("a.txt")}, opts(InputFormat::kText));
+  DocumentReader r({dir.file("b.txt"), dir.file("a.txt")}, opts(config::SourceFormat::text));
   const auto docs = read_all(r);
   ASSERT_EQ(docs.size(), 2u);
   EXPECT_EQ(docs[0].text, "bee");  // the caller's order, not sorted
@@ -164,7 +164,7 @@ TEST(TextReader, SingleFileAndMultipleInputsInOrder) {
 
 TEST(TextReader, MissingInputIsFatalAndNamed) {
   try {
-    DocumentReader r({"/nonexistent/corpus"}, opts(InputFormat::kText));
+    DocumentReader r({"/nonexistent/corpus"}, opts(config::SourceFormat::text));
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/corpus"), std::string::npos) << e.what();
@@ -178,7 +178,7 @@ TEST(TextReader, TooLargeAndCorruptCompressedFilesAreCountedNotFatal) {
   write_file(dir.file("in/ok.txt"), "fine");
   const char kBadGzip[] = "\x1f\x8b\x08\x00 this is a gzip header, then no deflate stream";
   write_file(dir.file("in/broken.txt.gz"), std::string(kBadGzip, sizeof(kBadGzip) - 1));
-  ReaderOptions o = opts(InputFormat::kText);
+  ReaderOptions o = opts(config::SourceFormat::text);
   o.max_document_bytes = 50;
   DocumentReader r({dir.file("in")}, o);
   const auto docs = read_all(r);
@@ -205,7 +205,7 @@ TEST(TextReader, CompressedTextFile) {
   archive_entry_free(e);
   archive_write_close(a);
   archive_write_free(a);
-  DocumentReader r({dir.file("t.txt.gz")}, opts(InputFormat::kText));
+  DocumentReader r({dir.file("t.txt.gz")}, opts(config::SourceFormat::text));
   const auto docs = read_all(r);
   ASSERT_EQ(docs.size(), 1u);
   EXPECT_EQ(docs[0].text, text);
@@ -222,7 +222,7 @@ TEST(TextReader, UnreadableFileInFolderIsCounted) {
     write_file(dir.file("in/secret.txt"), "s");
     ::chmod(dir.file("in/secret.txt").c_str(), 0);
   }
-  DocumentReader r({dir.file("in")}, opts(InputFormat::kText));
+  DocumentReader r({dir.file("in")}, opts(config::SourceFormat::text));
   EXPECT_EQ(read_all(r).size(), 1u);
   EXPECT_EQ(r.report().unreadable, 1u);
   EXPECT_NE(r.report().problems.at(0).find("secret.txt"), std::string::npos);
@@ -244,7 +244,7 @@ TEST(JsonlReader, GoodBadAndInvalidLines) {
              "[1, 2]\n"                                    // line 8: not an object
              "{\"text\": \"bad \xFF byte\"}\n"             // line 9: invalid UTF-8
              "{\"text\": \"last, no newline\"}");
-  DocumentReader r({path}, opts(InputFormat::kJsonl));
+  DocumentReader r({path}, opts(config::SourceFormat::jsonl));
   const auto docs = read_all(r);
   ASSERT_EQ(docs.size(), 4u);
   EXPECT_EQ(docs[0].text, "first doc");
@@ -272,7 +272,7 @@ TEST(JsonlReader, OtherKeyAndNamedProblemLimit) {
   for (int i = 0; i < 20; ++i) text += "not json\n";
   text += "{\"content\": \"kept\"}\n";
   write_file(dir.file("x.jsonl"), text);
-  ReaderOptions o = opts(InputFormat::kJsonl);
+  ReaderOptions o = opts(config::SourceFormat::jsonl);
   o.json_key = "content";
   o.max_named_problems = 3;
   DocumentReader r({dir.file("x.jsonl")}, o);
@@ -299,7 +299,7 @@ TEST_P(TarReader, MembersAreDocumentsInArchiveOrder) {
              {"src/empty.c", ""},
              {"README", "read me \xC3"},
              {"src/big.c", std::string(200000, 'z')}});
-  DocumentReader r({path}, opts(InputFormat::kTar));
+  DocumentReader r({path}, opts(config::SourceFormat::tar));
   const auto docs = read_all(r);
   EXPECT_EQ(names(docs), (std::vector<std::string>{path + ":src/main.c", path + ":src/a.h",
                                                    path + ":README", path + ":src/big.c"}));
@@ -312,7 +312,7 @@ TEST_P(TarReader, MembersAreDocumentsInArchiveOrder) {
   EXPECT_EQ(r.report().unreadable, 0u);
   EXPECT_EQ(r.consumed_bytes(), std::filesystem::file_size(path));
 
-  DocumentReader filtered({path}, opts(InputFormat::kTar, "*.c"));
+  DocumentReader filtered({path}, opts(config::SourceFormat::tar, "*.c"));
   EXPECT_EQ(names(read_all(filtered)),
             (std::vector<std::string>{path + ":src/main.c", path + ":src/big.c"}));
 }
@@ -325,7 +325,7 @@ INSTANTIATE_TEST_SUITE_P(Filters, TarReader,
 TEST(TarReaderErrors, NamedNonArchiveIsFatal) {
   TempDir dir;
   write_file(dir.file("notes.tar"), "this is plain text, not a tar archive at all......");
-  DocumentReader r({dir.file("notes.tar")}, opts(InputFormat::kTar));
+  DocumentReader r({dir.file("notes.tar")}, opts(config::SourceFormat::tar));
   Document d;
   try {
     r.next(&d);
@@ -348,7 +348,7 @@ TEST(TarReaderErrors, TruncatedArchiveKeepsEarlierMembersAndCountsTheRest) {
   write_file(dir.file("shards/cut.tar.gz"), bytes.substr(0, bytes.size() / 2));
   write_file(dir.file("shards/notes.txt"), "not an archive name: ignored in folders");
   write_file(dir.file("shards/z.tar"), "garbage that claims to be a tar archive by its name....");
-  DocumentReader r({dir.file("shards")}, opts(InputFormat::kTar));
+  DocumentReader r({dir.file("shards")}, opts(config::SourceFormat::tar));
   EXPECT_EQ(r.num_files(), 2u);
   const auto docs = read_all(r);
   ASSERT_GE(docs.size(), 1u);
@@ -361,8 +361,8 @@ TEST(TarReaderErrors, TruncatedArchiveKeepsEarlierMembersAndCountsTheRest) {
 }
 
 TEST(InputFormatNames, ParseAndReject) {
-  EXPECT_EQ(parse_input_format("jsonl"), InputFormat::kJsonl);
-  EXPECT_STREQ(input_format_name(InputFormat::kTar), "tar");
+  EXPECT_EQ(parse_input_format("jsonl"), config::SourceFormat::jsonl);
+  EXPECT_STREQ(input_format_name(config::SourceFormat::tar), "tar");
   EXPECT_THROW(parse_input_format("parquet"), Error);
 }
 

@@ -73,7 +73,7 @@ struct Corpus {
 PrepareOptions options_for(const std::string& input, const std::string& out, int threads) {
   PrepareOptions o;
   o.inputs = {input};
-  o.reader.format = InputFormat::kText;
+  o.reader.format = config::SourceFormat::text;
   o.out_prefix = out;
   o.threads = threads;
   return o;

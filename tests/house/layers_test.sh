@@ -6,13 +6,15 @@
 set -u
 root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 
+# data uses config for one header, config/source_format.hpp (the source
+# formats, free of YAML), so that its readers and the config share one enum.
 declare -A allowed=(
   [base]=""
   [config]="base"
   [tokenizer]="base"
   [image]="base"
   [comm]="base"
-  [data]="base tokenizer image"
+  [data]="base config tokenizer image"
   [dataplane]="base config"
   [plan]="base config"
   [parallel]="base config comm"
