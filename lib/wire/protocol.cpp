@@ -40,12 +40,16 @@ namespace {
 // Fixed-width fields, vectors of them and strings take io(field); the few
 // fields with rules of their own take a named call.
 
+// Fields in order, each taken by io(field).
+template <class IO, class... F>
+void fields(IO& io, F&... f) {
+  (io(f), ...);
+}
+
 // A segment's fields, for an Encoder or a Decoder: 20 bytes.
 template <class IO, class S>
 void segment_fields(IO& io, S& s) {
-  io(s.sample);
-  io(s.begin);
-  io(s.length);
+  fields(io, s.sample, s.begin, s.length);
 }
 
 class Encoder {
@@ -156,53 +160,41 @@ concept Is = std::same_as<std::remove_const_t<M>, Message>;
 
 template <class IO, Is<Assign> M>
 void layout(IO& io, M& m) {
-  io(m.sources);
-  io(m.shadow_sources);
-  io(m.shadow);
+  fields(io, m.sources, m.shadow_sources, m.shadow);
 }
 
 template <class IO, Is<LengthRequest> M>
 void layout(IO& io, M& m) {
-  io(m.step);
-  io(m.source);
-  io(m.docs);
+  fields(io, m.step, m.source, m.docs);
 }
 
 template <class IO, Is<LengthReply> M>
 void layout(IO& io, M& m) {
-  io(m.source);
-  io(m.docs);
-  io(m.lengths);
-  io(m.images);
-  io(m.seconds_per_token);
+  fields(io, m.source, m.docs, m.lengths, m.images, m.seconds_per_token);
 }
 
 template <class IO, Is<TokenRequest> M>
 void layout(IO& io, M& m) {
   io(m.step);
-  io.list(m.ranges, 28, [&](auto& r) {
-    io(r.source);
-    io(r.doc);
-    io(r.offset);
-    io(r.length);
-  });
+  io.list(m.ranges, 28, [&](auto& r) { fields(io, r.source, r.doc, r.offset, r.length); });
 }
 
 // What the step work and the batches made from it share: the step, its
 // sample list, and whether trainers checkpoint after it.
 template <class IO, class M>
 void step_head(IO& io, M& m) {
-  io(m.step);
-  io(m.last);
-  io(m.global_predictions);
-  io(m.capacity);
+  fields(io, m.step, m.last, m.global_predictions, m.capacity);
   io.samples(m.samples);
   io.list(m.groups, 8, [&](auto& g) { io(g); });  // a group: at least a count and a member
 }
 template <class IO, class M>
 void step_tail(IO& io, M& m) {
-  io(m.checkpoint);
-  io(m.ckpt_data);
+  fields(io, m.checkpoint, m.ckpt_data);
+}
+// A micro-batch's CP ring and pipeline fields, last in both messages.
+template <class IO, class MB>
+void micro_tail(IO& io, MB& mb) {
+  fields(io, mb.group, mb.member, mb.offload, mb.slot, mb.ulysses);
 }
 
 template <class IO, Is<StepWork> M>
@@ -214,11 +206,7 @@ void layout(IO& io, M& m) {
     io(t.trainer);
     io.list(t.micro, 32, [&](auto& mb) {
       io.segments(mb.segments, m.samples.size());
-      io(mb.group);
-      io(mb.member);
-      io(mb.offload);
-      io(mb.slot);
-      io(mb.ulysses);
+      micro_tail(io, mb);
     });
   });
   step_tail(io, m);
@@ -230,61 +218,27 @@ void layout(IO& io, M& m) {
   // A micro-batch takes at least 64 bytes (six counts, member, offload,
   // slot, ulysses).
   io.list(m.micro, 64, [&](auto& mb) {
-    io(mb.tokens);
-    io(mb.targets);
-    io(mb.positions);
+    fields(io, mb.tokens, mb.targets, mb.positions);
     io.segments(mb.segments, m.samples.size());
     io.patches(mb.patches);
-    io(mb.group);
-    io(mb.member);
-    io(mb.offload);
-    io(mb.slot);
-    io(mb.ulysses);
+    micro_tail(io, mb);
   });
   step_tail(io, m);
 }
 
 template <class IO, Is<Report> M>
 void layout(IO& io, M& m) {
-  io(m.rank);
-  io(m.role);
-  io(m.peak_rss_kib);
-  io(m.pss_kib);
-  io(m.worker_pss_kib);
-  io(m.busy_seconds);
-  io(m.tokens);
-  io(m.faults_fired);
-  io(m.decodes);
-  io(m.decoded_docs);
-  io(m.decodes_at_read);
-  io(m.decode_seconds);
-  io(m.replies);
-  io(m.reply_bytes);
+  fields(io, m.rank, m.role, m.peak_rss_kib, m.pss_kib, m.worker_pss_kib, m.busy_seconds, m.tokens,
+         m.faults_fired, m.decodes, m.decoded_docs, m.decodes_at_read, m.decode_seconds, m.replies,
+         m.reply_bytes);
 }
 
 template <class IO, Is<Ack> M>
 void layout(IO& io, M& m) {
-  io(m.step);
-  io(m.trainer);
-  io(m.loss_sum);
-  io(m.predictions);
-  io(m.tokens);
-  io(m.flops);
-  io(m.step_seconds);
-  io(m.wait_seconds);
-  io(m.compute_seconds);
-  io(m.grad_norm);
-  io(m.peak_flops);
-  io(m.echo);
-  io(m.note);
-  io(m.micro);
-  io(m.group_hits);
-  io(m.group_misses);
-  io(m.group_split_seconds);
-  io(m.group_device_bytes);
-  io(m.group_device_evictions);
-  io(m.source_loss);
-  io(m.source_predictions);
+  fields(io, m.step, m.trainer, m.loss_sum, m.predictions, m.tokens, m.flops, m.step_seconds,
+         m.wait_seconds, m.compute_seconds, m.grad_norm, m.peak_flops, m.echo, m.note, m.micro,
+         m.group_hits, m.group_misses, m.group_split_seconds, m.group_device_bytes,
+         m.group_device_evictions, m.source_loss, m.source_predictions);
 }
 
 template <class M>
@@ -305,38 +259,18 @@ M decode_message(const std::string& bytes, const char* what, int from) {
 
 }  // namespace
 
-std::string encode(const Assign& m) { return encode_message(m); }
-std::string encode(const LengthRequest& m) { return encode_message(m); }
-std::string encode(const LengthReply& m) { return encode_message(m); }
-std::string encode(const TokenRequest& m) { return encode_message(m); }
-std::string encode(const StepWork& m) { return encode_message(m); }
-std::string encode(const Batch& m) { return encode_message(m); }
-std::string encode(const Report& m) { return encode_message(m); }
-std::string encode(const Ack& m) { return encode_message(m); }
-
-Assign decode_assign(const std::string& b, int from) {
-  return decode_message<Assign>(b, "loader assignment", from);
-}
-LengthRequest decode_length_request(const std::string& b, int from) {
-  return decode_message<LengthRequest>(b, "length request", from);
-}
-LengthReply decode_length_reply(const std::string& b, int from) {
-  return decode_message<LengthReply>(b, "length reply", from);
-}
-TokenRequest decode_token_request(const std::string& b, int from) {
-  return decode_message<TokenRequest>(b, "token request", from);
-}
-StepWork decode_step_work(const std::string& b, int from) {
-  return decode_message<StepWork>(b, "step work", from);
-}
-Batch decode_batch(const std::string& b, int from) {
-  return decode_message<Batch>(b, "trainer batch", from);
-}
-Report decode_report(const std::string& b, int from) {
-  return decode_message<Report>(b, "report", from);
-}
-Ack decode_ack(const std::string& b, int from) {
-  return decode_message<Ack>(b, "trainer ack", from);
-}
+// Each message's pair of public entry points; `what` names it in errors.
+#define ML_WIRE_CODEC(M, decode_name, what)                    \
+  std::string encode(const M& m) { return encode_message(m); } \
+  M decode_name(const std::string& b, int from) { return decode_message<M>(b, what, from); }
+ML_WIRE_CODEC(Assign, decode_assign, "loader assignment")
+ML_WIRE_CODEC(LengthRequest, decode_length_request, "length request")
+ML_WIRE_CODEC(LengthReply, decode_length_reply, "length reply")
+ML_WIRE_CODEC(TokenRequest, decode_token_request, "token request")
+ML_WIRE_CODEC(StepWork, decode_step_work, "step work")
+ML_WIRE_CODEC(Batch, decode_batch, "trainer batch")
+ML_WIRE_CODEC(Report, decode_report, "report")
+ML_WIRE_CODEC(Ack, decode_ack, "trainer ack")
+#undef ML_WIRE_CODEC
 
 }  // namespace meshloom::wire
