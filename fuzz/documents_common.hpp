@@ -12,7 +12,7 @@ namespace meshloom::fuzz {
 // Reads every document of `path` in `format`. Checks: documents are valid
 // UTF-8 (invalid bytes become U+FFFD), the report adds up, and an Error
 // names the file.
-inline void read_documents(const std::string& path, data::InputFormat format) {
+inline void read_documents(const std::string& path, config::SourceFormat format) {
   data::ReaderOptions options;
   options.format = format;
   options.max_document_bytes = uint64_t{1} << 20;

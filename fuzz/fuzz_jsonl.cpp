@@ -18,6 +18,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     name += ".bz2";
   else if (in.starts_with("\x28\xb5\x2f\xfd"))
     name += ".zst";
-  fuzz::read_documents(fuzz::write_file(name, in), data::InputFormat::kJsonl);
+  fuzz::read_documents(fuzz::write_file(name, in), config::SourceFormat::jsonl);
   return 0;
 }

@@ -7,6 +7,6 @@ using namespace meshloom;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::init();
   fuzz::read_documents(fuzz::write_file("docs.tar", fuzz::bytes(data, size)),
-                       data::InputFormat::kTar);
+                       config::SourceFormat::tar);
   return 0;
 }

@@ -360,7 +360,7 @@ TEST(TarReaderErrors, TruncatedArchiveKeepsEarlierMembersAndCountsTheRest) {
   EXPECT_NE(r.report().problems[1].find("z.tar: not a readable tar archive"), std::string::npos);
 }
 
-TEST(InputFormatNames, ParseAndReject) {
+TEST(ReaderFormatNames, ParseAndReject) {
   EXPECT_EQ(parse_input_format("jsonl"), config::SourceFormat::jsonl);
   EXPECT_STREQ(input_format_name(config::SourceFormat::tar), "tar");
   EXPECT_THROW(parse_input_format("parquet"), Error);
