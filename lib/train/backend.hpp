@@ -95,7 +95,7 @@ struct OptimizerSetup {
   std::function<void(std::span<float>)> host_allgather;
   // Called once, on every trainer, once the transport is chosen and before
   // the weights, gradients and optimizer state are allocated: fails (fatal)
-  // when the run cannot fit (plan/device_memory.hpp).
+  // when the run cannot fit (plan/cost/device_memory.hpp).
   std::function<void(const DeviceMemoryInfo&)> check_memory;
   // Tensor parallelism (tp > 1): the flat buffer is this TP rank's shard.
   // Gradients of the replicated tensors (`replicated` ranges: norm gains) are
