@@ -53,7 +53,8 @@ struct RingGroup {
   double timeout_s = 300;
   int ulysses = 1;
   // Hybrid (1 < ulysses < members): this member's Ulysses subgroup, prepared
-  // with the step's groups (lead.cpp's step_groups); null: split on the spot.
+  // with the step's groups (roles/step_placer.cpp's step_groups); null: split on
+  // the spot.
   MPI_Comm subgroup = MPI_COMM_NULL;
 };
 
@@ -141,7 +142,7 @@ class TrainerBackend {
                           std::span<const float> v, int64_t step) = 0;
   virtual void zero_grads() = 0;
   // The step's CP groups and hybrid subgroups (ranks of OptimizerSetup::
-  // trainers, lead.cpp's step_groups), at the start of every step: the CUDA
+  // trainers, roles/step_placer.cpp's step_groups), at the start of every step: the CUDA
   // backend splits their NCCL communicators (cached per member set, the same
   // LRU and capacity as the MPI ones, bounded by OptimizerSetup::
   // group_cache_bytes too). Collective over the trainers, in the same order
