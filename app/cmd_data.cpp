@@ -13,7 +13,7 @@ namespace {
 struct DataArgs {
   std::string file;
   std::vector<std::string> sets;
-  DataRun run;
+  runtime::DataRun run;
 };
 
 int data(const DataArgs& a, int* argc, char*** argv) {
@@ -23,7 +23,7 @@ int data(const DataArgs& a, int* argc, char*** argv) {
   if (!preflight_on_root(w, [&] { sources::check_sources(w.config); }))
     return mpi_finish(kExitBadInput);
   start_finished();
-  return mpi_finish(run_data(w, a.run));
+  return mpi_finish(runtime::run_data(w, a.run));
 }
 
 }  // namespace
@@ -46,7 +46,8 @@ void add_data(CLI::App& app, Runner* run, int* argc, char*** argv) {
   worker->group("");
   worker->add_option("--rank", worker_rank)->required();
   worker->add_option("--index", worker_index)->required();
-  worker->callback([run] { *run = [] { return run_data_worker(3, worker_rank, worker_index); }; });
+  worker->callback(
+      [run] { *run = [] { return roles::run_data_worker(3, worker_rank, worker_index); }; });
 }
 
 }  // namespace meshloom::app

@@ -5,7 +5,7 @@
 namespace meshloom::app {
 
 void add_plan(CLI::App& app, Runner* run) {
-  static PlanRequest a;
+  static runtime::PlanRequest a;
   CLI::App* cmd =
       app.add_subcommand("plan",
                          "Plan the steps a config's data plane chooses (--config), or one step "
@@ -55,13 +55,13 @@ void add_plan(CLI::App& app, Runner* run) {
   cmd->add_option("--bandwidth", a.bandwidth, "GB/s per GPU across nodes")->capture_default_str();
   cmd->add_option("--nvlink", a.nvlink, "GB/s per GPU inside a node")->capture_default_str();
   cmd->add_option("--json", a.json, "Write the plan as readable JSON");
-  cmd->add_option("--out", a.out, "Write the binary plan (plan/plan_io.hpp)");
+  cmd->add_option("--out", a.out, "Write the binary plan (plan/io/plan_io.hpp)");
   cmd->add_option("--png", a.png,
                   "Draw trainer x time of this plan and the other (hdp vs static) side by side");
   cmd->add_option("--calibrate", a.calibrate,
                   "Fit a, b, g of the cost model to a CSV 'tokens,sum_l2,seconds' of measured "
                   "micro-batches");
-  cmd->callback([run] { *run = [] { return plan_command(a); }; });
+  cmd->callback([run] { *run = [] { return runtime::plan_command(a); }; });
 }
 
 }  // namespace meshloom::app

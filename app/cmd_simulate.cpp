@@ -1,22 +1,23 @@
 // `meshloom simulate`: HDP against the static DP x CP grid at cluster scale,
 // with no data, no MPI and no GPU. Batches are drawn from a named length
 // distribution (byted, github, ...) or a lengths file, every planner plans the
-// same batch, and the cost model predicts each step (lib/plan/simulate.hpp).
+// same batch, and the cost model predicts each step (lib/plan/simulate/simulate.hpp).
 // With --pp, HDP ranks are pipelines and the static 3D mesh, DP-Balance and
-// PP-Balance are compared instead (lib/plan/simulate_pipeline.hpp). --png
+// PP-Balance are compared instead (lib/plan/simulate/simulate_pipeline.hpp). --png
 // draws step 0 as `plan --png` draws its batch (runtime/plan_chart.hpp).
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "app/commands.hpp"
 #include "base/check.hpp"
 #include "base/strings.hpp"
-#include "plan/lengths.hpp"
+#include "plan/io/lengths.hpp"
 #include "plan/model_shape.hpp"
-#include "plan/simulate.hpp"
-#include "plan/simulate_pipeline.hpp"
+#include "plan/simulate/simulate.hpp"
+#include "plan/simulate/simulate_pipeline.hpp"
 #include "runtime/length_input.hpp"
 #include "runtime/plan_chart.hpp"
 
@@ -34,7 +35,7 @@ void append_csv(const std::string& path, const std::string& header, const std::s
   if (!out) throw Error("cannot write '" + path + "'");
 }
 
-// --pp: the three pipeline setups on the same batches (plan/simulate_pipeline.hpp).
+// --pp: the three pipeline setups on the same batches (plan/simulate/simulate_pipeline.hpp).
 int simulate_pipelines(const plan::SimulateSpec& s, const std::string& pp_text,
                        const std::string& lengths, const std::string& csv) {
   int pp = 0;
@@ -43,7 +44,7 @@ int simulate_pipelines(const plan::SimulateSpec& s, const std::string& pp_text,
     if (ec != std::errc() || end != pp_text.data() + pp_text.size() || pp < 1)
       throw Error("--pp '" + pp_text + "': give a number of stages >= 1, or auto");
   }
-  const plan::PipeSimResult r = plan::simulate_pipelines(s, length_sampler(lengths), pp);
+  const plan::PipeSimResult r = plan::simulate_pipelines(s, runtime::length_sampler(lengths), pp);
   std::fputs(plan::pipeline_report(r).c_str(), stdout);
   append_csv(csv, plan::pipeline_csv_header(), plan::pipeline_csv_rows(r));
   for (const plan::PipeSimRow& row : r.rows)
@@ -54,25 +55,28 @@ int simulate_pipelines(const plan::SimulateSpec& s, const std::string& pp_text,
 // --png draws a planner's step 0 beside the static grid's: hdp, else the
 // first other planner named. Checked before simulating, which takes minutes
 // at scale.
-std::string planner_to_draw(const std::vector<std::string>& planners) {
-  std::string other;
-  for (const std::string& p : planners)
-    if (p != "static" && (other.empty() || p == "hdp")) other = p;
+config::Planner planner_to_draw(const std::vector<config::Planner>& planners) {
+  std::optional<config::Planner> other;
   bool grid = false;
-  for (const std::string& p : planners) grid |= p == "static";
-  if (!grid || other.empty())
+  for (config::Planner p : planners) {
+    grid |= p == config::Planner::static_grid;
+    if (p != config::Planner::static_grid && (!other || p == config::Planner::hdp)) other = p;
+  }
+  if (!grid || !other)
     throw Error(
         "--png draws a planner beside the static grid: --planners must name static "
         "and another");
-  return other;
+  return *other;
 }
 
-void draw_first_step(const plan::SimResult& r, const std::string& planner, const std::string& png) {
+void draw_first_step(const plan::SimResult& r, config::Planner planner, const std::string& png) {
   const plan::SimRow* drawn = r.row(planner);
-  const plan::SimRow* grid = r.row("static");
+  const plan::SimRow* grid = r.row(config::Planner::static_grid);
   for (const plan::SimRow* row : {drawn, grid})
-    if (!row->first) throw Error("--png: " + row->planner + " could not plan: " + row->error);
-  draw(*drawn->first, *grid->first, png);
+    if (!row->first)
+      throw Error(std::string("--png: ") + config::enum_name(row->planner) +
+                  " could not plan: " + row->error);
+  runtime::draw(*drawn->first, *grid->first, png);
 }
 
 }  // namespace
@@ -168,19 +172,22 @@ void add_simulate(CLI::App& app, Runner* run) {
       s.host_memory = a.host_memory * 1e9;
       s.micro_batch_overhead = a.mb_ms * 1e-3;
       s.validate = !a.no_validate;
-      s.planners = split(a.planners, ',');
+      s.planners.clear();
+      for (const std::string& name : split(a.planners, ','))
+        s.planners.push_back(config::choice_from_name<config::Planner>(name, "--planners"));
       s.cp_algorithm =
           config::choice_from_name<config::CpAlgorithm>(a.cp_algorithm, "--cp-algorithm");
       if (!a.pp.empty()) {
         if (!a.png.empty()) throw Error("--png draws HDP against the static grid, not --pp");
         return simulate_pipelines(s, a.pp, a.lengths, a.csv);
       }
-      const std::string drawn = a.png.empty() ? "" : planner_to_draw(s.planners);
+      const config::Planner drawn =
+          a.png.empty() ? config::Planner::hdp : planner_to_draw(s.planners);
       s.keep_first = !a.png.empty();
-      const plan::SimResult r = plan::simulate(s, length_sampler(a.lengths));
+      const plan::SimResult r = plan::simulate(s, runtime::length_sampler(a.lengths));
       std::fputs(plan::simulate_report(r).c_str(), stdout);
-      const plan::SimRow* hdp = r.row("hdp");
-      const plan::SimRow* bs = r.row("bytescale");
+      const plan::SimRow* hdp = r.row(config::Planner::hdp);
+      const plan::SimRow* bs = r.row(config::Planner::bytescale);
       if (hdp && bs && hdp->error.empty() && bs->error.empty() && hdp->step_s > 0)
         std::printf("\nhdp over ByteScale's Alg. 2 balance: %.3fx\n", bs->step_s / hdp->step_s);
       append_csv(a.csv, plan::simulate_csv_header(), plan::simulate_csv_rows(r));

@@ -17,7 +17,7 @@ struct TrainArgs {
   bool dry_run = false;
   bool stop_at_given = false;
   std::vector<std::string> dump;  // --dump-step N FILE
-  TrainRun run;
+  runtime::TrainRun run;
 };
 
 // The options' own checks, before MPI starts (errors are printed by rank 0).
@@ -38,10 +38,10 @@ int train(TrainArgs* a, int* argc, char*** argv) {
   mpi_start(argc, argv);
   World w;
   if (!world_from_config(a->file, a->sets, &w)) return mpi_finish(kExitBadInput);
-  if (!preflight_on_root(w, [&] { check_train_start(w, a->run); }))
+  if (!preflight_on_root(w, [&] { runtime::check_train_start(w, a->run); }))
     return mpi_finish(kExitBadInput);
-  if (a->dry_run) return mpi_finish(print_dry_run(w));
-  return mpi_finish(run_train(w, a->run));
+  if (a->dry_run) return mpi_finish(runtime::print_dry_run(w));
+  return mpi_finish(runtime::run_train(w, a->run));
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 // host memory (device_tp_comm.hpp: the same choice as the gradients'), and
 // gradients are summed over the data axis only (OptimizerSetup::trainers).
 // start_optimizer() first measures the GPU's free memory and hands it to the
-// trainer's check (plan/device_memory.hpp), so a run that cannot fit ends
+// trainer's check (plan/cost/device_memory.hpp), so a run that cannot fit ends
 // there with the numbers, not with an out-of-memory error mid-step.
 // Pipeline parallelism: the model is this trainer's stage (and TP shard);
 // each micro-batch between its forward and backward keeps its activations

@@ -203,7 +203,7 @@ class Transformer {
   // fresh pages in the middle of a measured step.
   void reserve(int64_t tokens) { ensure_buffers(tokens); }
   // Bytes of every buffer the model holds now (parameters, gradients,
-  // activations, scratch, the loss's): what plan/host_memory.hpp estimates
+  // activations, scratch, the loss's): what plan/cost/host_memory.hpp estimates
   // (without sequence parallelism, which keeps less).
   int64_t buffer_bytes() const;
 

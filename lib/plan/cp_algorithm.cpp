@@ -126,8 +126,8 @@ std::vector<CpCount> cp_counts(const Plan& plan) {
     const CpAlgo a = plan.cp_algo(s);
     CpCount c;
     c.kind = a.kind;
-    c.u = a.kind == CpKind::kHybrid ? a.u : 0;
-    c.r = a.kind == CpKind::kHybrid ? k / a.u : 0;
+    c.u = a.kind == config::CpAlgorithm::hybrid ? a.u : 0;
+    c.r = a.kind == config::CpAlgorithm::hybrid ? k / a.u : 0;
     c.sequences = 1;
     add_cp_counts(out, {c}, 1.0);
   }

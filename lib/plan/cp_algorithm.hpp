@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "plan/cost_model.hpp"
+#include "plan/cost/cost_model.hpp"
 #include "plan/plan.hpp"
 
 namespace meshloom::plan {
@@ -54,7 +54,7 @@ double least_cp_seconds(const CostModel& cost, double tokens, double attn_l2, in
 
 // Split sequences per algorithm: ring, ulysses, then hybrids by (u, r).
 struct CpCount {
-  CpKind kind = CpKind::kRing;
+  config::CpAlgorithm kind = config::CpAlgorithm::ring;
   int32_t u = 1, r = 1;  // hybrid only (0 otherwise)
   double sequences = 0;
 };

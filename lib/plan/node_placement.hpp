@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "plan/cost_model.hpp"
+#include "plan/cost/cost_model.hpp"
 
 namespace meshloom::plan {
 

@@ -60,17 +60,19 @@ int64_t member_slots(int64_t length, int k, int member, ChunkRule rule) {
 
 CpAlgo cp_algo_of(int k, int u) {
   if (k <= 1 || u <= 1) return CpAlgo{};
-  return CpAlgo{u == k ? CpKind::kUlysses : CpKind::kHybrid, u};
+  return CpAlgo{u == k ? config::CpAlgorithm::ulysses : config::CpAlgorithm::hybrid, u};
 }
 
 std::string cp_algo_name(const CpAlgo& algo, int k) {
   switch (algo.kind) {
-    case CpKind::kRing:
+    case config::CpAlgorithm::ring:
       return "ring";
-    case CpKind::kUlysses:
+    case config::CpAlgorithm::ulysses:
       return "ulysses";
-    case CpKind::kHybrid:
+    case config::CpAlgorithm::hybrid:
       break;
+    case config::CpAlgorithm::automatic:
+      ML_CHECK(false, "a plan's CP algorithm is never automatic");
   }
   return strf("hybrid(%dx%d)", algo.u, algo.u > 0 ? k / algo.u : 0);
 }

@@ -1,5 +1,5 @@
 // Plan: one training step laid out on the trainers, as rank 0 computes it
-// (the lead then sends each constructor its part: roles/lead.cpp). Pure data
+// (the lead then sends each constructor its part: roles/step_placer.cpp). Pure data
 // plus the checks and the timing that go with it.
 //
 // For each sequence of the step: its CP group, an ordered list of k distinct
@@ -55,7 +55,8 @@
 #include <string>
 #include <vector>
 
-#include "plan/cost_model.hpp"
+#include "config/config.hpp"
+#include "plan/cost/cost_model.hpp"
 
 namespace meshloom::plan {
 
@@ -83,10 +84,12 @@ int64_t member_slots(int64_t length, int k, ChunkRule rule);
 // Slots of member c exactly (kBalanced: its share).
 int64_t member_slots(int64_t length, int k, int member, ChunkRule rule);
 
-// How a split sequence's group runs attention; u is the Ulysses degree.
-enum class CpKind : uint8_t { kRing = 0, kUlysses = 1, kHybrid = 2 };
+// How a split sequence's group runs attention; u is the Ulysses degree. The
+// kind is plan.cp_algorithm's enum: a plan holds ring, ulysses or hybrid,
+// never automatic (choose_cp_algorithms resolves it). Only u is serialized
+// (io/plan_io.cpp); the kind follows from u and the group's size.
 struct CpAlgo {
-  CpKind kind = CpKind::kRing;
+  config::CpAlgorithm kind = config::CpAlgorithm::ring;
   int32_t u = 1;  // 1: ring; k: Ulysses; else hybrid, Ulysses of u x ring of k / u
   bool operator==(const CpAlgo&) const = default;
 };
@@ -131,7 +134,9 @@ struct PieceLayout {
 };
 
 struct Plan {
-  std::string planner;  // "hdp", "bytescale", "naive", "static"
+  // The planner's name (config::Planner's, or "pp-balance"): a label the plan
+  // file and the JSON dump carry, so kept as text.
+  std::string planner;
   int32_t trainers = 0;
   int64_t capacity = 0;
   ChunkRule rule = ChunkRule::kBalanced;
@@ -156,7 +161,9 @@ struct Plan {
   // HDP's static fallback (PlannerOptions::static_fallback): the hdp planner
   // returned the static grid's plan, as it was faster. Carried by the wire
   // format as planner "hdp" with static_cp > 0.
-  bool static_fallback() const { return planner == "hdp" && static_cp > 0; }
+  bool static_fallback() const {
+    return planner == config::enum_name(config::Planner::hdp) && static_cp > 0;
+  }
   int32_t sequences() const { return int32_t(lengths.size()); }
   int group_size(int32_t seq) const { return group_begin[seq + 1] - group_begin[seq]; }
   std::span<const int32_t> group(int32_t seq) const {

@@ -7,16 +7,20 @@
 #include "base/check.hpp"
 #include "base/math.hpp"
 #include "base/strings.hpp"
-#include "plan/bytescale_planner.hpp"
 #include "plan/cp_algorithm.hpp"
-#include "plan/hdp_planner.hpp"
-#include "plan/lengths.hpp"
-#include "plan/naive_planner.hpp"
-#include "plan/static_planner.hpp"
+#include "plan/io/lengths.hpp"
+#include "plan/pipeline/pp_plan.hpp"
+#include "plan/planners/bytescale_planner.hpp"
+#include "plan/planners/hdp_planner.hpp"
+#include "plan/planners/naive_planner.hpp"
+#include "plan/planners/static_planner.hpp"
 
 namespace meshloom::plan {
 
-std::vector<std::string> planner_names() { return config::enum_choices<config::Planner>(); }
+std::vector<config::Planner> all_planners() {
+  return {config::Planner::hdp, config::Planner::bytescale, config::Planner::naive,
+          config::Planner::static_grid};
+}
 
 float offload_ratio_for(int64_t length, int32_t k, int64_t capacity, const CostModel& cost) {
   const int64_t m = (length + k - 1) / k;
@@ -52,12 +56,6 @@ Split min_split(int64_t length, const PlannerOptions& o, const CostModel& cost) 
   return s;
 }
 
-Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
-               const PlannerOptions& o, const CostModel& cost) {
-  return make_plan(config::choice_from_name<config::Planner>(planner, "the planner"), lengths, o,
-                   cost);
-}
-
 void check_plan_inputs(const std::vector<int64_t>& lengths, const PlannerOptions& o) {
   if (o.trainers < 1) throw Error(strf("trainers = %d, need at least 1", o.trainers));
   if (o.capacity < 1) throw Error(strf("capacity = %lld, need at least 1", (long long)o.capacity));
@@ -68,12 +66,19 @@ void check_plan_inputs(const std::vector<int64_t>& lengths, const PlannerOptions
           strf("sequence %zu has length %lld; lengths must be positive", i, (long long)lengths[i]));
 }
 
-Plan make_plan(config::Planner planner, const std::vector<int64_t>& lengths,
-               const PlannerOptions& o, const CostModel& cost) {
+Plan plan_step(const StepPlanner& how, const std::vector<int64_t>& lengths, const PlannerOptions& o,
+               const CostModel& cost) {
+  switch (how.balance) {
+    case config::Balance::dp:
+      break;
+    case config::Balance::pp:
+      ML_CHECK(how.pipeline != nullptr, "balance pp needs the pipeline's stages");
+      return pp_step_plan(lengths, o, cost, *how.pipeline);
+  }
   check_plan_inputs(lengths, o);
   const auto t0 = std::chrono::steady_clock::now();
   Plan p;
-  switch (planner) {
+  switch (how.planner) {
     case config::Planner::hdp:
       p = plan_hdp(lengths, o, cost);
       break;

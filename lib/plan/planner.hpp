@@ -1,8 +1,9 @@
 // The planning entry point: a step's sequence lengths in, a Plan out.
 //
-// Rank 0 calls make_plan() once per step with the manifest's lengths (a plain
+// Rank 0 calls plan_step() once per step with the manifest's lengths (a plain
 // vector, in manifest order; Plan sequence i is lengths[i]) and sends each
-// constructor its part (roles/lead.cpp). Planners:
+// constructor its part (roles/step_placer.cpp); the plan and simulate
+// commands call it too. Planners:
 //   hdp        meshloom's HDP planner: ByteScale's dynamic mesh, balanced by
 //              LPT, gap filling and local search (hdp_planner.hpp); with
 //              static_fallback, the static grid's plan where that is faster
@@ -17,10 +18,12 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "plan/cost_model.hpp"
+#include "plan/cost/cost_model.hpp"
 #include "plan/plan.hpp"
 
 namespace meshloom::plan {
+
+struct PipelineModel;  // pipeline/pipeline.hpp
 
 struct PlannerOptions {
   int32_t trainers = 1;
@@ -46,22 +49,29 @@ struct PlannerOptions {
   config::CpAlgorithm cp_algorithm = config::CpAlgorithm::ring;
 };
 
-std::vector<std::string> planner_names();  // hdp, bytescale, naive, static
+std::vector<config::Planner> all_planners();  // hdp, bytescale, naive, static
 
-// Plans one step. Throws meshloom::Error when the batch cannot be planned (a
-// sequence needs more trainers than exist, or exceeds seq_len_max for
-// static). Sets plan.planning_seconds (for hdp with static_fallback, the
-// static grid's planning included), then each group's CP algorithm
-// (options.cp_algorithm, choose_cp_algorithms; its time included).
-Plan make_plan(config::Planner planner, const std::vector<int64_t>& lengths,
+// How a step is planned: the planner, and how the step is balanced. With
+// balance pp every HDP rank is a pipeline of `pipeline`'s stages (PP-Balance,
+// pipeline/pp_plan.hpp; `planner` is then not read, as hdp's plan is the one
+// PP-Balance competes with).
+struct StepPlanner {
+  config::Planner planner = config::Planner::hdp;
+  config::Balance balance = config::Balance::dp;
+  const PipelineModel* pipeline = nullptr;  // balance pp only
+};
+
+// Plans one step: the one planning entry point. Throws meshloom::Error when
+// the batch cannot be planned (a sequence needs more trainers than exist, or
+// exceeds seq_len_max for static). Sets plan.planning_seconds (for hdp with
+// static_fallback, the static grid's planning included), then each group's
+// CP algorithm (options.cp_algorithm, choose_cp_algorithms; its time
+// included).
+Plan plan_step(const StepPlanner& how, const std::vector<int64_t>& lengths,
                const PlannerOptions& options, const CostModel& cost);
-// What make_plan checks first: throws Error unless trainers >= 1,
+// What plan_step checks first: throws Error unless trainers >= 1,
 // capacity >= 1, 0 <= slack < 1 and every length >= 1.
 void check_plan_inputs(const std::vector<int64_t>& lengths, const PlannerOptions& options);
-// The same, the planner named (a command-line option, a test): an unknown
-// name is an Error listing the names.
-Plan make_plan(const std::string& planner, const std::vector<int64_t>& lengths,
-               const PlannerOptions& options, const CostModel& cost);
 
 // The least step time any HDP plan of these lengths could reach under the
 // cost model: the largest of

@@ -10,7 +10,7 @@
 #include "roles/report.hpp"
 #include "wire/patch_wire.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 namespace {
 
@@ -187,4 +187,4 @@ void run_constructor(const World& w) {
   send_final_report(report);
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

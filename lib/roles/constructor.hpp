@@ -15,7 +15,7 @@
 #include "sources/doc_source.hpp"
 #include "wire/protocol.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 // Packs the lead's step work into trainer batches until the lead says stop.
 void run_constructor(const World& w);
@@ -42,4 +42,4 @@ class Constructor {
   std::vector<PendingSend> in_flight_;
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

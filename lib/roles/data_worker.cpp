@@ -10,7 +10,7 @@
 #include "sources/doc_source.hpp"
 #include "wire/protocol.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 int run_data_worker(int fd, int rank, int index) {
   std::vector<std::unique_ptr<sources::DocSource>> local;  // opened on first use, kept
@@ -20,4 +20,4 @@ int run_data_worker(int fd, int rank, int index) {
       });
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

@@ -3,9 +3,9 @@
 // sources it opens itself, as a colocated constructor would.
 #pragma once
 
-namespace meshloom {
+namespace meshloom::roles {
 
 // Serves the trainer on socket `fd` until end of input; returns the exit code.
 int run_data_worker(int fd, int rank, int index);
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

@@ -8,7 +8,7 @@
 
 #include "config/config.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 struct InjectedFaults {
   const config::FaultConfig* crash = nullptr;
@@ -28,4 +28,4 @@ struct InjectedFaults {
   double slow_at(int64_t step) const { return slow && step >= slow->step ? slow->seconds : 0.0; }
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

@@ -4,7 +4,7 @@
 #include "comm/p2p.hpp"
 #include "roles/constructor.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 BatchInbox::BatchInbox(const World& w) : w_(w) {}
 BatchInbox::~BatchInbox() = default;
@@ -50,4 +50,4 @@ void send_ack(const wire::Ack& ack) {
   send_bytes(wire::encode(ack), 0, wire::kAck, MPI_COMM_WORLD);
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

@@ -12,7 +12,7 @@
 #include "sources/doc_source.hpp"
 #include "wire/protocol.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 class BatchInbox {
  public:
@@ -35,4 +35,4 @@ class BatchInbox {
 // The trainer's answer to the lead for a step.
 void send_ack(const wire::Ack& ack);
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

@@ -10,44 +10,11 @@
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
 #include "parallel/mesh.hpp"
-#include "plan/cache_relabel.hpp"
-#include "plan/cp_algorithm.hpp"
-#include "plan/pipeline_schedule.hpp"
-#include "plan/pipeline_slots.hpp"
-#include "plan/pp_plan.hpp"
-#include "plan/summary.hpp"
 #include "roles/report.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 namespace {
-
-// The step's CP groups (group size > 1) and the Ulysses subgroups of its
-// hybrid ones (u consecutive members of the sorted set, as the group's
-// communicator ranks them), each member set once, in plan order.
-std::vector<std::vector<int32_t>> step_groups(const plan::Plan& plan) {
-  std::vector<std::vector<int32_t>> groups;
-  std::set<std::vector<int32_t>> seen;
-  auto add = [&](std::vector<int32_t> members) {
-    std::vector<int32_t> key = members;
-    std::sort(key.begin(), key.end());
-    if (seen.insert(key).second) groups.push_back(std::move(members));
-  };
-  for (int32_t seq = 0; seq < plan.sequences(); ++seq) {
-    if (plan.group_size(seq) < 2) continue;
-    const auto g = plan.group(seq);
-    add({g.begin(), g.end()});
-    const int32_t u = plan.cp_algo(seq).u;
-    if (u <= 1 || u >= int32_t(g.size())) continue;
-    std::vector<int32_t> sorted(g.begin(), g.end());
-    std::sort(sorted.begin(), sorted.end());
-    for (size_t j = 0; j < sorted.size(); j += size_t(u))
-      add({sorted.begin() + long(j), sorted.begin() + long(j) + u});
-  }
-  return groups;
-}
-
-constexpr int64_t kLengthBatch = 256;  // lengths asked per request, in stream order
 
 // Predictions of the piece [offset, offset + length) of a document whose first
 // `images` positions are image patches: every position but the piece's last
@@ -58,7 +25,7 @@ int64_t predictions(int64_t offset, int64_t length, int64_t images) {
 }
 }  // namespace
 
-Lead::Lead(const World& w) : w_(w) {
+Lead::Lead(const World& w) : w_(w), acks_(w) {
   const auto& sources = w.config.data.sources;
   const size_t n = sources.size();
   cost_.assign(n, 1.0);
@@ -93,19 +60,8 @@ Lead::Lead(const World& w) : w_(w) {
       }
     own_constructor_ = std::make_unique<Constructor>(w, router_.get());
   }
-  lengths_.resize(n);
-  images_.resize(n);
-  owner_.resize(n);
-  learned_.resize(n);
-  logged_.assign(n, 0);
-  perm_epoch_.assign(n, -1);
-  perm_.resize(n);
-  inverse_.resize(n);
+  catalogue_ = std::make_unique<LengthCatalogue>(w, router_.get(), docs);
   for (size_t i = 0; i < n; ++i) {
-    lengths_[i].assign(size_t(docs[i]), -1);
-    if (sources[i].format == config::SourceFormat::webdataset)
-      images_[i].assign(size_t(docs[i]), 0);
-    owner_[i].assign(size_t(docs[i]), -1);
     // Who serves it, so that a drill (faults.inject) can aim at a loader that is asked.
     std::string served;
     if (local_.empty()) {
@@ -134,18 +90,7 @@ Lead::Lead(const World& w) : w_(w) {
   }
   plane_ = std::make_unique<dataplane::DataPlane>(
       w.config, docs, [this](int s, int64_t d) { return length(s, d); });
-  // An HDP rank is a TP group, or a pipeline of them (plan/pipeline.hpp).
-  const plan::RunCosts costs = plan::run_costs(w.config);
-  plan_cost_ = costs.hdp_rank;
-  pipe_model_ = costs.pipeline;
-  // The HDP ranks' nodes, from the trainers' host names: rings inside a node
-  // use plan.intra_bandwidth and the planner keeps rings inside nodes. One
-  // host: one node, every ring on plan.intra_bandwidth (plan.bandwidth unless set).
-  const TrainerNodes nodes = trainer_nodes(w.mesh, w.layout.first_rank(Role::trainer), w.hosts);
-  plan_cost_.set_nodes(nodes.hdp_rank_node);  // (the job logs the nodes: parallel/nodes.hpp)
-  if (!costs.calibration.empty())
-    LOG_INFO("cost model calibrated from %s: %s", w.config.plan.calibration.c_str(),
-             costs.calibration.c_str());
+  placer_ = std::make_unique<StepPlacer>(w);
 }
 
 Lead::~Lead() = default;
@@ -201,82 +146,22 @@ void Lead::maybe_reassign() {
   send_assignment();
 }
 
+// A document's length, asked for when unknown (from the lead's own
+// sources when colocated).
 int64_t Lead::length(int source, int64_t doc) {
-  int64_t& known = lengths_[size_t(source)][size_t(doc)];
-  if (known < 0) fetch_lengths(source, doc);
-  return known;
+  if (!catalogue_->known(source, doc)) {
+    if (!local_.empty()) {
+      catalogue_->read_local(source, doc, *local_[size_t(source)]);
+    } else {
+      const int64_t epoch = plane_ ? plane_->streams()[size_t(source)].state().epoch : 0;
+      catalogue_->fetch(source, doc, epoch, next_step_,
+                        assignment_.loaders_of_source[size_t(source)], cost_);
+    }
+  }
+  return catalogue_->length(source, doc);
 }
 
-// Asks for the length of `doc` and of the documents that follow it in its
-// source's current epoch order (the ones the data plane will ask about next).
-void Lead::fetch_lengths(int source, int64_t doc) {
-  const size_t s = size_t(source);
-  if (!local_.empty()) {
-    lengths_[s][size_t(doc)] = local_[s]->length(doc);
-    if (!images_[s].empty()) images_[s][size_t(doc)] = local_[s]->image_positions(doc);
-    learned_[s].push_back(doc);
-    return;
-  }
-  const int64_t epoch = plane_ ? plane_->streams()[s].state().epoch : 0;
-  const int64_t n = int64_t(lengths_[s].size());
-  if (perm_epoch_[s] != epoch) {
-    perm_[s] = dataplane::permutation(uint64_t(w_.config.run.seed), source, epoch, n);
-    inverse_[s].assign(size_t(n), 0);
-    for (int64_t i = 0; i < n; ++i) inverse_[s][size_t(perm_[s][size_t(i)])] = i;
-    perm_epoch_[s] = epoch;
-  }
-  // The batch holding `doc`, and as many following batches as the source has
-  // loaders, each to its own loader: they tokenize in parallel.
-  const int64_t pos = inverse_[s][size_t(doc)];
-  const auto& loaders = assignment_.loaders_of_source[s];
-  std::vector<int> targets;
-  std::vector<std::string> payloads;
-  std::vector<std::vector<int64_t>> asked;
-  for (size_t j = 0; j < loaders.size(); ++j) {
-    wire::LengthRequest req;
-    req.step = next_step_;
-    req.source = source;
-    const int64_t from = pos + int64_t(j) * kLengthBatch;
-    for (int64_t p = from; p < n && p < from + kLengthBatch; ++p) {
-      const int64_t d = perm_[s][size_t(p)];
-      if (lengths_[s][size_t(d)] < 0) req.docs.push_back(d);
-    }
-    if (req.docs.empty()) continue;
-    // Batches of positions are dealt round-robin over the source's loaders.
-    const int loader = loaders[size_t((pos / kLengthBatch + int64_t(j)) % int64_t(loaders.size()))];
-    targets.push_back(w_.layout.first_rank(Role::loader) + loader);
-    payloads.push_back(wire::encode(req));
-  }
-  std::vector<int> served;
-  std::vector<std::string> replies = router_->request_many(
-      targets, payloads, wire::kLengthReq, wire::kLengthRep, "a length request", &served);
-  for (size_t j = 0; j < replies.size(); ++j) {
-    wire::LengthReply rep = wire::decode_length_reply(replies[j], served[j]);
-    ML_CHECK(
-        rep.docs.size() == rep.lengths.size() &&
-            (rep.images.empty() || (!images_[s].empty() && rep.images.size() == rep.docs.size())),
-        strf("the length reply from rank %d has %zu documents, %zu lengths and %zu image "
-             "counts for source %d (%s)",
-             served[j], rep.docs.size(), rep.lengths.size(), rep.images.size(), source,
-             images_[s].empty() ? "text" : "image-text"));
-    for (size_t i = 0; i < rep.docs.size(); ++i) {
-      ML_CHECK(rep.docs[i] >= 0 && size_t(rep.docs[i]) < lengths_[s].size(),
-               strf("the length reply from rank %d names document %lld of source %d, which has "
-                    "%zu",
-                    served[j], (long long)rep.docs[i], source, lengths_[s].size()));
-      if (lengths_[s][size_t(rep.docs[i])] < 0) learned_[s].push_back(rep.docs[i]);
-      lengths_[s][size_t(rep.docs[i])] = rep.lengths[i];
-      if (!rep.images.empty()) images_[s][size_t(rep.docs[i])] = rep.images[i];
-      owner_[s][size_t(rep.docs[i])] = served[j];
-    }
-    if (rep.seconds_per_token > 0) cost_[s] = rep.seconds_per_token;
-  }
-}
-
-// Placement: the configured planner (HDP by default) turns the step's sample
-// lengths into a plan; each trainer's micro-batches become segment lists. A
-// CP micro-batch carries its ring (trainer indices in order) and this
-// member's place; every member holds its zigzag chunks (front, then back).
+// The step's samples with their loaders; the placer plans and places them.
 wire::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
   wire::StepWork work;
   work.step = m.step;
@@ -285,104 +170,31 @@ wire::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
   for (const auto& p : m.samples) {
     wire::Sample s;
     s.source = p.source;
-    s.owner = local_.empty() ? owner_[size_t(p.source)][size_t(p.doc)] : -1;
+    s.owner = local_.empty() ? catalogue_->owner(p.source, p.doc) : -1;
     s.epoch = p.epoch;
     s.doc = p.doc;
     s.offset = p.offset;
     s.length = p.length;
     work.samples.push_back(s);
-    const std::vector<int64_t>& images = images_[size_t(p.source)];
     work.global_predictions +=
-        predictions(p.offset, p.length, images.empty() ? 0 : images[size_t(p.doc)]);
+        predictions(p.offset, p.length, catalogue_->image_positions(p.source, p.doc));
     lengths.push_back(p.length);
   }
-  const int T = w_.mesh.hdp_ranks();  // the planner's "trainers" are HDP ranks
-  plan::PlannerOptions options =
-      plan::options_from_config(w_.config.plan, T, w_.config.data.seq_len);
-  last_plan_ = plan::make_step_plan(w_.config.plan, lengths, options, plan_cost_, pipe_model_);
-  prefer_cached_groups();
-  // Which CP attention the split sequences got, once, when it is not all rings.
-  if (!cp_logged_ && w_.config.plan.cp_algorithm != config::CpAlgorithm::ring &&
-      plan::plan_stats(last_plan_).split_sequences > 0) {
-    LOG_INFO("step %lld: CP attention of the split sequences (plan.cp_algorithm %s): %s",
-             (long long)m.step, config::enum_name(w_.config.plan.cp_algorithm),
-             plan::format_cp_counts(plan::cp_counts(last_plan_)).c_str());
-    cp_logged_ = true;
-  }
-  // Where the rings went, once, on several nodes (the planner keeps them inside nodes).
-  if (!rings_logged_ && plan_cost_.places_by_node()) {
-    const plan::RingNodes rings = plan::ring_nodes(last_plan_, plan_cost_);
-    if (rings.rings > 0) {
-      LOG_INFO("step %lld: %s", (long long)m.step, plan::format_ring_nodes(rings).c_str());
-      rings_logged_ = true;
-    }
-  }
-  ML_DCHECK(last_plan_.validate().empty(), last_plan_.validate());
-  work.capacity = last_plan_.capacity;
-  // Pipelines run 1F1B over slots, a ring at the same slot in each member.
-  plan::PipelineSlots slots;
-  if (w_.mesh.pp > 1) slots = plan::pipeline_slots(last_plan_);
-  work.groups = step_groups(last_plan_);
-  group_history_.prepare(distinct_member_sets(work.groups));  // as every trainer's cache does
-  work.trainers.resize(size_t(T));
-  for (int t = 0; t < T; ++t) {
-    wire::TrainerWork& tw = work.trainers[size_t(t)];
-    tw.trainer = t;
-    const size_t count = last_plan_.micro_batches_of(t).size();
-    for (size_t i = 0; i < count; ++i) {
-      wire::MicroBatchWork mbw;
-      if (w_.mesh.pp > 1) mbw.slot = slots.slot[size_t(last_plan_.trainer_begin[size_t(t)]) + i];
-      for (const plan::PieceLayout& pl : last_plan_.layout(t, i)) {
-        for (const plan::Span& span : {pl.chunks.front, pl.chunks.back})
-          if (span.size() > 0) mbw.segments.push_back({pl.seq, span.begin, span.size()});
-        mbw.offload = std::max(mbw.offload, last_plan_.offload_ratio(pl.seq));
-        if (pl.k > 1) {
-          auto g = last_plan_.group(pl.seq);
-          mbw.group.assign(g.begin(), g.end());
-          mbw.member = pl.member;
-          mbw.ulysses = last_plan_.cp_algo(pl.seq).u;
-        }
-      }
-      tw.micro.push_back(std::move(mbw));
-    }
-  }
+  placer_->place(work, lengths);
   return work;
-}
-
-// Relabels the plan's HDP ranks, within nodes, so that its CP groups fall
-// on member sets the trainers have cached (free: plan/cache_relabel.hpp).
-void Lead::prefer_cached_groups() {
-  std::vector<MemberSet> cached = group_history_.sets();
-  if (cached.empty()) return;
-  std::reverse(cached.begin(), cached.end());  // most recent first
-  const std::vector<int32_t> new_rank =
-      plan::cache_relabeling(last_plan_, cached, plan_cost_.nodes());
-  for (size_t r = 0; r < new_rank.size(); ++r)
-    if (new_rank[r] != int32_t(r)) {
-      last_plan_ = plan::relabel_ranks(last_plan_, new_rank);
-      return;
-    }
-}
-
-int64_t Lead::steps_completed() const {
-  int64_t c = 0;
-  while (c < int64_t(ack_count_.size()) && ack_count_[size_t(c)] == w_.layout.trainers) ++c;
-  return first_step_ + c;
 }
 
 void Lead::dispatch_step(bool last) {
   // Flow control: at most `prefetch` steps ahead of the slowest trainer.
   const int64_t prefetch = w_.config.data.prefetch;
-  while (next_step_ - steps_completed() > prefetch) receive_ack();
+  while (next_step_ - steps_completed() > prefetch) acks_.receive();
   trim_.maybe();  // what the steps packed so far (patches, echoes) has been freed
   const auto busy = std::chrono::steady_clock::now();  // from here on, the lead's own work
   maybe_reassign();
   dataplane::StepManifest m = plane_->next();
   if (plane_->long_lane_empty() && !warned_long_) {
     warned_long_ = true;
-    int64_t longest = 0;
-    for (const auto& source : lengths_)
-      for (int64_t n : source) longest = std::max(longest, n);
+    const int64_t longest = catalogue_->longest();
     LOG_WARN(
         "data.long_policy: no document is longer than data.long_policy.threshold %lld (the "
         "longest seen has %lld tokens), so the long share %g is 0",
@@ -398,24 +210,15 @@ void Lead::dispatch_step(bool last) {
   }
   hashes_.push_back(h);
   // Per trainer, its HDP rank's predicted time: the plan's, or its 1F1B makespan.
-  const bool pipelines = w_.mesh.pp > 1;
-  std::vector<double> per_rank;
-  if (pipelines) per_rank = plan::pipeline_times(last_plan_, pipe_model_, plan_cost_);
-  std::vector<double> predicted;
-  for (int t = 0; t < w_.layout.trainers; ++t) {
-    const int rank = w_.mesh.hdp_rank_of(t);
-    predicted.push_back(pipelines ? per_rank[size_t(rank)] : last_plan_.trainer_time(rank));
-  }
-  predicted_.push_back(std::move(predicted));
-  planners_.push_back(last_plan_.planner);
+  predicted_.push_back(placer_->predicted_times());
+  planners_.push_back(placer_->last_planner());
   const int64_t every = w_.config.checkpoint.every;
   // Also after the run's last step: a finished run requeued then has nothing to redo.
   if (every > 0 && ((m.step + 1) % every == 0 || m.step + 1 == w_.config.run.steps)) {
     work.checkpoint = true;
     work.ckpt_data = checkpoint_data();
   }
-  acks_.emplace_back();
-  ack_count_.push_back(0);
+  acks_.open();
   const int K = w_.layout.constructors;
   if (!local_.empty()) {
     // Colocated: every trainer gets its own work and loads it itself (the
@@ -453,39 +256,7 @@ void Lead::dispatch_step(bool last) {
   busy_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy).count();
 }
 
-void Lead::receive_ack() {
-  // Named in the message if the wait times out: who the oldest open step lacks.
-  auto what = [this] {
-    std::string text = "a trainer's acknowledgement";
-    const size_t i = size_t(steps_completed() - first_step_);
-    if (i >= ack_count_.size()) return text;
-    std::vector<bool> got(size_t(w_.layout.trainers), false);
-    for (const wire::Ack& a : acks_[i]) got[size_t(a.trainer)] = true;
-    std::string missing;
-    for (int t = 0; t < w_.layout.trainers; ++t)
-      if (!got[size_t(t)])
-        missing += strf("%strainer %d = rank %d", missing.empty() ? "" : ", ", t,
-                        w_.layout.first_rank(Role::trainer) + t);
-    return text + strf(" (step %lld still waits for %s)", (long long)(first_step_ + int64_t(i)),
-                       missing.c_str());
-  };
-  int from = -1;
-  std::string msg =
-      recv_bytes(MPI_ANY_SOURCE, wire::kAck, MPI_COMM_WORLD, w_.config.run.timeout, what, &from);
-  wire::Ack ack = wire::decode_ack(msg, from);
-  const int64_t i = ack.step - first_step_;
-  ML_CHECK(i >= 0 && i < int64_t(acks_.size()), "ack for an unknown step");
-  ++ack_count_[size_t(i)];
-  acks_[size_t(i)].push_back(std::move(ack));
-}
-
-void Lead::drain_acks() {
-  while (steps_completed() < first_step_ + int64_t(ack_count_.size())) receive_ack();
-}
-
-std::vector<wire::Ack> Lead::take_acks(int64_t step) {
-  return std::move(acks_.at(size_t(step - first_step_)));
-}
+void Lead::drain_acks() { acks_.drain(); }
 
 std::vector<wire::Report> Lead::stop() {
   drain_acks();
@@ -539,4 +310,4 @@ void Lead::warn_unfired_faults(const std::vector<wire::Report>& reports) const {
   }
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

@@ -1,7 +1,9 @@
-// The lead (world rank 0): the data plane, loader assignment and
-// re-partitioning, every step's choice, plan and placement, and flow control
-// (at most data.prefetch steps ahead of the slowest trainer). It is also a
-// constructor: it packs the share of the steps that falls to constructor 0.
+// The lead (world rank 0): the data plane with its length catalogue
+// (LengthCatalogue, length_catalogue.hpp), loader assignment and
+// re-partitioning, every step's choice, plan and placement (StepPlacer,
+// step_placer.hpp), and flow control (at most data.prefetch steps ahead of
+// the slowest trainer; AckWindow, ack_window.hpp). It is also a constructor:
+// it packs the share of the steps that falls to constructor 0.
 #pragma once
 
 #include <cstdint>
@@ -12,20 +14,20 @@
 
 #include "base/memory.hpp"
 #include "ckpt/checkpoint.hpp"
-#include "comm/group_comms.hpp"
-#include "comm/member_sets.hpp"
 #include "comm/p2p.hpp"
 #include "dataplane/data_plane.hpp"
 #include "dataplane/partition.hpp"
 #include "parallel/world.hpp"
-#include "plan/pipeline.hpp"
-#include "plan/planner.hpp"
+#include "plan/cost/cost_model.hpp"
+#include "roles/ack_window.hpp"
 #include "roles/constructor.hpp"
+#include "roles/length_catalogue.hpp"
 #include "roles/loader_router.hpp"
+#include "roles/step_placer.hpp"
 #include "sources/doc_source.hpp"
 #include "wire/protocol.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 // Rank 0: the data plane, loader assignment, step placement and flow control.
 class Lead {
@@ -52,34 +54,31 @@ class Lead {
   const dataplane::DataPlane& plane() const { return *plane_; }
   const dataplane::LoaderAssignment& assignment() const { return assignment_; }
   // Steps whose every trainer has acknowledged, counted from step 0.
-  int64_t steps_completed() const;
+  int64_t steps_completed() const { return acks_.completed(); }
   // The acks of step s (with echoed batches in data runs), in arrival order;
   // valid once the step is completed.
-  std::vector<wire::Ack> take_acks(int64_t step);
+  std::vector<wire::Ack> take_acks(int64_t step) { return acks_.take(step); }
   int reassignments() const { return reassignments_; }
   // Loaders the lead found dead, and the seconds it lost finding out.
   std::set<int> dead_loaders() const { return router_ ? router_->dead_loaders() : std::set<int>{}; }
   double failover_stall() const { return router_ ? router_->stall_seconds() : 0.0; }
   // The cost model the plans use.
-  const plan::CostModel& cost_model() const { return plan_cost_; }
+  const plan::CostModel& cost_model() const { return placer_->cost_model(); }
   // The planner's predicted compute seconds of `trainer` in step s.
   double predicted_time(int64_t step, int trainer) const {
     return predicted_.at(size_t(step - first_step_)).at(size_t(trainer));
   }
   // The planner that made step s's plan ("pp-balance", or "hdp" where
-  // plan.balance: pp took hdp's plan: plan/pp_plan.hpp).
+  // plan.balance: pp took hdp's plan: plan/pipeline/pp_plan.hpp).
   const std::string& planner_of(int64_t step) const {
     return planners_.at(size_t(step - first_step_));
   }
 
  private:
   int64_t length(int source, int64_t doc);
-  void fetch_lengths(int source, int64_t doc);
   void maybe_reassign();
   void send_assignment();
   wire::StepWork place(const dataplane::StepManifest& m, bool last);
-  void prefer_cached_groups();
-  void receive_ack();
   std::string checkpoint_data();
   void warn_unfired_faults(const std::vector<wire::Report>& reports) const;
 
@@ -87,43 +86,23 @@ class Lead {
   std::unique_ptr<dataplane::DataPlane> plane_;
   dataplane::LoaderAssignment assignment_;
   std::vector<double> cost_;  // seconds per token per source (measured by loaders)
-  // Per source: known lengths (-1: unknown) and which loader answered.
-  std::vector<std::vector<int64_t>> lengths_;
-  // Per image-text source: each document's leading image positions (0:
-  // unknown or none); empty for text sources.
-  std::vector<std::vector<int64_t>> images_;
-  std::vector<std::vector<int32_t>> owner_;
-  // Per source: permutation of the epoch last asked about, and its inverse.
-  std::vector<int64_t> perm_epoch_;
-  std::vector<std::vector<int64_t>> perm_, inverse_;
+  std::unique_ptr<LengthCatalogue> catalogue_;
   std::vector<std::unique_ptr<sources::DocSource>> local_;  // colocated mode
   std::unique_ptr<Constructor> own_constructor_;
   std::unique_ptr<LoaderRouter> router_;
   std::vector<PendingSend> in_flight_;
   int64_t next_step_ = 0, first_step_ = 0;
-  std::vector<std::vector<int64_t>> learned_;  // per source: documents in the order learned
-  std::vector<size_t> logged_;                 // per source: learned_ entries checkpointed
   int64_t checkpoints_ = 0;
   bool warned_long_ = false;                    // about a long/short policy no document meets
   std::vector<uint64_t> hashes_;                // per dispatched step
   std::vector<std::vector<double>> predicted_;  // per dispatched step, per trainer
   std::vector<std::string> planners_;           // per dispatched step
-  std::string last_full_;                     // file name of the last checkpoint with full lengths
-  std::vector<std::vector<wire::Ack>> acks_;  // per step, until taken
-  std::vector<int> ack_count_;                // per step
+  std::string last_full_;  // file name of the last checkpoint with full lengths
   int reassignments_ = 0;
-  double busy_seconds_ = 0;  // choosing, planning, placing and constructing steps
-  plan::CostModel plan_cost_;
-  // One HDP rank's pipeline stages (one at pp = 1) with their costs:
-  // PP-Balance's model, and with pp > 1 each HDP rank's predicted time.
-  plan::PipelineModel pipe_model_;
-  bool cp_logged_ = false;     // the CP attention mix was logged
-  bool rings_logged_ = false;  // the rings' nodes were logged
-  plan::Plan last_plan_;
+  double busy_seconds_ = 0;             // choosing, planning, placing and constructing steps
+  std::unique_ptr<StepPlacer> placer_;  // made after the data plane (its log follows)
+  AckWindow acks_;
   HeapTrim trim_;  // rank 0 packs and frees a step's data each step
-  // A replay of the trainers' group-communicator caches (the step groups
-  // sent so far), for prefer_cached_groups().
-  MemberSetLru group_history_{MpiGroupComms::kDefaultCapacity};
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

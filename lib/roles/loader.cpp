@@ -19,7 +19,7 @@
 #include "wire/patch_wire.hpp"
 #include "wire/protocol.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 namespace {
 
@@ -227,4 +227,4 @@ void run_loader(const World& w) { Loader(w).run(); }
 
 // --- constructor ----------------------------------------------------------------
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

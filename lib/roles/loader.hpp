@@ -6,8 +6,8 @@
 
 #include "parallel/world.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 void run_loader(const World& w);
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

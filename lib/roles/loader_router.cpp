@@ -7,7 +7,7 @@
 #include "comm/mpi_check.hpp"
 #include "comm/p2p.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 LoaderRouter::LoaderRouter(const World& w)
     : w_(w), plan_(loader_shadows(w.layout, w.hosts)), timeout_(w.config.faults.loader_timeout) {}
@@ -155,4 +155,4 @@ std::string LoaderRouter::request(int loader, int tag, const std::string& payloa
   }
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

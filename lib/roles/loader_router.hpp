@@ -21,7 +21,7 @@
 #include "parallel/shadows.hpp"
 #include "parallel/world.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 class LoaderRouter {
  public:
@@ -69,4 +69,4 @@ class LoaderRouter {
   double stall_ = 0;  // seconds lost waiting for loaders that turned out dead
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

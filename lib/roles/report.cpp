@@ -6,7 +6,7 @@
 #include "base/memory.hpp"
 #include "comm/p2p.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 void fill_memory(wire::Report* report, int64_t worker_pss_kib) {
   report->rank = process_rank();
@@ -20,4 +20,4 @@ void send_final_report(wire::Report report, int64_t worker_pss_kib) {
   send_bytes(wire::encode(report), 0, wire::kReport, MPI_COMM_WORLD);
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

@@ -6,7 +6,7 @@
 
 #include "wire/protocol.hpp"
 
-namespace meshloom {
+namespace meshloom::roles {
 
 // Fills the memory fields of `report` (a colocated trainer's PSS includes its
 // data worker processes, `worker_pss_kib`) and sends it to rank 0.
@@ -15,4 +15,4 @@ void send_final_report(wire::Report report, int64_t worker_pss_kib = 0);
 // The memory fields alone (rank 0 keeps its own report).
 void fill_memory(wire::Report* report, int64_t worker_pss_kib = 0);
 
-}  // namespace meshloom
+}  // namespace meshloom::roles

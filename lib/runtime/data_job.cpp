@@ -16,7 +16,7 @@
 #include "runtime/step_loops.hpp"
 #include "wire/reassemble.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 namespace {
 
@@ -197,7 +197,7 @@ nlohmann::ordered_json memory_by_role(const std::vector<wire::Report>& reports) 
 
 int run_data_lead(const World& w, const DataRun& run) {
   const auto start = Clock::now();
-  Lead lead(w);
+  roles::Lead lead(w);
   Assembled all;
   all.keep_tokens = !run.dump.empty();
   Progress progress(STDOUT_FILENO);
@@ -272,4 +272,4 @@ int run_data(const World& w, const DataRun& run) {
       w, [&] { return run_data_lead(w, run); }, [&] { return run_data_trainer(w); });
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

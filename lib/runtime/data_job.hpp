@@ -10,7 +10,7 @@
 
 #include "parallel/world.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 struct DataRun {
   int64_t steps = 20;
@@ -21,4 +21,4 @@ struct DataRun {
 // Every rank's role for run.steps steps. Returns this rank's exit code.
 int run_data(const World& w, const DataRun& run);
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -13,7 +13,7 @@
 #include "parallel/nodes.hpp"
 #include "train/trainer.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 double measure_sgemm_peak(int threads, int n) {
   std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n, 0.0f);
@@ -72,4 +72,4 @@ double node_sgemm_peak(const World& w) {
   return peak;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -4,7 +4,7 @@
 
 #include "parallel/world.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 // FLOP/s of square sgemm products of size n on `threads` threads (the
 // model's own parallel GEMM), the best repetition of about a second's worth.
@@ -19,4 +19,4 @@ double measure_sgemm_peak(int threads, int n = 1024);
 // nothing else runs on the node's cores then.
 double node_sgemm_peak(const World& w);
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -4,7 +4,7 @@
 
 #include "data/length_table.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 plan::LengthSampler length_sampler(const std::string& spec) {
   if (!std::filesystem::exists(spec)) return plan::LengthSampler::named(spec);
@@ -12,4 +12,4 @@ plan::LengthSampler length_sampler(const std::string& spec) {
                                         std::filesystem::path(spec).filename());
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -8,7 +8,7 @@
 #include "base/strings.hpp"
 #include "train/optimizer.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 using Json = nlohmann::ordered_json;
 
@@ -55,7 +55,7 @@ std::vector<int> StragglerWatch::update(const std::vector<wire::Ack>& acks, doub
   return slow;
 }
 
-TrainMetrics::TrainMetrics(const World& w, const Lead& lead, int64_t first, int64_t end)
+TrainMetrics::TrainMetrics(const World& w, const roles::Lead& lead, int64_t first, int64_t end)
     : w_(w),
       lead_(lead),
       first_(first),
@@ -293,4 +293,4 @@ void TrainMetrics::finish(std::vector<wire::Report> reports) {
     LOG_INFO("%s", by_source.c_str());
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

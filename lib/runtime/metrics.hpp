@@ -23,7 +23,7 @@
 #include "roles/lead.hpp"
 #include "wire/protocol.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 // The step's figures from its acknowledgements (pure).
 struct StepFigures {
@@ -69,7 +69,7 @@ class TrainMetrics {
  public:
   // Steps [first, end) of a run of run.steps; metrics.jsonl is appended to
   // when the run resumes (first > 0).
-  TrainMetrics(const World& w, const Lead& lead, int64_t first, int64_t end);
+  TrainMetrics(const World& w, const roles::Lead& lead, int64_t first, int64_t end);
   ~TrainMetrics();
   TrainMetrics(const TrainMetrics&) = delete;
   TrainMetrics& operator=(const TrainMetrics&) = delete;
@@ -89,7 +89,7 @@ class TrainMetrics {
   std::string describe_source_losses() const;
 
   const World& w_;
-  const Lead& lead_;
+  const roles::Lead& lead_;
   int64_t first_, end_;
   std::FILE* jsonl_ = nullptr;
   Progress progress_;
@@ -110,4 +110,4 @@ class TrainMetrics {
   bool peak_too_low_ = false;
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "base/check.hpp"
-#include "plan/plan_io.hpp"
+#include "plan/io/plan_io.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 namespace {
 
@@ -85,4 +85,4 @@ void draw_pipelines(const std::vector<const plan::PipelineBatch*>& batches,
   plot("pipelines", {csv}, png);
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -5,10 +5,10 @@
 
 #include <string>
 
+#include "plan/pipeline/pp_balance.hpp"
 #include "plan/plan.hpp"
-#include "plan/pp_balance.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 // Writes both plans as JSON beside `png` and draws them into it.
 void draw(const plan::Plan& hdp, const plan::Plan& stat, const std::string& png);
@@ -18,4 +18,4 @@ void draw(const plan::Plan& hdp, const plan::Plan& stat, const std::string& png)
 // and draws it.
 void draw_pipelines(const std::vector<const plan::PipelineBatch*>& batches, const std::string& png);
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -8,22 +8,22 @@
 #include "base/strings.hpp"
 #include "config/config.hpp"
 #include "data/length_table.hpp"
-#include "plan/lengths.hpp"
-#include "plan/plan_io.hpp"
+#include "plan/io/lengths.hpp"
+#include "plan/io/plan_io.hpp"
+#include "plan/io/summary.hpp"
+#include "plan/pipeline/pp_balance.hpp"
 #include "plan/planner.hpp"
-#include "plan/pp_balance.hpp"
-#include "plan/simulate.hpp"
-#include "plan/summary.hpp"
+#include "plan/simulate/simulate.hpp"
 #include "runtime/plan_chart.hpp"
 #include "runtime/plan_preview.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 namespace {
 
 // --pp: each of the trainers is a pipeline of `pp` stages; the batch planned
 // by PP-Balance and by round-robin, per pipeline: micro-batches, predicted
-// 1F1B time and bubble share (plan/pp_balance.hpp).
+// 1F1B time and bubble share (plan/pipeline/pp_balance.hpp).
 int plan_pipelines(const PlanRequest& a, const std::vector<int64_t>& lengths,
                    const plan::CostModel& cost) {
   const plan::ModelShape shape = plan::model_shape(a.model);
@@ -120,7 +120,7 @@ int plan_command(const PlanRequest& a) {
   const double ideal = plan::ideal_step_time(lengths, o, cost);
 
   const config::Planner planner = config::choice_from_name<config::Planner>(a.planner, "--planner");
-  const plan::Plan p = plan::make_plan(planner, lengths, o, cost);
+  const plan::Plan p = plan::plan_step({planner}, lengths, o, cost);
   const std::string err = p.validate();
   std::fputs(plan::plan_summary(p, ideal).c_str(), stdout);
   if (!err.empty()) {
@@ -144,8 +144,8 @@ int plan_command(const PlanRequest& a) {
   }
   if (!a.png.empty()) {
     const bool grid = planner == config::Planner::static_grid;
-    const plan::Plan other = plan::make_plan(
-        grid ? config::Planner::hdp : config::Planner::static_grid, lengths, o, cost);
+    const plan::Plan other = plan::plan_step(
+        {grid ? config::Planner::hdp : config::Planner::static_grid}, lengths, o, cost);
     const std::string other_err = other.validate();
     if (!other_err.empty()) throw Error(other_err);
     std::fputs(plan::plan_summary(other, ideal).c_str(), stdout);
@@ -154,4 +154,4 @@ int plan_command(const PlanRequest& a) {
   return kExitOk;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

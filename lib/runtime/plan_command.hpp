@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 // What `meshloom plan` was asked (the CLI's options, app/cmd_plan.cpp).
 struct PlanRequest {
@@ -38,4 +38,4 @@ struct PlanRequest {
 // Throws Error for bad input (a missing file, an unknown planner).
 int plan_command(const PlanRequest& request);
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -9,14 +9,14 @@
 #include "base/strings.hpp"
 #include "dataplane/data_plane.hpp"
 #include "parallel/mesh.hpp"
-#include "plan/device_memory.hpp"
-#include "plan/host_memory.hpp"
+#include "plan/cost/device_memory.hpp"
+#include "plan/cost/host_memory.hpp"
+#include "plan/io/summary.hpp"
+#include "plan/pipeline/pp_plan.hpp"
 #include "plan/planner.hpp"
-#include "plan/pp_plan.hpp"
-#include "plan/summary.hpp"
 #include "sources/doc_source.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 void preview_plans(const config::Config& c, int trainers, int64_t steps,
                    const FirstStepPlans& on_first_step, int trainers_per_node) {
@@ -30,7 +30,7 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
   dataplane::DataPlane plane(c, docs,
                              [&](int s, int64_t d) { return sources[size_t(s)]->length(d); });
   // An HDP rank is a TP group of parallel.tp trainers, or a pipeline of pp
-  // of them, as the lead plans it (roles/lead.cpp).
+  // of them, as the lead plans it (roles/step_placer.cpp).
   const int tp = int(c.parallel.tp), pp = int(c.parallel.pp), group = tp * pp;
   if (trainers % group != 0)
     throw Error(strf("--trainers %d is not a multiple of parallel.tp x parallel.pp (%d x %d)",
@@ -99,12 +99,14 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
     dataplane::StepManifest m = plane.next();
     std::vector<int64_t> lengths;
     for (const auto& p : m.samples) lengths.push_back(p.length);
-    const plan::Plan p = plan::make_step_plan(c.plan, lengths, o, cost, costs.pipeline);
+    const plan::Plan p =
+        plan::plan_step({c.plan.planner, c.plan.balance, &costs.pipeline}, lengths, o, cost);
     const std::string err = p.validate();
     if (!err.empty()) throw Error(strf("step %lld: %s", (long long)step, err.c_str()));
-    const plan::Plan q = plan::make_plan(other, lengths, o, cost);
+    const plan::Plan q = plan::plan_step({other}, lengths, o, cost);
     const plan::Plan other_step =
-        pipes ? plan::make_step_plan(other_balance, lengths, o, cost, costs.pipeline)
+        pipes ? plan::plan_step({other_balance.planner, other_balance.balance, &costs.pipeline},
+                                lengths, o, cost)
               : plan::Plan{};
     const plan::Plan& against = pipes ? other_step : q;
     const plan::PlanStats st = plan::plan_stats(p);
@@ -129,4 +131,4 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
                 (long long)fallbacks, (long long)steps);
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

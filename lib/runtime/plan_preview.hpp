@@ -10,7 +10,7 @@
 #include "config/config.hpp"
 #include "plan/plan.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 // Called with the first step's HDP (or configured) plan and the static grid's.
 using FirstStepPlans = std::function<void(const plan::Plan& hdp, const plan::Plan& grid)>;
@@ -21,4 +21,4 @@ using FirstStepPlans = std::function<void(const plan::Plan& hdp, const plan::Pla
 void preview_plans(const config::Config& c, int trainers, int64_t steps,
                    const FirstStepPlans& on_first_step = {}, int trainers_per_node = 0);
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -15,11 +15,11 @@
 #include "ckpt/resume.hpp"
 #include "parallel/mesh.hpp"
 #include "parallel/shadows.hpp"
-#include "plan/host_memory.hpp"
+#include "plan/cost/host_memory.hpp"
 #include "sources/doc_source.hpp"
 #include "train/backend.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 namespace {
 
@@ -133,4 +133,4 @@ int print_dry_run(const World& w) {
   return kExitOk;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

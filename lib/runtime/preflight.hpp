@@ -6,7 +6,7 @@
 #include "parallel/world.hpp"
 #include "runtime/train_job.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 // Every source opens, the CPU trainers fit the node's memory, and the folders
 // and files the run writes (run.dir, checkpoint.dir, the dump file) can be
@@ -21,4 +21,4 @@ void save_effective_config(const World& w);
 // it writes nothing (a run folder's config.yaml stays). Returns the exit code.
 int print_dry_run(const World& w);
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

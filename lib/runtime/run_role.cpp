@@ -12,7 +12,7 @@
 #include "roles/constructor.hpp"
 #include "roles/loader.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 namespace {
 // One message, the code in the exit file, and the job ends (a lone exiting
@@ -31,7 +31,7 @@ int run_role(const World& w, const std::function<int()>& lead,
   try {
     switch (w.role) {
       case Role::loader:
-        run_loader(w);
+        roles::run_loader(w);
         break;
       case Role::trainer:
         code = trainer();
@@ -40,7 +40,7 @@ int run_role(const World& w, const std::function<int()>& lead,
         if (w.rank == 0)
           code = lead();
         else
-          run_constructor(w);
+          roles::run_constructor(w);
         break;
     }
   } catch (const Error& e) {
@@ -57,4 +57,4 @@ int run_role(const World& w, const std::function<int()>& lead,
 
 // --- trainer side -------------------------------------------------------------------
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

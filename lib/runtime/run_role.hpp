@@ -5,7 +5,7 @@
 
 #include "parallel/world.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 // Loaders and non-lead constructors serve; rank 0 runs `lead`, trainers run
 // `trainer`. A meshloom::Error on any rank (a bad source file, ...) is
@@ -13,4 +13,4 @@ namespace meshloom {
 // exceptions with 1. Returns the exit code.
 int run_role(const World& w, const std::function<int()>& lead, const std::function<int()>& trainer);
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -6,7 +6,7 @@
 #include "comm/mpi_check.hpp"
 #include "wire/reassemble.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 void write_step_dump(const std::string& path, MPI_Comm trainers, const wire::Batch& batch,
                      bool holds_batch, const model::ParamLayout& layout,
@@ -71,4 +71,4 @@ void write_step_dump(const std::string& path, MPI_Comm trainers, const wire::Bat
   LOG_INFO("step %lld dumped to %s", (long long)batch.step, path.c_str());
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

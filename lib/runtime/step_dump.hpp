@@ -17,7 +17,7 @@
 #include "model/transformer.hpp"
 #include "wire/protocol.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 // Collective over `trainers`. `holds_batch`: this trainer sends its batch
 // (one of each HDP rank: the others of its TP group and pipeline have the
@@ -28,4 +28,4 @@ void write_step_dump(const std::string& path, MPI_Comm trainers, const wire::Bat
                      const std::vector<float>& params, const std::vector<float>& grads,
                      double loss_sum);
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -5,9 +5,9 @@
 #include "roles/inbox.hpp"
 #include "roles/report.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
-std::vector<wire::Report> lead_steps(Lead& lead, int64_t first, int64_t end,
+std::vector<wire::Report> lead_steps(roles::Lead& lead, int64_t first, int64_t end,
                                      const StepDone& on_step) {
   int64_t done = first;
   // In trainer order, not arrival order: sums over trainers (the loss) come
@@ -32,18 +32,18 @@ std::vector<wire::Report> lead_steps(Lead& lead, int64_t first, int64_t end,
 void trainer_steps(const World& w, const StepAnswer& answer, const int* faults_fired) {
   wire::Report report;
   report.role = int(Role::trainer);
-  BatchInbox inbox(w);
+  roles::BatchInbox inbox(w);
   while (true) {
     double wait = 0;
     const wire::Batch b = inbox.receive(&wait);
     wire::Ack ack = answer(b, wait);
-    send_ack(ack);
+    roles::send_ack(ack);
     for (const auto& mb : b.micro) report.tokens += int64_t(mb.tokens.size());
     report.busy_seconds += ack.step_seconds;  // the step, data wait excluded
     if (b.last) break;
   }
   if (faults_fired) report.faults_fired = *faults_fired;
-  send_final_report(report, inbox.worker_pss_kib());
+  roles::send_final_report(report, inbox.worker_pss_kib());
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -13,14 +13,14 @@
 #include "roles/lead.hpp"
 #include "wire/protocol.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 // Rank 0: dispatches steps [first, end) through `lead` (blocking only for
 // flow control) and calls on_step(s, acks) for every step in order, as soon as
 // each trainer has acknowledged it (acks in trainer order). Then stops the loaders and constructors
 // and returns every rank's final report.
 using StepDone = std::function<void(int64_t step, std::vector<wire::Ack> acks)>;
-std::vector<wire::Report> lead_steps(Lead& lead, int64_t first, int64_t end,
+std::vector<wire::Report> lead_steps(roles::Lead& lead, int64_t first, int64_t end,
                                      const StepDone& on_step);
 
 // A trainer: receives its batches until the last one, answers each with
@@ -30,4 +30,4 @@ std::vector<wire::Report> lead_steps(Lead& lead, int64_t first, int64_t end,
 using StepAnswer = std::function<wire::Ack(const wire::Batch& batch, double wait_seconds)>;
 void trainer_steps(const World& w, const StepAnswer& answer, const int* faults_fired = nullptr);
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -31,13 +31,13 @@
 #include "train/optimizer.hpp"
 #include "train/trainer.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 namespace {
 
 // The lead continues from a checkpoint: its data state, and the document
 // lengths known then (in the checkpoint, or in its base when it holds a delta).
-void resume_lead(Lead* lead, const std::string& path) {
+void resume_lead(roles::Lead* lead, const std::string& path) {
   ckpt::Checkpoint c = ckpt::read_checkpoint(path, /*only_meta=*/true);
   std::vector<ckpt::SourceLengths> lengths;
   if (!c.lengths_full) {
@@ -62,7 +62,7 @@ int run_train_lead(const World& w, const TrainRun& run, const std::string& resum
   LOG_INFO("layout: %s", w.mesh.describe().c_str());
   for (const std::string& line : describe_nodes(w.layout, w.mesh, w.hosts))
     LOG_INFO("layout: %s", line.c_str());
-  Lead lead(w);
+  roles::Lead lead(w);
   if (!resume_from.empty()) resume_lead(&lead, resume_from);
   const int64_t end = run.end(w.config);
   TrainMetrics metrics(w, lead, lead.first_step(), end);
@@ -136,7 +136,7 @@ class CheckpointWriter {
 
 // Drills (faults.inject): a real death, or a trainer that stops taking part
 // (the watchdog ends the job).
-void inject_trainer_fault(const InjectedFaults& faults, int rank, int64_t step) {
+void inject_trainer_fault(const roles::InjectedFaults& faults, int rank, int64_t step) {
   const char* what = faults.crash_at(step) ? "crashes" : faults.hang_at(step) ? "hangs" : nullptr;
   if (!what) return;
   std::fprintf(stderr, "meshloom: fault injected: trainer rank %d %s at step %lld\n", rank, what,
@@ -150,7 +150,7 @@ int run_train_trainer(const World& w, const TrainRun& run, const std::string& re
                       double node_peak) {
   const StepComms comms(w.role_comm, w.mesh);
   train::Trainer trainer(w, comms);
-  const InjectedFaults faults(w.config, w.rank);
+  const roles::InjectedFaults faults(w.config, w.rank);
   if (!resume_from.empty()) trainer.load(ckpt::read_checkpoint(resume_from));
   CheckpointWriter writer(w);
   const double peak = trainer_peak_flops(w, trainer, node_peak);
@@ -230,4 +230,4 @@ int run_train(const World& w, const TrainRun& run) {
       [&] { return run_train_trainer(w, run, resume_from, node_peak); });
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

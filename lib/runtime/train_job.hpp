@@ -12,14 +12,14 @@
 #include "config/config.hpp"
 #include "parallel/world.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 struct TrainRun {
   int64_t dump_step = -1;  // --dump-step N FILE
   std::string dump_file;
-  std::string resume;    // --resume: "", "auto" or a checkpoint file
+  std::string resume;      // --resume: "", "auto" or a checkpoint file
   bool overwrite = false;  // --overwrite: move checkpoints in the way aside
-  int64_t stop_at = -1;  // --stop-at: stop before this step, as a preempted job would
+  int64_t stop_at = -1;    // --stop-at: stop before this step, as a preempted job would
 
   // The step this attempt stops before: run.steps, or --stop-at if earlier.
   int64_t end(const config::Config& c) const {
@@ -33,4 +33,4 @@ struct TrainRun {
 // starts and every rank runs its role. Returns this rank's exit code.
 int run_train(const World& w, const TrainRun& run);
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

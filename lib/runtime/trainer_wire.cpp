@@ -3,7 +3,7 @@
 #include <tuple>
 #include <utility>
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 static_assert(train::kMicroColumns == wire::kMicroColumns, "Ack::micro carries StepStats::micro");
 
@@ -53,4 +53,4 @@ wire::Ack to_ack(train::StepStats stats) {
   return ack;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

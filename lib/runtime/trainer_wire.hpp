@@ -5,7 +5,7 @@
 #include "train/step_io.hpp"
 #include "wire/protocol.hpp"
 
-namespace meshloom {
+namespace meshloom::runtime {
 
 // The trainer's view of a received batch: every micro-batch's tokens,
 // targets, positions and patches, with the sample of every token (the
@@ -16,4 +16,4 @@ train::StepInput step_input(const wire::Batch& batch);
 // adds the rest: wait, peak FLOP/s, echo).
 wire::Ack to_ack(train::StepStats stats);
 
-}  // namespace meshloom
+}  // namespace meshloom::runtime

@@ -53,7 +53,8 @@ struct RingGroup {
   double timeout_s = 300;
   int ulysses = 1;
   // Hybrid (1 < ulysses < members): this member's Ulysses subgroup, prepared
-  // with the step's groups (lead.cpp's step_groups); null: split on the spot.
+  // with the step's groups (roles/step_placer.cpp's step_groups); null: split on
+  // the spot.
   MPI_Comm subgroup = MPI_COMM_NULL;
 };
 
@@ -95,7 +96,7 @@ struct OptimizerSetup {
   std::function<void(std::span<float>)> host_allgather;
   // Called once, on every trainer, once the transport is chosen and before
   // the weights, gradients and optimizer state are allocated: fails (fatal)
-  // when the run cannot fit (plan/device_memory.hpp).
+  // when the run cannot fit (plan/cost/device_memory.hpp).
   std::function<void(const DeviceMemoryInfo&)> check_memory;
   // Tensor parallelism (tp > 1): the flat buffer is this TP rank's shard.
   // Gradients of the replicated tensors (`replicated` ranges: norm gains) are
@@ -141,7 +142,7 @@ class TrainerBackend {
                           std::span<const float> v, int64_t step) = 0;
   virtual void zero_grads() = 0;
   // The step's CP groups and hybrid subgroups (ranks of OptimizerSetup::
-  // trainers, lead.cpp's step_groups), at the start of every step: the CUDA
+  // trainers, roles/step_placer.cpp's step_groups), at the start of every step: the CUDA
   // backend splits their NCCL communicators (cached per member set, the same
   // LRU and capacity as the MPI ones, bounded by OptimizerSetup::
   // group_cache_bytes too). Collective over the trainers, in the same order

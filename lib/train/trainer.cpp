@@ -16,8 +16,8 @@
 #include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
 #include "parallel/watchdog.hpp"
-#include "plan/device_memory.hpp"
-#include "plan/pipeline.hpp"
+#include "plan/cost/device_memory.hpp"
+#include "plan/pipeline/pipeline.hpp"
 #include "train/cpu_backend.hpp"
 
 namespace meshloom::train {

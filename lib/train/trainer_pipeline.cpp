@@ -1,5 +1,5 @@
 // One pipeline stage's part of a step (parallel.pp > 1): the 1F1B schedule
-// of plan/pipeline_schedule.hpp over the pipeline's slots.
+// of plan/pipeline/pipeline_schedule.hpp over the pipeline's slots.
 //
 // Every trainer of an HDP rank receives the same micro-batches, each with
 // its slot (train/step_io.hpp): the pipeline runs 1F1B over slots 0..S-1,
@@ -7,7 +7,7 @@
 // (one_f_one_b_slots). A CP ring holds the same slot in each member
 // pipeline, so that stage s of every member reaches the ring's forward (and
 // its backward) in the same order relative to the other rings: ring
-// attention runs stage by stage without deadlock (plan/pipeline_slots.hpp).
+// attention runs stage by stage without deadlock (plan/pipeline/pipeline_slots.hpp).
 //
 // Activations go to the next stage and their gradients back with
 // non-blocking sends on the pipeline axis (one tag each way; 1F1B keeps
@@ -23,7 +23,7 @@
 #include "base/strings.hpp"
 #include "comm/p2p.hpp"
 #include "parallel/watchdog.hpp"
-#include "plan/pipeline_slots.hpp"
+#include "plan/pipeline/pipeline_slots.hpp"
 #include "train/trainer.hpp"
 
 namespace meshloom::train {

@@ -87,7 +87,7 @@ struct MicroBatchWork {
   int32_t member = 0;
   float offload = 0;  // the plan's offload ratio (largest of its sequences)
   // Its place in the pipeline's 1F1B order (parallel.pp > 1): a ring has
-  // the same slot in every member pipeline (plan/pipeline_slots.hpp).
+  // the same slot in every member pipeline (plan/pipeline/pipeline_slots.hpp).
   int32_t slot = 0;
   // A CP group's attention: its Ulysses degree u (plan/plan.hpp CpAlgo): 1
   // ring, the group size Ulysses, else Ulysses of u inside a ring.

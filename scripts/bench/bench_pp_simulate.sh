@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench_pp_simulate.sh: ByteScale's LLaMA-70B setting with pipelines,
-# simulated (meshloom simulate --pp; lib/plan/simulate_pipeline.hpp). 8,192
+# simulated (meshloom simulate --pp; lib/plan/simulate/simulate_pipeline.hpp). 8,192
 # GPUs of 80 GB at TP 8, 2M context, 32M-token batches, GitHub and Byted
 # lengths; the PP degree is the smallest that fits (--pp auto: each stage's
 # state and pp micro-batches of activations in 90% of the GPU, and the static

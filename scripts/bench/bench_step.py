@@ -222,7 +222,7 @@ def cmd_calib(a):
 
 def micro_cost(m, coef):
     """The cost model's time of one micro-batch [tokens, sum L^2/k, k, seconds]
-    (lib/plan/cost_model.hpp; ring messages on one machine cost ~nothing next
+    (lib/plan/cost/cost_model.hpp; ring messages on one machine cost ~nothing next
     to a ring step's attention, so a ring member's time is b*tokens + g + k*s)."""
     tokens, l2, _, _ = m  # k ring steps of s = a * l2 / k each
     return coef["b"] * tokens + coef["g"] + coef["a"] * l2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench_tp_capacity.sh: what tensor parallelism buys in capacity, simulated.
 # meshloom simulate --capacity auto gives each trainer (a TP group) the most
-# tokens TP rank 0 fits in 90% of an 80 GB GPU (plan/device_memory.hpp: bf16
+# tokens TP rank 0 fits in 90% of an 80 GB GPU (plan/cost/device_memory.hpp: bf16
 # weights, fp32 gradients, ZeRO-1 moments, activations, logits, ring buffers;
 # sharded tp ways where Megatron's layers shard them), then plans the same
 # batches (2M context, byted lengths, 32M-token batch, 1,024 GPUs) with the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `meshloom plan --config` with run.backend: cuda prints the device memory one
-# trainer needs (lib/plan/device_memory.hpp), with the transport rings would
-# use; with run.backend: cpu the host memory (lib/plan/host_memory.hpp), per
+# trainer needs (lib/plan/cost/device_memory.hpp), with the transport rings would
+# use; with run.backend: cpu the host memory (lib/plan/cost/host_memory.hpp), per
 # TP rank with parallel.tp, and the plan is over trainers / tp HDP ranks.
 # No MPI, no GPU.
 #   run_plan_memory.sh MESHLOOM

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `meshloom simulate --pp` as a user runs it: HDP ranks become pipelines and
 # the static 3D mesh, HDP with DP-Balance and HDP with PP-Balance plan the
-# same batches (lib/plan/simulate_pipeline.hpp); the PP degree and the
+# same batches (lib/plan/simulate/simulate_pipeline.hpp); the PP degree and the
 # capacity it buys are printed, --csv appends one line per setup, and a PP
 # degree that does not fit exits 2 with one error line. No MPI, a few seconds.
 #   run_simulate_pp.sh MESHLOOM

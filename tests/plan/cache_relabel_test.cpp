@@ -35,7 +35,7 @@ TEST(CacheRelabel, KeepsPlansValidAndTheirTimeWithinNodes) {
     PlannerOptions o;
     o.trainers = b.trainers;
     o.capacity = b.capacity;
-    const Plan p = make_plan("hdp", b.lengths, o, cost);
+    const Plan p = plan_step({config::Planner::hdp}, b.lengths, o, cost);
     // A random node layout (or none) and a cache of random sets.
     std::vector<int32_t> nodes;
     const int per_node = 1 + int(rng.below(8));
@@ -83,7 +83,7 @@ double hit_rate(bool relabel, int steps) {
   for (int s = 0; s < steps; ++s) {
     const auto lengths =
         draw_batch(LengthSampler::named("github"), 16 * 16 * K, 256 * K, uint64_t(100 + s));
-    Plan p = make_plan("hdp", lengths, o, cost);
+    Plan p = plan_step({config::Planner::hdp}, lengths, o, cost);
     if (relabel) {
       std::vector<std::vector<int32_t>> cached = cache.sets();
       std::reverse(cached.begin(), cached.end());

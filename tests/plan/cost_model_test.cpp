@@ -1,6 +1,6 @@
 // The cost model: FLOPs from the model's shape, the ring overlap rule, and
 // calibration from measured micro-batches.
-#include "plan/cost_model.hpp"
+#include "plan/cost/cost_model.hpp"
 
 #include <gtest/gtest.h>
 

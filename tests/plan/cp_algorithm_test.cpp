@@ -9,10 +9,10 @@
 #include <numeric>
 
 #include "base/bytes.hpp"
-#include "plan/plan_io.hpp"
+#include "plan/io/plan_io.hpp"
+#include "plan/io/summary.hpp"
 #include "plan/planner.hpp"
-#include "plan/simulate.hpp"
-#include "plan/summary.hpp"
+#include "plan/simulate/simulate.hpp"
 #include "plan_test_util.hpp"
 #include "tests/common/test_util.hpp"
 
@@ -53,9 +53,9 @@ std::vector<Plan> plans_of(CpAlgorithm setting, int seed, int count) {
     o.capacity = b.capacity;
     o.offload = i % 4 == 0;
     o.cp_algorithm = setting;
-    for (const char* name : {"hdp", "static"}) {
+    for (config::Planner name : {config::Planner::hdp, config::Planner::static_grid}) {
       try {
-        out.push_back(make_plan(name, b.lengths, o, cost));
+        out.push_back(plan_step({name}, b.lengths, o, cost));
       } catch (const Error&) {  // the static grid cannot hold every batch
       }
     }
@@ -254,7 +254,7 @@ TEST(CpAlgorithm, AutoPicksUlyssesInsideANode) {
   choose_cp_algorithms(p, cost, CpAlgorithm::automatic);
   EXPECT_EQ(p.validate(), "");
   ASSERT_EQ(p.cp.size(), 2u);
-  EXPECT_EQ(p.cp_algo(0), (CpAlgo{CpKind::kUlysses, 4}));
+  EXPECT_EQ(p.cp_algo(0), (CpAlgo{config::CpAlgorithm::ulysses, 4}));
   EXPECT_EQ(p.cp_algo(1), CpAlgo{});
   EXPECT_LT(p.makespan(), ring_time);
   EXPECT_TRUE(p.transfers().empty()) << "pure Ulysses has no ring edges";
@@ -266,7 +266,7 @@ TEST(CpAlgorithm, AutoPicksUlyssesInsideANode) {
   EXPECT_TRUE(q.cp.empty());
   // Forced hybrid 2 x 2: ring edges from member c to c + 2.
   choose_cp_algorithms(q, cost, CpAlgorithm::hybrid);
-  EXPECT_EQ(q.cp_algo(0), (CpAlgo{CpKind::kHybrid, 2}));
+  EXPECT_EQ(q.cp_algo(0), (CpAlgo{config::CpAlgorithm::hybrid, 2}));
   const auto tr = q.transfers();
   ASSERT_EQ(tr.size(), 4u);
   EXPECT_EQ(tr[0].from, 0);
@@ -287,12 +287,12 @@ TEST(CpAlgorithm, ValidateCatchesABadDegree) {
     const char* expect;
   };
   const Case cases[] = {
-      {{CpKind::kHybrid, 3}, small_heads(), "does not divide its group"},
-      {{CpKind::kUlysses, 0}, small_heads(), "does not divide its group"},
-      {{CpKind::kHybrid, 4}, small_heads(), "CP algorithm hybrid"},
-      {{CpKind::kRing, 2}, small_heads(), "CP algorithm ring"},
-      {{CpKind::kUlysses, 4}, HeadShape{2, 1, 16.0}, "heads of a TP rank"},
-      {{CpKind::kHybrid, 2}, HeadShape{}, "heads of a TP rank"},
+      {{config::CpAlgorithm::hybrid, 3}, small_heads(), "does not divide its group"},
+      {{config::CpAlgorithm::ulysses, 0}, small_heads(), "does not divide its group"},
+      {{config::CpAlgorithm::hybrid, 4}, small_heads(), "CP algorithm hybrid"},
+      {{config::CpAlgorithm::ring, 2}, small_heads(), "CP algorithm ring"},
+      {{config::CpAlgorithm::ulysses, 4}, HeadShape{2, 1, 16.0}, "heads of a TP rank"},
+      {{config::CpAlgorithm::hybrid, 2}, HeadShape{}, "heads of a TP rank"},
   };
   for (const Case& c : cases) {
     Plan p = four_way_ring(cost);
@@ -313,7 +313,7 @@ TEST(CpAlgorithm, ValidateCatchesABadDegree) {
   b.add_ring(0, seqs);
   Plan two = b.finish(cost);
   EXPECT_EQ(two.validate(), "");
-  two.cp = {CpAlgo{CpKind::kUlysses, 2}, CpAlgo{}};
+  two.cp = {CpAlgo{config::CpAlgorithm::ulysses, 2}, CpAlgo{}};
   EXPECT_NE(two.validate().find("but not a CP algorithm"), std::string::npos) << two.validate();
 }
 
@@ -348,14 +348,14 @@ TEST(CpAlgorithm, SimulateComparesWithRing) {
   s.gpus = 64;
   s.context = 256 * 1024;
   s.batch = 2 * 1024 * 1024;
-  s.planners = {"hdp"};
+  s.planners = {config::Planner::hdp};
   s.steps = 2;
   const LengthSampler byted = LengthSampler::named("byted");
   const SimResult ring = simulate(s, byted);
   s.cp_algorithm = CpAlgorithm::automatic;
   const SimResult best = simulate(s, byted);
-  const SimRow& r = *ring.row("hdp");
-  const SimRow& a = *best.row("hdp");
+  const SimRow& r = *ring.row(config::Planner::hdp);
+  const SimRow& a = *best.row(config::Planner::hdp);
   ASSERT_EQ(r.error, "");
   ASSERT_EQ(a.error, "");
   EXPECT_LE(a.step_s, r.step_s);

@@ -1,6 +1,6 @@
 // The CUDA backend's device-memory estimate: a small shape worked by hand,
 // and the properties the start-up check relies on.
-#include "plan/device_memory.hpp"
+#include "plan/cost/device_memory.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// The CPU backend's host-memory estimate (plan/host_memory.hpp): its terms
+// The CPU backend's host-memory estimate (plan/cost/host_memory.hpp): its terms
 // against the buffers a real model::Transformer allocates, at tp 1, 2 and 4,
 // tied and untied, below and above the loss chunk, with and without sequence
 // parallelism; the start-up floor worked by hand; a TP rank's shard.
-#include "plan/host_memory.hpp"
+#include "plan/cost/host_memory.hpp"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "plan/plan_io.hpp"
+#include "plan/io/plan_io.hpp"
 #include "plan/planner.hpp"
 #include "plan_test_util.hpp"
 
@@ -23,8 +23,8 @@ std::vector<Plan> sample_plans() {
     o.trainers = b.trainers;
     o.capacity = b.capacity;
     o.offload = i % 3 == 0;
-    for (const std::string& name : planner_names())
-      plans.push_back(make_plan(name, b.lengths, o, cost));
+    for (config::Planner name : all_planners())
+      plans.push_back(plan_step({name}, b.lengths, o, cost));
   }
   return plans;
 }
@@ -63,7 +63,7 @@ TEST(Serialize, IsCompact) {
   o.trainers = 4096;
   o.capacity = 16384;
   const auto lengths = draw_batch(LengthSampler::named("byted"), int64_t(4096) * 16384, 1 << 21, 3);
-  const Plan p = make_plan("hdp", lengths, o, cost);
+  const Plan p = plan_step({config::Planner::hdp}, lengths, o, cost);
   const size_t size = serialize(p).size();
   EXPECT_LT(double(size), 16.0 * double(p.sequences() + p.pieces.size()))
       << size << " bytes for " << p.sequences() << " sequences";

@@ -218,7 +218,7 @@ TEST(Stats, LowerBoundAndImbalance) {
   PlannerOptions o;
   o.trainers = 2;
   o.capacity = 8192;
-  const Plan p = make_plan("hdp", {4096}, o, cost);
+  const Plan p = plan_step({config::Planner::hdp}, {4096}, o, cost);
   ASSERT_EQ(p.validate(), "");
   const PlanStats st = plan_stats(p);
   EXPECT_NEAR(st.imbalance, 2.0, 1e-6);

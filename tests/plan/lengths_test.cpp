@@ -1,5 +1,5 @@
 // Length distributions, token counts and batch drawing.
-#include "plan/lengths.hpp"
+#include "plan/io/lengths.hpp"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 // random plans of the hdp, bytescale and pp-balance planners, random pp
 // 1..5, run in process with every ring a rendezvous and every message
 // checked against its receive, in order.
-#include "plan/pipeline_slots.hpp"
+#include "plan/pipeline/pipeline_slots.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,8 +15,8 @@
 #include <tuple>
 
 #include "base/strings.hpp"
+#include "plan/pipeline/pp_plan.hpp"
 #include "plan/planner.hpp"
-#include "plan/pp_plan.hpp"
 #include "plan_test_util.hpp"
 
 using namespace meshloom;
@@ -113,8 +113,11 @@ void for_random_plans(uint64_t seed, int batches, int max_pp, Check check) {
     for (const std::string planner : {"hdp", "bytescale", "pp-balance"}) {
       SCOPED_TRACE(strf("iter %d, %s, T %d, C %lld, pp %d, %zu sequences", iter, planner.c_str(),
                         o.trainers, (long long)o.capacity, pp, lengths.size()));
-      const Plan plan = planner == "pp-balance" ? pp_balance_plan(lengths, o, cost, model)
-                                                : make_plan(planner, lengths, o, cost);
+      const Plan plan =
+          planner == "pp-balance"
+              ? pp_balance_plan(lengths, o, cost, model)
+              : plan_step({config::choice_from_name<config::Planner>(planner, "planner")}, lengths,
+                          o, cost);
       check(plan, model, pp);
       if (::testing::Test::HasFatalFailure()) return;
     }

@@ -2,7 +2,7 @@
 // brute force, embedding and head counted, user overrides checked), the 1F1B
 // op lists (hand-worked), the event simulation (hand-worked timings,
 // deadlocks reported) and a property test over thousands of random pipelines.
-#include "plan/pipeline.hpp"
+#include "plan/pipeline/pipeline.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <cmath>
 #include <functional>
 
-#include "plan/pipeline_schedule.hpp"
+#include "plan/pipeline/pipeline_schedule.hpp"
 #include "plan_test_util.hpp"
 
 using namespace meshloom;

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "plan/cost_model.hpp"
-#include "plan/lengths.hpp"
+#include "plan/cost/cost_model.hpp"
+#include "plan/io/lengths.hpp"
 #include "plan/model_shape.hpp"
 
 namespace meshloom::plan::plantest {

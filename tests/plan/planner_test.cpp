@@ -3,9 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/hdp_planner.hpp"
-#include "plan/plan_io.hpp"
-#include "plan/static_planner.hpp"
+#include "plan/io/plan_io.hpp"
+#include "plan/planners/hdp_planner.hpp"
+#include "plan/planners/static_planner.hpp"
 #include "plan_test_util.hpp"
 
 using namespace meshloom;
@@ -42,7 +42,7 @@ TEST(StaticGrid, SplitsEverySequenceOverItsCpGroup) {
   PlannerOptions o = opts(16, 1024);
   o.seq_len_max = 4096;  // CP 4, DP 4
   const std::vector<int64_t> lengths = {4096, 100, 7, 3000, 2000, 1, 1024, 512};
-  const Plan p = make_plan("static", lengths, o, cost);
+  const Plan p = plan_step({config::Planner::static_grid}, lengths, o, cost);
   ASSERT_EQ(p.validate(), "");
   EXPECT_EQ(p.static_cp, 4);
   for (int32_t s = 0; s < p.sequences(); ++s) {
@@ -51,7 +51,8 @@ TEST(StaticGrid, SplitsEverySequenceOverItsCpGroup) {
     EXPECT_EQ(g[0] % 4, 0);
     for (int c = 1; c < 4; ++c) EXPECT_EQ(g[c], g[0] + c) << "CP inner: consecutive ranks";
   }
-  EXPECT_THROW(make_plan("static", {5000}, o, cost), Error) << "longer than seq_len_max";
+  EXPECT_THROW(plan_step({config::Planner::static_grid}, {5000}, o, cost), Error)
+      << "longer than seq_len_max";
 }
 
 TEST(Hdp, ByteScalesExample768KOn128Ranks) {
@@ -62,7 +63,7 @@ TEST(Hdp, ByteScalesExample768KOn128Ranks) {
   for (int i = 0; i < 32; ++i) lengths.push_back(8 * K);
   PlannerOptions o = opts(128, 8 * K);
   o.widen = false;
-  const Plan p = make_plan("hdp", lengths, o, cost);
+  const Plan p = plan_step({config::Planner::hdp}, lengths, o, cost);
   ASSERT_EQ(p.validate(), "");
   EXPECT_EQ(p.group_size(0), 96);
   std::vector<int> used(128, 0);
@@ -72,7 +73,7 @@ TEST(Hdp, ByteScalesExample768KOn128Ranks) {
     EXPECT_EQ(used[p.group(s)[0]], 0) << "the 8K sequences run beside the ring";
     ++used[p.group(s)[0]];
   }
-  const Plan st = make_plan("static", lengths, o, cost);
+  const Plan st = plan_step({config::Planner::static_grid}, lengths, o, cost);
   EXPECT_EQ(st.static_cp, 128);
   EXPECT_LT(p.comm_bytes(), st.comm_bytes());
 }
@@ -82,11 +83,13 @@ TEST(Hdp, NeverSplitsWhatFitsAndSplitsTheRestMinimallyWithoutWidening) {
   PlannerOptions o = opts(64, 4096);
   o.widen = false;
   const std::vector<int64_t> lengths = {4096, 4097, 8192, 8193, 100000, 1, 2, 4095};
-  for (const std::string name : {"hdp", "bytescale", "naive"}) {
-    const Plan p = make_plan(name, lengths, o, cost);
-    ASSERT_EQ(p.validate(), "") << name;
+  for (config::Planner name :
+       {config::Planner::hdp, config::Planner::bytescale, config::Planner::naive}) {
+    const Plan p = plan_step({name}, lengths, o, cost);
+    ASSERT_EQ(p.validate(), "") << config::enum_name(name);
     for (int32_t s = 0; s < p.sequences(); ++s)
-      EXPECT_EQ(p.group_size(s), (lengths[s] + 4095) / 4096) << name << " L=" << lengths[s];
+      EXPECT_EQ(p.group_size(s), (lengths[s] + 4095) / 4096)
+          << config::enum_name(name) << " L=" << lengths[s];
   }
 }
 
@@ -97,12 +100,12 @@ TEST(Hdp, WidensASequenceThatWouldSetTheStepTimeAlone) {
   std::vector<int64_t> lengths = {1 * M};
   for (int i = 0; i < 700; ++i) lengths.push_back(4 * K);
   const PlannerOptions o = opts(256, 16 * K);
-  const Plan p = make_plan("hdp", lengths, o, cost);
+  const Plan p = plan_step({config::Planner::hdp}, lengths, o, cost);
   ASSERT_EQ(p.validate(), "");
   EXPECT_GT(p.group_size(0), 64);
   PlannerOptions narrow = o;
   narrow.widen = false;
-  const Plan q = make_plan("hdp", lengths, narrow, cost);
+  const Plan q = plan_step({config::Planner::hdp}, lengths, narrow, cost);
   EXPECT_EQ(q.group_size(0), 64);
   EXPECT_LT(p.makespan(), 0.8 * q.makespan());
   // The step cannot beat the fastest ring the 1M sequence can run: beyond
@@ -115,7 +118,7 @@ TEST(Hdp, WidensASequenceThatWouldSetTheStepTimeAlone) {
 
 TEST(Hdp, SmallGroupsStartAsRunsOfConsecutiveRanks) {
   const CostModel cost = plantest::llama7b_cost();
-  const Plan p = make_plan("hdp", {40000, 3000, 3000}, opts(16, 8192), cost);
+  const Plan p = plan_step({config::Planner::hdp}, {40000, 3000, 3000}, opts(16, 8192), cost);
   ASSERT_EQ(p.validate(), "");
   auto g = p.group(0);
   for (size_t c = 1; c < g.size(); ++c) EXPECT_EQ(g[c], g[c - 1] + 1);
@@ -129,7 +132,7 @@ TEST(Hdp, TrainersRunDifferentNumbersOfMicroBatches) {
   const auto lengths = draw_batch(LengthSampler::named("byted"), int64_t(256) * 8 * K, 256 * K, 5);
   ASSERT_GE(ideal_bound(lengths, opts(256, 8 * K), cost).balanced,
             ideal_step_time(lengths, opts(256, 8 * K), cost));
-  const Plan p = make_plan("hdp", lengths, opts(256, 8 * K), cost);
+  const Plan p = plan_step({config::Planner::hdp}, lengths, opts(256, 8 * K), cost);
   ASSERT_EQ(p.validate(), "");
   const PlanStats st = plan_stats(p);
   EXPECT_GT(st.max_micro_batches, st.min_micro_batches + 2);
@@ -144,8 +147,8 @@ TEST(Hdp, StaticFallbackTakesTheGridWhereItIsFaster) {
   const int64_t C = 8 * K;
   const std::vector<int64_t> lengths = {4 * C, C, C};
   PlannerOptions o = opts(4, C);
-  const Plan hdp = make_plan("hdp", lengths, o, cost);
-  const Plan grid = make_plan("static", lengths, o, cost);
+  const Plan hdp = plan_step({config::Planner::hdp}, lengths, o, cost);
+  const Plan grid = plan_step({config::Planner::static_grid}, lengths, o, cost);
   ASSERT_EQ(hdp.validate(), "");
   ASSERT_EQ(grid.static_cp, 4);
   EXPECT_FALSE(hdp.static_fallback());
@@ -154,7 +157,7 @@ TEST(Hdp, StaticFallbackTakesTheGridWhereItIsFaster) {
   EXPECT_GT(hdp.makespan(), 1.1 * grid.makespan());
 
   o.static_fallback = true;
-  const Plan fb = make_plan("hdp", lengths, o, cost);
+  const Plan fb = plan_step({config::Planner::hdp}, lengths, o, cost);
   ASSERT_EQ(fb.validate(), "");
   EXPECT_EQ(fb.planner, "hdp");
   EXPECT_TRUE(fb.static_fallback());
@@ -174,8 +177,8 @@ TEST(Hdp, StaticFallbackTakesTheGridWhereItIsFaster) {
 
   // A grid that cannot hold the batch (longer than seq_len_max): HDP's plan stands.
   o.seq_len_max = 2 * C;
-  EXPECT_THROW(make_plan("static", lengths, o, cost), Error);
-  const Plan kept = make_plan("hdp", lengths, o, cost);
+  EXPECT_THROW(plan_step({config::Planner::static_grid}, lengths, o, cost), Error);
+  const Plan kept = plan_step({config::Planner::hdp}, lengths, o, cost);
   EXPECT_FALSE(kept.static_fallback());
   EXPECT_EQ(kept.makespan(), hdp.makespan());
 
@@ -196,11 +199,11 @@ TEST(Hdp, StaticFallbackKeepsHdpOnRealisticBatches) {
     o.seq_len_max = 256 * K;
     const auto lengths =
         draw_batch(LengthSampler::named("byted"), int64_t(T) * 16 * K, 256 * K, uint64_t(T));
-    const Plan hdp = make_plan("hdp", lengths, o, cost);
-    const Plan grid = make_plan("static", lengths, o, cost);
+    const Plan hdp = plan_step({config::Planner::hdp}, lengths, o, cost);
+    const Plan grid = plan_step({config::Planner::static_grid}, lengths, o, cost);
     ASSERT_LT(hdp.makespan(), grid.makespan()) << "T=" << T;
     o.static_fallback = true;
-    Plan fb = make_plan("hdp", lengths, o, cost);
+    Plan fb = plan_step({config::Planner::hdp}, lengths, o, cost);
     ASSERT_EQ(fb.validate(), "");
     EXPECT_FALSE(fb.static_fallback()) << "T=" << T;
     EXPECT_EQ(fb.static_cp, 0);
@@ -229,7 +232,7 @@ TEST(Offload, NeedsFewerTrainersAndStaysWithinCapacity) {
   EXPECT_GT(one.ratio, 0.f);
   EXPECT_EQ(min_split(8 * K, o, cost).ratio, 0.f);
   const auto lengths = draw_batch(LengthSampler::named("byted"), int64_t(512) * 8 * K, 2 * M, 9);
-  const Plan with = make_plan("hdp", lengths, o, cost);
+  const Plan with = plan_step({config::Planner::hdp}, lengths, o, cost);
   ASSERT_EQ(with.validate(), "");
   int fewer = 0;  // sequences on fewer trainers than their length needs without offloading
   for (int32_t q = 0; q < with.sequences(); ++q)
@@ -241,20 +244,27 @@ TEST(Offload, NeedsFewerTrainersAndStaysWithinCapacity) {
 
 TEST(Planners, RefuseWhatCannotBePlanned) {
   const CostModel cost = plantest::llama7b_cost();
-  auto message = [&](const std::string& planner, std::vector<int64_t> lengths, PlannerOptions o) {
+  auto message = [&](config::Planner planner, std::vector<int64_t> lengths, PlannerOptions o) {
     try {
-      make_plan(planner, lengths, o, cost);
+      plan_step({planner}, lengths, o, cost);
     } catch (const Error& e) {
       return std::string(e.what());
     }
     return std::string("accepted");
   };
-  EXPECT_NE(message("hdp", {100000}, opts(4, 8192)).find("needs 13 trainers"), std::string::npos);
-  EXPECT_NE(message("hdp", {0}, opts(4, 8192)).find("positive"), std::string::npos);
-  EXPECT_NE(message("hpd", {1}, opts(4, 8192)).find("did you mean 'hdp'"), std::string::npos);
-  EXPECT_NE(message("hdp", {1}, opts(0, 8192)).find("trainers"), std::string::npos);
+  const config::Planner hdp = config::Planner::hdp;
+  EXPECT_NE(message(hdp, {100000}, opts(4, 8192)).find("needs 13 trainers"), std::string::npos);
+  EXPECT_NE(message(hdp, {0}, opts(4, 8192)).find("positive"), std::string::npos);
+  EXPECT_NE(message(hdp, {1}, opts(0, 8192)).find("trainers"), std::string::npos);
+  // A planner's name is read where it is given (the config, --planner).
+  try {
+    config::choice_from_name<config::Planner>("hpd", "--planner");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'hdp'"), std::string::npos);
+  }
   // An empty batch is a valid (idle) step.
-  const Plan p = make_plan("hdp", {}, opts(4, 8192), cost);
+  const Plan p = plan_step({config::Planner::hdp}, {}, opts(4, 8192), cost);
   EXPECT_EQ(p.validate(), "");
   EXPECT_EQ(p.makespan(), 0);
 }
@@ -265,14 +275,14 @@ TEST(Planners, PlansRespectTheLowerBounds) {
   PlannerOptions o = opts(128, 16 * K);
   o.seq_len_max = 1 * M;
   const double ideal = ideal_step_time(lengths, o, cost);
-  for (const std::string& name : planner_names()) {
-    const Plan p = make_plan(name, lengths, o, cost);
-    ASSERT_EQ(p.validate(), "") << name;
+  for (config::Planner name : all_planners()) {
+    const Plan p = plan_step({name}, lengths, o, cost);
+    ASSERT_EQ(p.validate(), "") << config::enum_name(name);
     // The ideal bounds every HDP plan (static may split what HDP may not).
-    if (name != "static") {
-      EXPECT_GE(p.makespan(), ideal * (1 - 1e-6)) << name;
+    if (name != config::Planner::static_grid) {
+      EXPECT_GE(p.makespan(), ideal * (1 - 1e-6)) << config::enum_name(name);
     }
     const PlanStats st = plan_stats(p);
-    EXPECT_GE(st.makespan, st.lower_bound * (1 - 1e-6)) << name;
+    EXPECT_GE(st.makespan, st.lower_bound * (1 - 1e-6)) << config::enum_name(name);
   }
 }

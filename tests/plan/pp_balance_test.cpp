@@ -1,7 +1,7 @@
 // PP-Balance against a naive round-robin deal of micro-batches on skewed
 // batches (ByteScale's "byted" and "github" lengths): a lower step on
 // average, and pipelines with different micro-batch counts (its Fig. 12).
-#include "plan/pp_balance.hpp"
+#include "plan/pipeline/pp_balance.hpp"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // every token placed once, long sequences as rings, pipelines with cheaper
 // micro-batches running more of them, rings counted as a starting load, and
 // the plan.balance switch.
-#include "plan/pp_plan.hpp"
+#include "plan/pipeline/pp_plan.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <cstdio>
 
 #include "base/strings.hpp"
-#include "plan/pp_balance.hpp"
+#include "plan/pipeline/pp_balance.hpp"
 #include "plan_test_util.hpp"
 
 using namespace meshloom;
@@ -191,7 +191,7 @@ TEST(PpPlan, StepPlanIsTheFasterOfPpBalanceAndHdp) {
     const double ppb =
         slowest_pipeline(pp_balance_plan(batch.lengths, o, cost, model), model, cost);
     const double hdp =
-        slowest_pipeline(make_plan(config::Planner::hdp, batch.lengths, o, cost), model, cost);
+        slowest_pipeline(plan_step({config::Planner::hdp}, batch.lengths, o, cost), model, cost);
     EXPECT_LE(mine, ppb * (1 + 1e-9));
     EXPECT_LE(mine, hdp * (1 + 1e-3));
     (step.planner == "hdp" ? hdp_wins : pp_wins) += 1;
@@ -207,19 +207,14 @@ TEST(PpPlan, BalanceSwitchPicksTheScheduler) {
   const PlannerOptions o = options(4, 4096);
   config::PlanConfig c;
   EXPECT_EQ(c.balance, config::Balance::dp);
-  EXPECT_EQ(make_step_plan(c, lengths, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity))
-                .planner,
-            "hdp");
+  const PipelineModel pipe = balanced_pipeline(llama7b(), cost, 2, o.capacity);
+  EXPECT_EQ(plan_step({c.planner, c.balance, &pipe}, lengths, o, cost).planner, "hdp");
   c.planner = config::Planner::bytescale;
-  EXPECT_EQ(make_step_plan(c, lengths, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity))
-                .planner,
-            "bytescale");
+  EXPECT_EQ(plan_step({c.planner, c.balance, &pipe}, lengths, o, cost).planner, "bytescale");
   c.balance = config::Balance::pp;
-  const PipelineModel two = balanced_pipeline(llama7b(), cost, 2, o.capacity);
-  const Plan p = make_step_plan(c, lengths, o, cost, two);
-  EXPECT_EQ(p.planner, pp_step_plan(lengths, o, cost, two).planner);
+  const Plan p = plan_step({c.planner, c.balance, &pipe}, lengths, o, cost);
+  EXPECT_EQ(p.planner, pp_step_plan(lengths, o, cost, pipe).planner);
   EXPECT_EQ(p.validate(), "");
-  EXPECT_THROW(make_step_plan(c, {0}, o, cost, balanced_pipeline(llama7b(), cost, 2, o.capacity)),
-               Error);
+  EXPECT_THROW(plan_step({c.planner, c.balance, &pipe}, {0}, o, cost), Error);
   EXPECT_THROW(balanced_pipeline(llama7b(), cost, 1000, o.capacity), Error);  // pp > layers
 }

@@ -33,7 +33,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "plan/plan_io.hpp"
+#include "plan/io/plan_io.hpp"
 #include "plan/planner.hpp"
 #include "plan_test_util.hpp"
 
@@ -69,22 +69,22 @@ TEST(Property, RandomBatchesAllPlannersAllInvariants) {
     o.offload = b_i % 4 == 3;
     ++t.batches;
     std::vector<Plan> plans;
-    for (const std::string& name : planner_names()) {
+    for (config::Planner name : all_planners()) {
       Plan p;
       try {
-        p = make_plan(name, b.lengths, o, cost);
+        p = plan_step({name}, b.lengths, o, cost);
       } catch (const Error& e) {
         // The grid may need CP > T (padding, or no divisor of T fits); HDP never may.
-        ASSERT_EQ(name, "static") << e.what();
+        ASSERT_EQ(name, config::Planner::static_grid) << e.what();
         ++t.static_refused;
         continue;
       }
       const std::string err = p.validate();
       ASSERT_EQ(err, "") << "batch " << b_i << " T=" << b.trainers << " C=" << b.capacity;
       if (b_i % 10 == 0) {  // determinism: same inputs, same bytes (but the planning time)
-        Plan again = make_plan(name, b.lengths, o, cost);
+        Plan again = plan_step({name}, b.lengths, o, cost);
         again.planning_seconds = p.planning_seconds;
-        EXPECT_EQ(serialize(again), serialize(p)) << name;
+        EXPECT_EQ(serialize(again), serialize(p)) << config::enum_name(name);
       }
       plans.push_back(std::move(p));
     }
@@ -120,7 +120,7 @@ TEST(Property, RandomBatchesAllPlannersAllInvariants) {
     if (b_i % 2 == 1 || (grid && grid->makespan() < hdp.makespan())) {
       PlannerOptions fo = o;
       fo.static_fallback = true;
-      const Plan fb = make_plan("hdp", b.lengths, fo, cost);
+      const Plan fb = plan_step({config::Planner::hdp}, b.lengths, fo, cost);
       ASSERT_EQ(fb.validate(), "") << "batch " << b_i;
       if (grid) {
         ASSERT_LE(fb.makespan(), grid->makespan())
@@ -187,7 +187,7 @@ TEST(Property, HdpIsBalancedWhereTheBatchAllowsIt) {
         o.capacity = C;
         const int64_t context = std::min<int64_t>(int64_t(T) * C, 2 << 20);
         const auto lengths = draw_batch(LengthSampler::named(dist), int64_t(T) * C, context, T + C);
-        const Plan p = make_plan("hdp", lengths, o, cost);
+        const Plan p = plan_step({config::Planner::hdp}, lengths, o, cost);
         ASSERT_EQ(p.validate(), "");
         const IdealBound ideal = ideal_bound(lengths, o, cost);
         EXPECT_LT(p.makespan() / ideal.value(), 1.06) << dist << " T=" << T << " C=" << C;

@@ -1,6 +1,6 @@
 // `simulate --pp`: the static 3D mesh, DP-Balance and PP-Balance over
-// pipelines on the same batches (plan/simulate_pipeline.hpp).
-#include "plan/simulate_pipeline.hpp"
+// pipelines on the same batches (plan/simulate/simulate_pipeline.hpp).
+#include "plan/simulate/simulate_pipeline.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <numeric>
 
-#include "plan/device_memory.hpp"
-#include "plan/pp_balance.hpp"
+#include "plan/cost/device_memory.hpp"
+#include "plan/pipeline/pp_balance.hpp"
 #include "plan_test_util.hpp"
 
 using namespace meshloom;
@@ -116,7 +116,7 @@ TEST(SimulatePipeline, APipelineLoadCostsWhatThePlanPredicts) {
   // in the plan (ring included) plus the embedding's small share.
   const Small s;
   const std::vector<int64_t> lengths = s.batch("byted", 2);
-  const Plan p = make_plan("bytescale", lengths, s.options, s.cost);
+  const Plan p = plan_step({config::Planner::bytescale}, lengths, s.options, s.cost);
   int rings = 0;
   for (int32_t t = 0; t < p.trainers; ++t)
     for (const MicroBatch& mb : p.micro_batches_of(t)) {

@@ -1,11 +1,11 @@
 // The simulator: every planner on the same batches, HDP ahead of the grid.
-#include "plan/simulate.hpp"
+#include "plan/simulate/simulate.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "plan/device_memory.hpp"
+#include "plan/cost/device_memory.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;
@@ -23,14 +23,14 @@ TEST(Simulate, HdpBeatsTheStaticGridOnLongTailedBatches) {
   EXPECT_EQ(r.trainers, 128);
   ASSERT_EQ(r.rows.size(), 4u);
   for (const SimRow& row : r.rows) {
-    EXPECT_EQ(row.error, "") << row.planner;
-    EXPECT_GT(row.step_s, 0) << row.planner;
-    EXPECT_GE(row.ideal, 1.0 - 1e-9) << row.planner;
+    EXPECT_EQ(row.error, "") << config::enum_name(row.planner);
+    EXPECT_GT(row.step_s, 0) << config::enum_name(row.planner);
+    EXPECT_GE(row.ideal, 1.0 - 1e-9) << config::enum_name(row.planner);
     EXPECT_EQ(row.planning.size(), 2u);
   }
-  const SimRow* grid = r.row("static");
-  const SimRow* hdp = r.row("hdp");
-  const SimRow* bs = r.row("bytescale");
+  const SimRow* grid = r.row(config::Planner::static_grid);
+  const SimRow* hdp = r.row(config::Planner::hdp);
+  const SimRow* bs = r.row(config::Planner::bytescale);
   EXPECT_EQ(grid->static_cp, 64);  // 512K / 8K
   EXPECT_LT(hdp->step_s, 0.7 * grid->step_s);
   EXPECT_LE(hdp->step_s, bs->step_s * 1.001);
@@ -53,8 +53,8 @@ TEST(Simulate, ReportsWhatAPlannerCannotPlan) {
   s.batch = 64 * 1024;
   const LengthSampler fixed = LengthSampler::named("fixed:4K");
   const SimResult r = simulate(s, fixed);
-  EXPECT_NE(r.row("static")->error.find("static grid"), std::string::npos);
-  EXPECT_EQ(r.row("hdp")->error, "");
+  EXPECT_NE(r.row(config::Planner::static_grid)->error.find("static grid"), std::string::npos);
+  EXPECT_EQ(r.row(config::Planner::hdp)->error, "");
   EXPECT_THROW(
       {
         SimulateSpec bad = s;
@@ -73,15 +73,16 @@ TEST(Simulate, StaticFallbackTakesTheGridOnACoarseBatch) {
   s.capacity = 8192;
   s.context = 32768;
   s.batch = 49152;
-  s.planners = {"static", "hdp"};
+  s.planners = {config::Planner::static_grid, config::Planner::hdp};
   const SimResult plain = simulate(s, coarse);
   s.static_fallback = true;
   const SimResult fallback = simulate(s, coarse);
-  const double grid = plain.row("static")->step_s;
-  EXPECT_GT(plain.row("hdp")->step_s, 1.1 * grid);
-  EXPECT_EQ(plain.row("hdp")->static_cp, 0);
-  EXPECT_DOUBLE_EQ(fallback.row("hdp")->step_s, fallback.row("static")->step_s);
-  EXPECT_EQ(fallback.row("hdp")->static_cp, 4);
+  const double grid = plain.row(config::Planner::static_grid)->step_s;
+  EXPECT_GT(plain.row(config::Planner::hdp)->step_s, 1.1 * grid);
+  EXPECT_EQ(plain.row(config::Planner::hdp)->static_cp, 0);
+  EXPECT_DOUBLE_EQ(fallback.row(config::Planner::hdp)->step_s,
+                   fallback.row(config::Planner::static_grid)->step_s);
+  EXPECT_EQ(fallback.row(config::Planner::hdp)->static_cp, 4);
   EXPECT_NE(simulate_report(fallback).find("hdp (static fallback: CP 4 x DP 1)"),
             std::string::npos);
 }
@@ -123,7 +124,7 @@ TEST(Simulate, AutoCapacityIsWhatFitsTheGpuAndGrowsWithTp) {
   s.tp = 8;
   s.gpu_memory = 80e9;
   s.capacity = 0;
-  s.planners = {"hdp"};
+  s.planners = {config::Planner::hdp};
   const SimResult r = simulate(s, LengthSampler::empirical({65536, 4096, 4096}, "few"));
   EXPECT_TRUE(r.capacity_auto);
   EXPECT_EQ(r.spec.capacity, capacity_auto(s, shape));

@@ -3,9 +3,9 @@
 // there is one node or no node layout.
 #include <gtest/gtest.h>
 
+#include "plan/io/summary.hpp"
 #include "plan/node_placement.hpp"
 #include "plan/planner.hpp"
-#include "plan/summary.hpp"
 #include "plan_test_util.hpp"
 
 using namespace meshloom;
@@ -97,13 +97,13 @@ TEST(Topology, AFourWayRingStaysInsideANodeOfFour) {
   // rank order the ring would take 0-3 and cross.
   const CostModel cost = cost_on({0, 1, 0, 1, 0, 1, 0, 1});
   for (bool widen : {false, true}) {
-    const Plan p = make_plan("hdp", ring_of_four(), opts(8, widen), cost);
+    const Plan p = plan_step({config::Planner::hdp}, ring_of_four(), opts(8, widen), cost);
     ASSERT_EQ(p.validate(), "");
     ASSERT_EQ(p.group_size(0), 4) << widen;
     EXPECT_TRUE(cost.one_node(p.group(0))) << ::testing::PrintToString(members(p, 0));
   }
   // Without nodes the same batch's ring runs on ranks 0-3 (both nodes here).
-  const Plan flat = make_plan("hdp", ring_of_four(), opts(8, false), cost_on({}));
+  const Plan flat = plan_step({config::Planner::hdp}, ring_of_four(), opts(8, false), cost_on({}));
   EXPECT_EQ(members(flat, 0), (std::vector<int32_t>{0, 1, 2, 3}));
   EXPECT_FALSE(cost.one_node(flat.group(0)));
 }
@@ -111,12 +111,12 @@ TEST(Topology, AFourWayRingStaysInsideANodeOfFour) {
 TEST(Topology, AFourWayRingGoesToTheNodeOfFiveNotThree) {
   // Nodes of 3 and 5 HDP ranks in blocks: ranks 0-3 would cross.
   const CostModel cost = cost_on({0, 0, 0, 1, 1, 1, 1, 1});
-  const Plan p = make_plan("hdp", ring_of_four(), opts(8, false), cost);
+  const Plan p = plan_step({config::Planner::hdp}, ring_of_four(), opts(8, false), cost);
   ASSERT_EQ(p.validate(), "");
   ASSERT_EQ(p.group_size(0), 4);
   for (int32_t r : p.group(0)) EXPECT_GE(r, 3) << ::testing::PrintToString(members(p, 0));
   // A ring wider than any node crosses, as it must.
-  const Plan wide = make_plan("hdp", {6 * C, C, C}, opts(8, false), cost);
+  const Plan wide = plan_step({config::Planner::hdp}, {6 * C, C, C}, opts(8, false), cost);
   ASSERT_EQ(wide.validate(), "");
   EXPECT_EQ(cost.nodes_spanned(wide.group(0)), 2);
 }
@@ -127,7 +127,7 @@ TEST(Topology, AnIntraNodeRingIsTimedWithTheIntraNodeBandwidth) {
   CostModel cost = cost_on({0, 0, 0, 0, 1, 1, 1, 1});
   cost.bandwidth = 1e9;
   cost.intra_bandwidth = 100e9;
-  const Plan p = make_plan("hdp", {4 * C}, opts(8, false), cost);
+  const Plan p = plan_step({config::Planner::hdp}, {4 * C}, opts(8, false), cost);
   ASSERT_EQ(p.validate(), "");
   ASSERT_EQ(p.group_size(0), 4);
   ASSERT_TRUE(cost.one_node(p.group(0)));
@@ -140,7 +140,7 @@ TEST(Topology, AnIntraNodeRingIsTimedWithTheIntraNodeBandwidth) {
   // Across nodes (4 ranks on alternating nodes) the same ring takes the slow link.
   CostModel across = cost;
   across.set_nodes({0, 1, 0, 1});
-  const Plan q = make_plan("hdp", {4 * C}, opts(4, false), across);
+  const Plan q = plan_step({config::Planner::hdp}, {4 * C}, opts(4, false), across);
   ASSERT_EQ(q.validate(), "");
   const MicroBatch& mq = q.micro_batches_of(q.group(0)[0])[0];
   EXPECT_NEAR(mq.end - mq.start, inter, 1e-6 * inter);
@@ -162,11 +162,13 @@ TEST(Topology, OneNodeOrNoNodesPlansAsBefore) {
     o.trainers = b.trainers;
     o.capacity = b.capacity;
     o.offload = i % 3 == 0;
-    for (const char* name : {"hdp", "bytescale", "static"}) {
+    for (config::Planner name :
+         {config::Planner::hdp, config::Planner::bytescale, config::Planner::static_grid}) {
       try {
-        const Plan p = make_plan(name, b.lengths, o, none);
-        const Plan q = make_plan(name, b.lengths, o, one);
-        expect_same_plan(p, q, std::string(name) + " batch " + std::to_string(i));
+        const Plan p = plan_step({name}, b.lengths, o, none);
+        const Plan q = plan_step({name}, b.lengths, o, one);
+        expect_same_plan(p, q,
+                         std::string(config::enum_name(name)) + " batch " + std::to_string(i));
         split += plan_stats(p).split_sequences > 0;
       } catch (const Error&) {  // the static grid cannot hold every batch
       }
@@ -220,7 +222,7 @@ TEST(Topology, ShelfRingsArePackedIntoNodes) {
 
 TEST(Topology, TheRingTableCountsNodeBoundaries) {
   const CostModel cost = cost_on({0, 0, 0, 1, 1, 1, 1, 1});
-  const Plan p = make_plan("hdp", {4 * C, 6 * C, C, C}, opts(8, false), cost);
+  const Plan p = plan_step({config::Planner::hdp}, {4 * C, 6 * C, C, C}, opts(8, false), cost);
   ASSERT_EQ(p.validate(), "");
   const std::string table = ring_table(p, cost, 10);
   EXPECT_NE(table.find("crosses"), std::string::npos) << table;
@@ -228,7 +230,9 @@ TEST(Topology, TheRingTableCountsNodeBoundaries) {
             std::string::npos)
       << table;
   EXPECT_NE(ring_table(p, cost_on({}), 10).find("no node layout known"), std::string::npos);
-  EXPECT_EQ(ring_table(make_plan("hdp", {C, C}, opts(2), cost_on({})), cost_on({}), 10), "");
+  EXPECT_EQ(
+      ring_table(plan_step({config::Planner::hdp}, {C, C}, opts(2), cost_on({})), cost_on({}), 10),
+      "");
 }
 
 // Random batches on random layouts: every plan valid; against the same
@@ -252,8 +256,8 @@ TEST(Topology, PlacingByNodeIsValidAndFasterOnSomeSteps) {
     o.trainers = b.trainers;
     o.capacity = b.capacity;
     o.offload = i % 4 == 0;
-    const Plan p = make_plan("hdp", b.lengths, o, links_only);
-    const Plan q = make_plan("hdp", b.lengths, o, placed);
+    const Plan p = plan_step({config::Planner::hdp}, b.lengths, o, links_only);
+    const Plan q = plan_step({config::Planner::hdp}, b.lengths, o, placed);
     ASSERT_EQ(q.validate(), "") << i;
     const double r = q.makespan() / p.makespan();
     sum += r;
@@ -264,7 +268,7 @@ TEST(Topology, PlacingByNodeIsValidAndFasterOnSomeSteps) {
     for (auto& n : shuffled) n = int32_t(rng.below(3));
     CostModel odd = links_only;
     odd.set_nodes(shuffled);
-    ASSERT_EQ(make_plan("hdp", b.lengths, o, odd).validate(), "") << i;
+    ASSERT_EQ(plan_step({config::Planner::hdp}, b.lengths, o, odd).validate(), "") << i;
   }
   EXPECT_GE(faster, 10);
   EXPECT_LT(sum / steps, 0.999);
