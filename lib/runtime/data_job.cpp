@@ -228,7 +228,7 @@ int run_data_lead(const World& w, const DataRun& run) {
   const nlohmann::ordered_json roles = memory_by_role(reports);
   if (!run.report.empty()) {
     std::FILE* f = std::fopen(run.report.c_str(), "w");
-    if (!f) ML_FAIL("cannot write " + run.report);
+    if (!f) throw Error("cannot write " + run.report);
     const nlohmann::ordered_json summary = {{"steps", run.steps},
                                             {"tokens", all.token_count},
                                             {"seconds", seconds},
