@@ -2,7 +2,6 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <new>
 #include <thread>
 
 #include "app/commands.hpp"
@@ -58,18 +57,11 @@ int main(int argc, char** argv) {
   }
   try {
     return run ? run() : kExitFatal;
-  } catch (const meshloom::Error& e) {
-    return bad_input(e.what());
-  } catch (const std::bad_alloc&) {
-    meshloom::print_error(
-        "out of host memory (std::bad_alloc): the model or the batch is too large for this node "
-        "(model.*, data.tokens_per_step, plan.capacity)",
-        rank);
-    meshloom::record_exit(kExitFatal);
-    return kExitFatal;
-  } catch (const std::exception& e) {
-    meshloom::print_error(e.what(), rank);
-    meshloom::record_exit(kExitFatal);
-    return kExitFatal;
+  } catch (...) {
+    const Failure f = failure_of(std::current_exception());
+    if (f.exit_code == kExitBadInput) return bad_input(f.message);
+    meshloom::print_error(f.message, rank);
+    meshloom::record_exit(f.exit_code);
+    return f.exit_code;
   }
 }

@@ -112,8 +112,8 @@ class CudaModel final : public TrainerBackend {
       std::string why;
       nccl = kernels::nccl_usable(everyone, &why);  // one answer on every trainer
       if (!nccl && opt.comm == config::GpuComm::nccl)
-        ML_FAIL("run.gpu_comm: nccl, but " + why +
-                "; run.gpu_comm: mpi (or auto) reduces through host memory instead");
+        throw Error("run.gpu_comm: nccl, but " + why +
+                    "; run.gpu_comm: mpi (or auto) reduces through host memory instead");
     }
     memory.nccl = nccl;
     if (opt.check_memory) opt.check_memory(memory);

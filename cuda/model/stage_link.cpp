@@ -143,7 +143,7 @@ void StageLink<T>::wait(const Link& link, cudaEvent_t event, double timeout_s,
   wait_device([&] { return event ? cudaEventQuery(event) : cudaStreamQuery(link.stream); },
               link.comm, timeout_s, [&] { return what() + " over NCCL"; },
               [&](double waited) {
-                ML_FAIL_WAITED(
+                ML_TIMEOUT(
                     strf("waited %.0f s for %s over NCCL and got nothing: that rank is dead, "
                          "hung or far behind (run.timeout sets this limit)",
                          waited, what().c_str()));

@@ -5,11 +5,12 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 
 namespace meshloom {
 namespace {
 
-int g_exit_code = 1;
+int g_exit_code = kExitFatal;
 
 void exiting_fatal_handler(const std::string&) { std::exit(g_exit_code); }
 
@@ -28,7 +29,27 @@ FatalHandler set_fatal_handler(FatalHandler handler) {
 
 FatalHandler fatal_handler() { return g_handler; }
 
-void throwing_fatal_handler(const std::string& message) { throw Error(message); }
+void throwing_fatal_handler(const std::string& message) {
+  if (g_exit_code == kExitTimeout) throw Timeout(message);
+  throw Error(message, g_exit_code);
+}
+
+Failure failure_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return {e.what(), e.exit_code()};
+  } catch (const std::bad_alloc&) {
+    return {
+        "out of host memory (std::bad_alloc): the model or the batch is too large for this "
+        "node (model.*, data.tokens_per_step, plan.capacity)",
+        kExitFatal};
+  } catch (const std::exception& e) {
+    return {e.what(), kExitFatal};
+  } catch (...) {
+    return {"an exception of unknown type", kExitFatal};
+  }
+}
 
 void set_process_identity(int world_rank, const std::string& role) {
   g_rank = world_rank;
@@ -48,11 +69,6 @@ const std::string& host_name() {
 
 int fatal_exit_code() { return g_exit_code; }
 
-void fail_waited(const char* file, int line, const std::string& message) {
-  g_exit_code = 3;
-  fail(file, line, "meshloom", message);
-}
-
 void print_error(const std::string& message, const std::string& rank) {
   const std::string where =
       rank.empty() ? "meshloom: error" : "meshloom: error [rank " + rank + "]";
@@ -60,7 +76,8 @@ void print_error(const std::string& message, const std::string& rank) {
   std::fflush(stderr);
 }
 
-void fail(const char* file, int line, const char* lib, const std::string& message) {
+void fail(const char* file, int line, const char* lib, const std::string& message, int exit_code) {
+  g_exit_code = exit_code;
   std::string where = "meshloom: error";
   if (g_rank >= 0) where += " [rank " + std::to_string(g_rank) + " " + host_name() + "]";
   std::string text = where + " " + file + ":" + std::to_string(line) + ": ";

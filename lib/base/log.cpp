@@ -57,7 +57,7 @@ Progress::Progress(int fd) {
   else if (choice.empty())
     redraw_ = ::isatty(fd) == 1 && !std::getenv("OMPI_COMM_WORLD_SIZE");
   else
-    ML_FAIL("MESHLOOM_PROGRESS=" + choice + ": expected redraw or lines");
+    throw Error("MESHLOOM_PROGRESS=" + choice + ": expected redraw or lines");
   interval_ = redraw_ ? 0.5 : 30.0;
 }
 

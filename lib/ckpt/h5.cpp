@@ -2,7 +2,7 @@
 
 #include "base/strings.hpp"
 
-namespace meshloom {
+namespace meshloom::ckpt {
 
 namespace {
 herr_t innermost(unsigned n, const H5E_error2_t* err, void* out) {
@@ -176,4 +176,4 @@ std::string H5File::read_string(const std::string& name) const {
   return out;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::ckpt

@@ -14,23 +14,23 @@
 
 #include "base/check.hpp"
 
-namespace meshloom {
+namespace meshloom::ckpt {
 
 // HDF5's innermost error message ("unable to open file", ...).
 std::string h5_error_string();
 
-}  // namespace meshloom
+}  // namespace meshloom::ckpt
 
-#define H5_CHECK(call)                                                             \
-  ([&]() {                                                                         \
-    auto ml_h5_rc_ = (call);                                                       \
-    if (ml_h5_rc_ < 0)                                                             \
-      ::meshloom::fail(__FILE__, __LINE__, "HDF5",                                 \
-                       std::string(#call) + ": " + ::meshloom::h5_error_string()); \
-    return ml_h5_rc_;                                                              \
+#define H5_CHECK(call)                                                                   \
+  ([&]() {                                                                               \
+    auto ml_h5_rc_ = (call);                                                             \
+    if (ml_h5_rc_ < 0)                                                                   \
+      ::meshloom::fail(__FILE__, __LINE__, "HDF5",                                       \
+                       std::string(#call) + ": " + ::meshloom::ckpt::h5_error_string()); \
+    return ml_h5_rc_;                                                                    \
   }())
 
-namespace meshloom {
+namespace meshloom::ckpt {
 
 template <class T>
 hid_t h5_type();
@@ -124,4 +124,4 @@ class H5File {
   std::string path_;
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::ckpt

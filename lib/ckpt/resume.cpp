@@ -10,7 +10,7 @@
 #include "ckpt/checkpoint.hpp"
 #include "config/diff.hpp"
 
-namespace meshloom {
+namespace meshloom::ckpt {
 
 std::string checkpoint_dir(const config::Config& config) {
   return config.checkpoint.dir.empty() ? config.run.dir + "/checkpoints" : config.checkpoint.dir;
@@ -159,8 +159,7 @@ ResumePoint choose_checkpoint(const config::Config& config, const std::string& r
              chosen.c_str(), e.what());
   }
   // --resume auto took the newest good checkpoint: what lies after it is torn.
-  if (resume != "auto")
-    clear_the_way(dir, point.first_step, overwrite);
+  if (resume != "auto") clear_the_way(dir, point.first_step, overwrite);
   if (point.first_step >= config.run.steps) return point;  // not an attempt: the run is done
   // Count resumes from this checkpoint.
   const std::string counter = dir + "/resume_attempts";
@@ -201,4 +200,4 @@ void check_resume_config(const config::Config& saved, const config::Config& now,
     LOG_INFO("resuming with keys changed since %s: %s", checkpoint.c_str(), listed.c_str());
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::ckpt

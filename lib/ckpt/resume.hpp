@@ -20,7 +20,7 @@
 
 #include "config/config.hpp"
 
-namespace meshloom {
+namespace meshloom::ckpt {
 
 std::string checkpoint_dir(const config::Config& config);
 
@@ -57,4 +57,4 @@ void check_resume_config(const config::Config& saved, const config::Config& now,
 // Forgets the resume attempts (after a newer checkpoint was written).
 void reset_resume_attempts(const std::string& dir);
 
-}  // namespace meshloom
+}  // namespace meshloom::ckpt

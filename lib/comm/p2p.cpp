@@ -97,7 +97,7 @@ std::string recv_bytes(int source, int tag, MPI_Comm comm, double timeout_s,
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_s) {
       std::string peer = source == MPI_ANY_SOURCE ? "any rank" : "rank " + std::to_string(source);
-      ML_FAIL_WAITED(
+      ML_TIMEOUT(
           strf("waited %.0f s for %s from %s (tag %d) and got nothing: that rank is dead, "
                "hung or far behind (run.timeout sets this limit)",
                waited, what().c_str(), peer.c_str(), tag));
@@ -123,7 +123,7 @@ void wait_requests(MPI_Request* requests, int count, double timeout_s,
     if (done) return;
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_s)
-      ML_FAIL_WAITED(
+      ML_TIMEOUT(
           strf("waited %.0f s for %s: a member is dead, hung or far behind "
                "(run.timeout sets this limit)",
                waited, what().c_str()));

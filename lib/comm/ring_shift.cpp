@@ -35,7 +35,7 @@ void RingShift::wait(std::vector<char>* in, double timeout_s) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_s) {
       const std::vector<int> world = world_ranks(comm_, {prev_, next_});
-      ML_FAIL_WAITED(
+      ML_TIMEOUT(
           prev_ == next_
               ? strf("ring attention: waited %.0f s for world rank %d, the other member of the "
                      "ring: dead, hung or far behind (run.timeout sets this limit)",

@@ -26,9 +26,10 @@ namespace {
 
 constexpr size_t kChunk = 1 << 20;
 
-// Thrown inside a unit when the rest of that file or archive cannot be read.
-struct UnitFailure {
-  std::string reason;
+// Thrown inside a unit when the rest of that file or archive cannot be read:
+// the reader skips the unit (noting why) unless the user named it.
+struct UnitFailure : Error {
+  using Error::Error;
 };
 
 bool ends_with(const std::string& s, const char* suffix) {
@@ -83,7 +84,7 @@ class FileStream final : public ByteStream {
         consumed_ += static_cast<uint64_t>(r);
         return static_cast<size_t>(r);
       }
-      if (errno != EINTR) throw UnitFailure{std::string("read error: ") + std::strerror(errno)};
+      if (errno != EINTR) throw UnitFailure(std::string("read error: ") + std::strerror(errno));
     }
   }
   uint64_t consumed() const override { return consumed_; }
@@ -110,13 +111,13 @@ class DecompressStream final : public ByteStream {
       // A constructor that throws runs no destructor: free the archive here.
       const std::string why = "cannot decompress: " + archive_error(a_);
       archive_read_free(a_);
-      throw UnitFailure{why};
+      throw UnitFailure(why);
     }
   }
   ~DecompressStream() override { archive_read_free(a_); }
   size_t read(char* buf, size_t n) override {
     la_ssize_t r = archive_read_data(a_, buf, n);
-    if (r < 0) throw UnitFailure{"decompression error: " + archive_error(a_)};
+    if (r < 0) throw UnitFailure("decompression error: " + archive_error(a_));
     return static_cast<size_t>(r);
   }
   uint64_t consumed() const override { return static_cast<uint64_t>(archive_filter_bytes(a_, -1)); }
@@ -129,7 +130,7 @@ class DecompressStream final : public ByteStream {
 std::unique_ptr<ByteStream> open_stream(const std::string& path) {
   if (is_compressed_name(path)) return std::make_unique<DecompressStream>(path);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw UnitFailure{std::string("cannot open: ") + std::strerror(errno)};
+  if (fd < 0) throw UnitFailure(std::string("cannot open: ") + std::strerror(errno));
   return std::make_unique<FileStream>(fd);
 }
 
@@ -143,7 +144,7 @@ std::string read_whole_file(const std::string& path) {
     while (size_t n = stream->read(buf, sizeof(buf))) text.append(buf, n);
     return text;
   } catch (const UnitFailure& f) {
-    throw Error(path + ": " + f.reason);
+    throw Error(path + ": " + f.what());
   }
 }
 
@@ -339,8 +340,8 @@ class TarUnit final : public Unit {
       if (r == ARCHIVE_EOF) return false;
       if (r < ARCHIVE_WARN) {
         if (first_) fail_open();
-        throw UnitFailure{"archive error after " + std::to_string(members_) +
-                          " members: " + archive_error(a_)};
+        throw UnitFailure("archive error after " + std::to_string(members_) +
+                          " members: " + archive_error(a_));
       }
       first_ = false;
       ++members_;
@@ -357,7 +358,7 @@ class TarUnit final : public Unit {
             name, strf("larger than the %s document limit, skipped",
                        human_bytes(static_cast<double>(options_.max_document_bytes)).c_str()));
         if (archive_read_data_skip(a_) != ARCHIVE_OK)
-          throw UnitFailure{"archive error skipping " + member + ": " + archive_error(a_)};
+          throw UnitFailure("archive error skipping " + member + ": " + archive_error(a_));
         continue;
       }
       doc->name = name;
@@ -370,9 +371,9 @@ class TarUnit final : public Unit {
         const la_ssize_t n = archive_read_data(a_, buf, sizeof(buf));
         if (n == 0) break;
         if (n < 0)
-          throw UnitFailure{"archive error reading member " + member + ": " + archive_error(a_)};
+          throw UnitFailure("archive error reading member " + member + ": " + archive_error(a_));
         if (doc->text.size() + static_cast<size_t>(n) > options_.max_document_bytes)
-          throw UnitFailure{"member " + member + " exceeds the document limit"};
+          throw UnitFailure("member " + member + " exceeds the document limit");
         doc->text.append(buf, static_cast<size_t>(n));
       }
       return true;
@@ -386,7 +387,7 @@ class TarUnit final : public Unit {
   [[noreturn]] void fail_open() {
     const std::string why = "not a readable tar archive: " + archive_error(a_);
     if (named_) throw Error(path_ + ": " + why);
-    throw UnitFailure{why};
+    throw UnitFailure(why);
   }
 
   std::string path_;
@@ -515,8 +516,8 @@ bool DocumentReader::next(Document* doc) {
                 strf("the document reader does not read %s", input_format_name(options_.format)));
         }
       } catch (const UnitFailure& e) {
-        if (f.named) throw Error("cannot read input " + f.path + ": " + e.reason);
-        report_.add_problem(f.path, e.reason);
+        if (f.named) throw Error("cannot read input " + f.path + ": " + e.what());
+        report_.add_problem(f.path, e.what());
       }
       if (!current_) {  // the unit could not be opened
         done_bytes_ += f.size;
@@ -530,7 +531,7 @@ bool DocumentReader::next(Document* doc) {
     try {
       got = current_->next(doc, &report_);
     } catch (const UnitFailure& e) {
-      report_.add_problem(f.path, e.reason);
+      report_.add_problem(f.path, e.what());
     }
     if (got) {
       consumed_.store(done_bytes_ + std::min(current_->consumed(), f.size),

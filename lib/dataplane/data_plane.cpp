@@ -85,8 +85,9 @@ const DataPlane::State& DataPlane::state() const {
 }
 
 void DataPlane::restore(const State& state) {
-  ML_CHECK(state.streams.size() == streams_.size() && state.target.size() == streams_.size(),
-           "data plane state is for a different number of sources");
+  // The state comes from a checkpoint, perhaps of a config with other sources.
+  if (state.streams.size() != streams_.size() || state.target.size() != streams_.size())
+    throw Error("data plane state is for a different number of sources");
   state_ = state;
   for (size_t i = 0; i < streams_.size(); ++i) streams_[i].restore(state.streams[i]);
 }

@@ -89,7 +89,7 @@ void assemble(int64_t step, const TrainerMesh& mesh, const std::vector<wire::Ack
 }
 
 void write_dump(const std::string& path, const World& w, const Assembled& a) {
-  H5File f(path, "w");
+  ckpt::H5File f(path, "w");
   f.write("tokens", a.tokens);
   if (const int64_t P = config::patch_dim(w.config); P > 0)
     f.write("patches", a.patches, {int64_t(a.patches.size()) / P, P});
@@ -228,7 +228,7 @@ int run_data_lead(const World& w, const DataRun& run) {
   const nlohmann::ordered_json roles = memory_by_role(reports);
   if (!run.report.empty()) {
     std::FILE* f = std::fopen(run.report.c_str(), "w");
-    if (!f) ML_FAIL("cannot write " + run.report);
+    if (!f) throw Error("cannot write " + run.report);
     const nlohmann::ordered_json summary = {{"steps", run.steps},
                                             {"tokens", all.token_count},
                                             {"seconds", seconds},

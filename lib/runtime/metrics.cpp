@@ -67,7 +67,7 @@ TrainMetrics::TrainMetrics(const World& w, const roles::Lead& lead, int64_t firs
   std::filesystem::create_directories(w.config.run.dir);
   const std::string path = w.config.run.dir + "/metrics.jsonl";
   jsonl_ = std::fopen(path.c_str(), first > 0 ? "a" : "w");
-  if (!jsonl_) ML_FAIL("cannot write " + path);
+  if (!jsonl_) throw Error("cannot write " + path);
 }
 
 TrainMetrics::~TrainMetrics() {

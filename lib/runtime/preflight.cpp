@@ -66,10 +66,10 @@ void check_host_memory(const World& w) {
 // run refuses another run's checkpoints here already, so that a dry run
 // says so too (a resume's are checked once its checkpoint is read).
 void check_outputs(const config::Config& c, const TrainRun& a) {
-  if (a.resume.empty() && !a.overwrite) clear_the_way(checkpoint_dir(c), 0, false);
+  if (a.resume.empty() && !a.overwrite) ckpt::clear_the_way(ckpt::checkpoint_dir(c), 0, false);
   require_writable_dir(c.run.dir, "run.dir");
   if (c.checkpoint.every > 0)
-    require_writable_dir(checkpoint_dir(c), c.checkpoint.dir.empty()
+    require_writable_dir(ckpt::checkpoint_dir(c), c.checkpoint.dir.empty()
                                                 ? "run.dir (checkpoints go to run.dir/checkpoints)"
                                                 : "checkpoint.dir");
   if (a.dump_step >= c.run.steps)

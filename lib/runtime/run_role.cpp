@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <new>
 #include <string>
 
 #include "base/check.hpp"
@@ -43,14 +42,9 @@ int run_role(const World& w, const std::function<int()>& lead,
           roles::run_constructor(w);
         break;
     }
-  } catch (const Error& e) {
-    leave(w.rank, 2, e.what());
-  } catch (const std::bad_alloc&) {
-    leave(w.rank, 1,
-          "out of host memory (std::bad_alloc): the model or the batch is too large for this "
-          "node (model.*, data.tokens_per_step, plan.capacity)");
-  } catch (const std::exception& e) {
-    leave(w.rank, 1, e.what());
+  } catch (...) {
+    const Failure f = failure_of(std::current_exception());
+    leave(w.rank, f.exit_code, f.message);
   }
   return code;
 }

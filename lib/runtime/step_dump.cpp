@@ -49,7 +49,7 @@ void write_step_dump(const std::string& path, MPI_Comm trainers, const wire::Bat
     lengths.push_back(int32_t(samples[i].length));
     source.push_back(samples[i].source);
   }
-  H5File f(path, "w");
+  ckpt::H5File f(path, "w");
   f.write("batch/tokens", flat);
   const model::Shape& shape = layout.shape();
   if (shape.patch_dim > 0)

@@ -73,7 +73,7 @@ int run_train_lead(const World& w, const TrainRun& run, const std::string& resum
 }
 
 // A resume that changes run.steps moves the learning rate mid-run: say so.
-void warn_schedule_change(const config::Config& config, const ResumePoint& p) {
+void warn_schedule_change(const config::Config& config, const ckpt::ResumePoint& p) {
   const std::string change =
       train::schedule_change(config.optim, p.first_step, p.saved_steps, config.run.steps);
   if (!change.empty()) LOG_WARN("%s", change.c_str());
@@ -97,14 +97,14 @@ class CheckpointWriter {
  public:
   explicit CheckpointWriter(const World& w) {
     if (w.role_index != 0 || w.config.checkpoint.every <= 0) return;
-    const std::string dir = checkpoint_dir(w.config);
+    const std::string dir = ckpt::checkpoint_dir(w.config);
     const config::Config& config = w.config;
     writer_ = std::make_unique<ckpt::BackgroundWriter>(
         dir, w.config.checkpoint.keep,
-        [&config](const std::string& path) { return written_by_this_run(path, config); },
+        [&config](const std::string& path) { return ckpt::written_by_this_run(path, config); },
         w.config.checkpoint.background,
         [this, dir](const std::string& path, int64_t bytes, double seconds) {
-          reset_resume_attempts(dir);
+          ckpt::reset_resume_attempts(dir);
           std::lock_guard<std::mutex> lock(mutex_);
           note_ = strf("checkpoint %s written: %s in %s", path.c_str(),
                        human_bytes(double(bytes)).c_str(), human_seconds(seconds).c_str());
@@ -194,7 +194,7 @@ int run_train(const World& w, const TrainRun& run) {
   if (!run_on_root(
           MPI_COMM_WORLD,
           [&] {
-            ResumePoint p = choose_checkpoint(w.config, run.resume, run.overwrite);
+            ckpt::ResumePoint p = ckpt::choose_checkpoint(w.config, run.resume, run.overwrite);
             first = p.first_step;
             warn_schedule_change(w.config, p);
             return p.path;

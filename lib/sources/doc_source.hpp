@@ -18,10 +18,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-
-namespace meshloom {
-class Tokenizer;
-}  // namespace meshloom
+#include "tokenizer/tokenizer.hpp"
 
 namespace meshloom::sources {
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <new>
+#include <stdexcept>
 #include <thread>
 
 #include "tests/common/test_util.hpp"
@@ -22,6 +24,36 @@ TEST(Check, FailGoesThroughTheHandlerWithFileAndLine) {
     EXPECT_NE(msg.find("arithmetic"), std::string::npos) << msg;
   }
   set_process_identity(-1, "");
+}
+
+TEST(Check, TimeoutEndsWithExitCode3) {
+  test::ThrowOnFatal guard;
+  try {
+    ML_TIMEOUT("waited 5 s for rank 2");
+    FAIL() << "ML_TIMEOUT did not fail";
+  } catch (const Timeout& e) {
+    EXPECT_EQ(e.exit_code(), kExitTimeout);
+    EXPECT_EQ(fatal_exit_code(), kExitTimeout);
+  }
+  try {
+    ML_CHECK(false, "a bug");  // the code is the last failure's, not sticky
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitFatal);
+  }
+}
+
+// The one map from an exception to what the process prints and exits with.
+TEST(Check, FailureOfGivesMessageAndExitCode) {
+  auto of = [](auto thrown) { return failure_of(std::make_exception_ptr(thrown)); };
+  EXPECT_EQ(of(Error("bad key")).exit_code, kExitBadInput);
+  EXPECT_EQ(of(Error("bad key")).message, "bad key");
+  EXPECT_EQ(of(Timeout("waited")).exit_code, kExitTimeout);
+  EXPECT_EQ(of(std::runtime_error("lost")).exit_code, kExitFatal);
+  EXPECT_EQ(of(std::runtime_error("lost")).message, "lost");
+  const Failure oom = of(std::bad_alloc());
+  EXPECT_EQ(oom.exit_code, kExitFatal);
+  EXPECT_NE(oom.message.find("out of host memory"), std::string::npos) << oom.message;
+  EXPECT_EQ(of(42).exit_code, kExitFatal);
 }
 
 TEST(Check, PassingCheckDoesNothing) {

@@ -101,11 +101,11 @@ TEST(Checkpoint, PruneCountsOnlyThisRunsCheckpoints) {
   std::ofstream(torn) << "not hdf5";
   const config::Config now = config::parse_config(
       "run: {seed: 1, steps: 20}\ndata: {sources: [{name: a, path: b}]}\n", "now.yaml");
-  EXPECT_TRUE(written_by_this_run(ckpt::checkpoint_path(dir.path(), 1), now));
-  EXPECT_FALSE(written_by_this_run(ckpt::checkpoint_path(dir.path(), 4), now));
-  EXPECT_FALSE(written_by_this_run(torn, now));
+  EXPECT_TRUE(ckpt::written_by_this_run(ckpt::checkpoint_path(dir.path(), 1), now));
+  EXPECT_FALSE(ckpt::written_by_this_run(ckpt::checkpoint_path(dir.path(), 4), now));
+  EXPECT_FALSE(ckpt::written_by_this_run(torn, now));
   ckpt::prune_checkpoints(dir.path(), 2,
-                          [&](const std::string& p) { return written_by_this_run(p, now); });
+                          [&](const std::string& p) { return ckpt::written_by_this_run(p, now); });
   std::vector<int64_t> left;
   for (const auto& p : ckpt::list_checkpoints(dir.path())) left.push_back(ckpt::checkpoint_step(p));
   EXPECT_EQ(left, (std::vector<int64_t>{7, 6, 5, 4, 2, 1}));

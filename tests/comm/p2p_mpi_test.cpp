@@ -70,9 +70,9 @@ TEST(WaitRequests, FailsNamingWhatItWaitedFor) {
     try {
       wait_requests(&req, 1, 0.2, [] { return std::string("the late barrier"); });
       ADD_FAILURE() << "no timeout";
-    } catch (const Error& e) {
+    } catch (const Timeout& e) {
       EXPECT_NE(std::string(e.what()).find("for the late barrier"), std::string::npos) << e.what();
-      EXPECT_EQ(fatal_exit_code(), kExitTimeout);
+      EXPECT_EQ(e.exit_code(), kExitTimeout);
     }
   }
   MPI_Wait(&req, MPI_STATUS_IGNORE);

@@ -58,7 +58,7 @@ TEST(ResumeConfig, RefusesWhatDecidesTheFunctionOrTheSamples) {
   for (const char* set : {"model.n_layers=2", "run.seed=9", "data.sources.1.name=www",
                           "data.sources.1.tokenizer=gpt2", "data.sources.0.format=text"}) {
     try {
-      check_resume_config(saved, parse({set}), "ck.h5");
+      ckpt::check_resume_config(saved, parse({set}), "ck.h5");
       ADD_FAILURE() << set << " was accepted";
     } catch (const Error& e) {
       const std::string key = std::string(set).substr(0, std::string(set).find('='));
@@ -81,12 +81,12 @@ data:
     - {name: docs, path: data/docs}
 )",
                                             "z.yaml");
-  EXPECT_THROW(check_resume_config(saved, swapped, "ck.h5"), Error);
+  EXPECT_THROW(ckpt::check_resume_config(saved, swapped, "ck.h5"), Error);
 }
 
 TEST(ResumeConfig, AcceptsWhatMayChangeBetweenAttempts) {
   const auto saved = parse();
-  EXPECT_NO_THROW(check_resume_config(
+  EXPECT_NO_THROW(ckpt::check_resume_config(
       saved,
       parse({"optim.lr=0.001", "run.steps=500", "data.sources.1.path=moved.jsonl",
              "cluster.roles.loaders=3", "checkpoint.every=10", "data.sources.0.weight=2",

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # layers_test.sh must fail, naming the line, on a copy of lib/ where train/
-# includes and links roles/ (a check that cannot fail checks nothing).
+# includes and links roles/, and where a plan/ file declares its names in bare
+# meshloom (a check that cannot fail checks nothing). A namespace nested in
+# meshloom::plan, an alias and an anonymous namespace stay allowed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -9,6 +11,16 @@ trap 'rm -rf "$tmp"' EXIT
 cp -r "$root/lib" "$tmp/lib"
 echo '#include "roles/lead.hpp"' >>"$tmp/lib/train/trainer.cpp"
 echo 'target_link_libraries(meshloom_train PUBLIC meshloom_roles)' >>"$tmp/lib/train/CMakeLists.txt"
+cat >"$tmp/lib/plan/stray.hpp" <<'EOF'
+namespace meshloom::plan {
+namespace detail {
+namespace fs = std::filesystem;
+namespace {}
+}  // namespace detail
+}  // namespace meshloom::plan
+namespace meshloom {
+}  // namespace meshloom
+EOF
 out=$("$here/layers_test.sh" "$tmp")
 rc=$?
 echo "$out"
@@ -17,4 +29,8 @@ grep -q 'lib/train/trainer.cpp:[0-9]*: train/ may not include roles/' <<<"$out" 
   { echo "FAIL: the wrong include was not named"; exit 1; }
 grep -q 'meshloom_train may not link meshloom_roles' <<<"$out" ||
   { echo "FAIL: the wrong link was not named"; exit 1; }
+grep -q 'lib/plan/stray.hpp:7: lib/plan/ declares namespace meshloom, not meshloom::plan' <<<"$out" ||
+  { echo "FAIL: the bare namespace was not named"; exit 1; }
+[[ $(grep -c 'stray.hpp' <<<"$out") == 1 ]] ||
+  { echo "FAIL: an allowed namespace was named"; exit 1; }
 echo "layers_test.sh fails as it should"

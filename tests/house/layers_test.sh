@@ -2,7 +2,8 @@
 # The layers of lib/ (README.md, "Where things live"): a folder includes only
 # the folders below it, and links only those, so that e.g. train/ builds
 # without the roles. The table says what each may use; a new folder must be
-# added to it. Usage: layers_test.sh [REPO_ROOT]
+# added to it. Each file of lib/FOLDER/ declares its names in
+# meshloom::FOLDER (namespace = folder). Usage: layers_test.sh [REPO_ROOT]
 set -u
 root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 
@@ -28,7 +29,37 @@ declare -A allowed=(
              roles train"
 )
 
+# Folders whose files still declare names in bare `meshloom` (or another
+# folder's namespace): the namespace check skips them. Empty it as they move.
+namespace_pending=" base comm parallel tokenizer roles runtime train "
+
 bad=0
+# A folder's namespaces: meshloom::FOLDER[::...] and, once a file is inside
+# it, any nested one; anonymous namespaces and aliases (namespace fs = ...)
+# anywhere. Prints each other one and fails.
+check_namespaces() {  # folder, its files...
+  local folder=$1
+  shift
+  awk -v folder="$folder" -v root="$root/" '
+    FNR == 1 { inside = 0 }
+    /^[[:space:]]*namespace([[:space:]]|\{|$)/ {
+      name = $0
+      sub(/^[[:space:]]*namespace[[:space:]]*/, "", name)
+      if (name ~ /^[A-Za-z0-9_]+[[:space:]]*=/) next
+      match(name, /^[A-Za-z0-9_:]*/)
+      name = substr(name, 1, RLENGTH)
+      if (name == "") next
+      own = "meshloom::" folder
+      if (name == own || index(name, own "::") == 1) { inside = 1; next }
+      if (inside && name !~ /^meshloom(::|$)/) next
+      file = FILENAME
+      if (index(file, root) == 1) file = substr(file, length(root) + 1)
+      printf "%s:%d: lib/%s/ declares namespace %s, not %s\n", file, FNR, folder, name, own
+      bad = 1
+    }
+    END { exit bad }' "$@"
+}
+
 may_use() {  # folder, dependency
   [[ " ${allowed[$1]//$'\n'/ } " == *" $2 "* ]]
 }
@@ -50,6 +81,11 @@ for dir in "$root"/lib/*/; do
     fi
   done < <(grep -rnE '^#include "[^/"]+/' "$dir" --include='*.hpp' --include='*.cpp' \
              --include='*.h' --include='*.cuh' --include='*.cu')
+  if [[ $namespace_pending != *" $folder "* ]]; then
+    mapfile -t files < <(find "$dir" -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' \
+                           -o -name '*.cuh' -o -name '*.cu' \) | sort)
+    ((${#files[@]} == 0)) || check_namespaces "$folder" "${files[@]}" || bad=1
+  fi
   # Link dependencies: every meshloom_<folder> the library names.
   cmake="$dir/CMakeLists.txt"
   [[ -f $cmake ]] || continue
@@ -61,5 +97,6 @@ for dir in "$root"/lib/*/; do
     fi
   done
 done
-[[ $bad == 0 ]] && echo "layers: every lib/ folder uses only the folders below it"
+[[ $bad == 0 ]] &&
+  echo "layers: every lib/ folder uses only the folders below it, in its own namespace"
 exit $bad

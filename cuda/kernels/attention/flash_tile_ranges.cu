@@ -65,7 +65,7 @@ FlashKernel initial_kernel() {
   if (name == "wgmma") return FlashKernel::wgmma;
   if (name == "mma") return FlashKernel::mma;
   if (name == "wmma") return FlashKernel::wmma;
-  ML_FAIL(strf("MESHLOOM_FLASH_KERNEL=%s: expected automatic, wgmma, mma or wmma", env));
+  throw Error(strf("MESHLOOM_FLASH_KERNEL=%s: expected automatic, wgmma, mma or wmma", env));
 }
 
 FlashKernel& selected() {

@@ -236,7 +236,7 @@ bool solve(int n, double m[3][3], double v[3], double x[3]) {
 }  // namespace
 
 Calibration calibrate(const std::vector<CalibrationSample>& samples) {
-  ML_CHECK(!samples.empty(), "calibration needs at least one sample");
+  if (samples.empty()) throw Error("calibration needs at least one sample");
   // Columns scaled to unit RMS so that sum_l2 (~1e10) and 1 sit in one system.
   double scale[3] = {0, 0, 1};
   for (const auto& s : samples) {
@@ -283,7 +283,8 @@ Calibration calibrate(const std::vector<CalibrationSample>& samples) {
       best.g = coef[2];
     }
   }
-  ML_CHECK(std::isfinite(best_sse), "calibration: the samples determine no non-negative fit");
+  if (!std::isfinite(best_sse))
+    throw Error("calibration: the samples determine no non-negative fit");
   double sst = 0;
   for (const auto& s : samples) sst += (s.seconds - mean_y) * (s.seconds - mean_y);
   best.samples = samples.size();
