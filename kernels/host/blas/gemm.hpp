@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "model/blas.hpp"
 
@@ -19,7 +20,16 @@ namespace meshloom::cuda {
 
 using model::Op;
 
+// The element type of a buffer a product reads or writes. Not the training
+// precision (config::Precision): a bf16 model's products write fp32 too (its
+// gradients accumulate in fp32), so one product mixes both types.
 enum class Dtype { f32, bf16 };
+
+// The Dtype of a buffer of T (float or __nv_bfloat16).
+template <class T>
+constexpr Dtype dtype_of() {
+  return std::is_same_v<T, float> ? Dtype::f32 : Dtype::bf16;
+}
 
 // One cuBLAS handle bound to a stream (RAII; not copyable).
 class Blas {

@@ -313,7 +313,7 @@ class CudaBackend final : public TrainerBackend {
   double peak_flops() override {
     if (peak_ > 0) return peak_;
     const int64_t n = 8192;
-    const cuda::Dtype t = std::is_same_v<T, float> ? cuda::Dtype::f32 : cuda::Dtype::bf16;
+    const cuda::Dtype t = cuda::dtype_of<T>();
     cuda::DeviceBuffer<T> a(size_t(n * n)), b(size_t(n * n)), c(size_t(n * n));
     a.zero(stream_);
     b.zero(stream_);

@@ -4,20 +4,10 @@
 
 #include <algorithm>
 #include <string>
-#include <type_traits>
 
 #include "base/check.hpp"
 
 namespace meshloom::cuda {
-
-namespace {
-
-template <class T>
-constexpr Dtype dtype() {
-  return std::is_same_v<T, float> ? Dtype::f32 : Dtype::bf16;
-}
-
-}  // namespace
 
 template <class T>
 DeviceLmLoss<T>::DeviceLmLoss(int64_t chunk, Blas& blas, cudaStream_t stream)
@@ -57,13 +47,13 @@ void DeviceLmLoss<T>::chunk_forward(const T* xf, int64_t t0, int64_t m, const De
   const int64_t rows = head.vocab.rows, d = head.d;
   const T* x = xf + t0 * d;
   T* z = logits_.data();
-  blas_.gemm(Op::N, Op::T, m, rows, d, 1.0f, x, d, head.weight, d, 0.0f, z, rows, dtype<T>(),
-             dtype<T>());
+  blas_.gemm(Op::N, Op::T, m, rows, d, 1.0f, x, d, head.weight, d, 0.0f, z, rows, dtype_of<T>(),
+             dtype_of<T>());
   softmax_minus_onehot(m, head, targets + t0, tp, row_loss + t0);
   blas_.gemm(Op::N, Op::N, m, d, rows, 1.0f, z, rows, head.weight, d, 0.0f, dxf_.data() + t0 * d, d,
-             dtype<T>(), dtype<T>());
+             dtype_of<T>(), dtype_of<T>());
   blas_.gemm(Op::T, Op::N, rows, d, m, 1.0f, z, rows, x, d, t0 == 0 ? 0.0f : 1.0f, dhead_.data(), d,
-             dtype<T>(), Dtype::f32);
+             dtype_of<T>(), Dtype::f32);
 }
 
 // The chunk's logits of m tokens become softmax − onehot over the whole

@@ -23,11 +23,6 @@ using model::Op;
 namespace {
 
 template <class T>
-constexpr Dtype dtype() {
-  return std::is_same_v<T, float> ? Dtype::f32 : Dtype::bf16;
-}
-
-template <class T>
 void copy_async(T* dst, const T* src, int64_t n, cudaStream_t stream) {
   if (n > 0)
     CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(T), cudaMemcpyDeviceToDevice, stream));
@@ -125,13 +120,13 @@ void Transformer<T>::add_row_parallel(const T* residual, const T* a, int64_t k, 
 template <class T>
 void Transformer<T>::mm(Op oa, Op ob, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
                         int64_t lda, const T* b, int64_t ldb, float beta, T* c, int64_t ldc) {
-  blas_.gemm(oa, ob, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, dtype<T>(), dtype<T>());
+  blas_.gemm(oa, ob, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, dtype_of<T>(), dtype_of<T>());
 }
 
 template <class T>
 void Transformer<T>::mm_grad(Op oa, Op ob, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
                              int64_t lda, const T* b, int64_t ldb, float* c, int64_t ldc) {
-  blas_.gemm(oa, ob, m, n, k, alpha, a, lda, b, ldb, 1.0f, c, ldc, dtype<T>(), Dtype::f32);
+  blas_.gemm(oa, ob, m, n, k, alpha, a, lda, b, ldb, 1.0f, c, ldc, dtype_of<T>(), Dtype::f32);
 }
 
 template <class T>
