@@ -18,12 +18,10 @@
 #pragma once
 
 #include <cuda_bf16.h>
-#include <cudnn.h>
 
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +30,7 @@
 #include "kernels/host/cudnn/sdpa_documents.hpp"
 #include "kernels/host/cudnn/sdpa_plan.hpp"
 #include "kernels/host/device_buffer.hpp"
+#include "kernels/host/model/cudnn_session.hpp"
 
 namespace meshloom::cuda {
 
@@ -39,10 +38,7 @@ class CudnnBlockAttention {
  public:
   using T = __nv_bfloat16;
   using Passes = std::vector<cudnn::SdpaPass>;
-  CudnnBlockAttention();
-  ~CudnnBlockAttention();
-  CudnnBlockAttention(const CudnnBlockAttention&) = delete;
-  CudnnBlockAttention& operator=(const CudnnBlockAttention&) = delete;
+  CudnnBlockAttention() = default;
 
   // The passes of q against kv (a synchronizing read of their ids), or
   // nullopt where they cannot be planned or head_dim is not 64 or 128.
@@ -60,7 +56,7 @@ class CudnnBlockAttention {
                 cudaStream_t stream);
 
   // An empty accumulator for n rows: out 0, lse a huge negative number that
-  // every merge weighs as nothing (the bytes 0xFE: about −1.7e38).
+  // every merge weighs as nothing (kEmptyLseByte in the .cpp).
   static void clear(const FlashDims& dims, int64_t n, const FlashOut<float>& acc,
                     cudaStream_t stream);
 
@@ -77,8 +73,6 @@ class CudnnBlockAttention {
   int64_t fallbacks() const { return fallbacks_; }
 
  private:
-  cudnn::SdpaShape shape_of(const FlashDims& dims, const cudnn::SdpaPass& pass, int64_t ld_q,
-                            int64_t ld_k, int64_t ld_v, int64_t ld_o, int64_t ld_do) const;
   // Every pass's plan, or empty (logged) where one is refused: nothing runs
   // unless all of them can.
   std::vector<const cudnn::SdpaPlan*> plans_for(const FlashDims& dims, const Passes& passes,
@@ -97,23 +91,17 @@ class CudnnBlockAttention {
   // null: the flash kernels.
   const Passes* step_passes(int step, const FlashDims& dims, const FlashQuery<T>& q,
                             const FlashKv<T>& kv, cudaStream_t stream);
-  void* workspace(int64_t bytes);
   void fall_back(const std::string& why);
 
-  cudnnHandle_t handle_ = nullptr;
-  cudnn::SdpaPlanCache plans_;
-  DeviceBuffer<int32_t> tables_;
-  DeviceBuffer<uint8_t> workspace_;
+  CudnnSession session_;
   DeviceBuffer<T> part_, dq_, dk_, dv_;
   DeviceBuffer<float> part_f_, part_lse_;
-  std::vector<int32_t> q_sample_, q_pos_, kv_sample_, kv_pos_, host_tables_;
+  std::vector<int32_t> q_sample_, q_pos_, kv_sample_, kv_pos_;
   struct StepPlan {
     int64_t kv_n = -1;
     std::optional<Passes> passes;
   };
   std::map<int, StepPlan> steps_;
-  std::set<std::string> reported_;
-  float scale_ = 0.0f, neg_inf_ = 0.0f, one_ = 1.0f;
   int64_t cudnn_passes_ = 0, fallbacks_ = 0;
 };
 

@@ -13,17 +13,16 @@
 #pragma once
 
 #include <cuda_bf16.h>
-#include <cudnn.h>
 
 #include <cstdint>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "kernels/host/cudnn/sdpa_documents.hpp"
 #include "kernels/host/cudnn/sdpa_plan.hpp"
 #include "kernels/host/device_buffer.hpp"
+#include "kernels/host/model/cudnn_session.hpp"
 #include "kernels/host/model/device_attention.hpp"
 
 namespace meshloom::cuda {
@@ -31,10 +30,7 @@ namespace meshloom::cuda {
 class CudnnDeviceAttention final : public DeviceAttention<__nv_bfloat16> {
  public:
   using T = __nv_bfloat16;
-  CudnnDeviceAttention();
-  ~CudnnDeviceAttention() override;
-  CudnnDeviceAttention(const CudnnDeviceAttention&) = delete;
-  CudnnDeviceAttention& operator=(const CudnnDeviceAttention&) = delete;
+  CudnnDeviceAttention() = default;
 
   void forward(int layer, const FlashDims& dims, const FlashQuery<T>& q, const FlashKv<T>& kv,
                const FlashOut<T>& res, cudaStream_t stream) override;
@@ -45,14 +41,12 @@ class CudnnDeviceAttention final : public DeviceAttention<__nv_bfloat16> {
   // How many calls ran on cuDNN and on the flash fallback (tests, logs).
   int64_t cudnn_calls() const { return cudnn_calls_; }
   int64_t fallback_calls() const { return fallback_calls_; }
-  size_t cached_plans() const { return plans_.size(); }
+  size_t cached_plans() const { return session_.cached_plans(); }
 
  private:
   // The documents of q's tokens, or nullopt (after logging why, once).
   std::optional<cudnn::PackedDocuments> documents(const FlashDims& dims, const FlashQuery<T>& q,
                                                   const FlashKv<T>& kv, cudaStream_t stream);
-  cudnn::SdpaShape shape_of(const FlashDims& dims, const cudnn::PackedDocuments& docs, int64_t ld_q,
-                            int64_t ld_k, int64_t ld_v, int64_t ld_o, int64_t ld_do) const;
   // Uploads the sequence lengths and one ragged-offset table per leading
   // dimension (in `lds` order) and returns their device pointers: the
   // lengths first.
@@ -61,18 +55,12 @@ class CudnnDeviceAttention final : public DeviceAttention<__nv_bfloat16> {
   // The cached plan, or null where the shape is refused or no engine takes
   // it (logged once; the caller runs the flash kernels).
   const cudnn::SdpaPlan* plan_for(const cudnn::SdpaShape& shape, bool backward);
-  void* workspace(int64_t bytes);
   void fall_back(const std::string& why);
 
-  cudnnHandle_t handle_ = nullptr;
-  cudnn::SdpaPlanCache plans_;
+  CudnnSession session_;
   LocalDeviceAttention<T> flash_;
-  DeviceBuffer<int32_t> tables_;
-  DeviceBuffer<uint8_t> workspace_;
   DeviceBuffer<T> dq_, dk_, dv_;
-  std::vector<int32_t> host_sample_, host_pos_, host_tables_;
-  std::set<std::string> reported_;
-  float scale_ = 0.0f, neg_inf_ = 0.0f, one_ = 1.0f;
+  std::vector<int32_t> host_sample_, host_pos_;
   int64_t cudnn_calls_ = 0, fallback_calls_ = 0;
 };
 
