@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     return kv.count(k) ? std::atoll(kv[k].c_str()) : def;
   };
   std::string why;
-  if (cuda_device_count(&why) == 0) {
+  if (cuda::device_count(&why) == 0) {
     std::printf("gpu_step_bench: no GPU (%s); nothing to measure\n", why.c_str());
     return 0;
   }
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
   const double secs = t.step;
   const double flops = model::model_flops(s, batch);
   const model::ParamLayout layout(s);
-  std::printf("device=%s\n", cuda_summary().c_str());
+  std::printf("device=%s\n", cuda::summary().c_str());
   std::printf("params=%.3fB tokens=%lld documents=%zu precision=%s\n", double(layout.numel()) / 1e9,
               (long long)n, lengths.size(), precision.c_str());
   std::printf(

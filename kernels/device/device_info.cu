@@ -2,9 +2,9 @@
 #include "kernels/device/common/check.cuh"
 #include "kernels/device/device_info.hpp"
 
-namespace meshloom {
+namespace meshloom::cuda {
 
-int cuda_device_count(std::string* why) {
+int device_count(std::string* why) {
   int n = 0;
   cudaError_t rc = cudaGetDeviceCount(&n);
   if (rc != cudaSuccess) {
@@ -15,7 +15,7 @@ int cuda_device_count(std::string* why) {
   return n;
 }
 
-std::string cuda_summary() {
+std::string summary() {
   int nccl = 0;
   ncclGetVersion(&nccl);
   int runtime = 0;
@@ -23,7 +23,7 @@ std::string cuda_summary() {
   std::string out = strf("NCCL %d.%d.%d, CUDA runtime %d.%d", nccl / 10000, (nccl / 100) % 100,
                          nccl % 100, runtime / 1000, (runtime % 1000) / 10);
   std::string why;
-  int n = cuda_device_count(&why);
+  int n = device_count(&why);
   if (n == 0) return out + ", no device (" + why + ")";
   out += strf(", %d device(s)", n);
   for (int d = 0; d < n; ++d) {
@@ -34,4 +34,4 @@ std::string cuda_summary() {
   return out;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::cuda

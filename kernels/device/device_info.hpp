@@ -4,11 +4,11 @@
 
 #include <string>
 
-namespace meshloom {
+namespace meshloom::cuda {
 
 // Number of visible CUDA devices; 0 (with the reason in *why) when none.
-int cuda_device_count(std::string* why);
+int device_count(std::string* why);
 // One line for people: "NCCL 2.28.x, CUDA runtime 13.0, 1 device: NVIDIA H100 (sm_90)".
-std::string cuda_summary();
+std::string summary();
 
-}  // namespace meshloom
+}  // namespace meshloom::cuda

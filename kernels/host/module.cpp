@@ -16,7 +16,7 @@ ML_MODULE_EXPORT void meshloom_cuda_init(meshloom::FatalHandler handler, int ran
 
 ML_MODULE_EXPORT void meshloom_cuda_summary(std::string* out) {
   try {
-    *out = meshloom::cuda_summary();
+    *out = meshloom::cuda::summary();
   } catch (const std::exception& e) {
     *out = std::string("CUDA backend loaded, but: ") + e.what();
   }

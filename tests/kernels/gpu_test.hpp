@@ -8,9 +8,9 @@
 
 #include "kernels/device/device_info.hpp"
 
-#define ML_REQUIRE_GPU()                                  \
-  do {                                                    \
-    std::string ml_gpu_why_;                              \
-    if (::meshloom::cuda_device_count(&ml_gpu_why_) == 0) \
-      GTEST_SKIP() << "no GPU: " << ml_gpu_why_;          \
+#define ML_REQUIRE_GPU()                                   \
+  do {                                                     \
+    std::string ml_gpu_why_;                               \
+    if (::meshloom::cuda::device_count(&ml_gpu_why_) == 0) \
+      GTEST_SKIP() << "no GPU: " << ml_gpu_why_;           \
   } while (0)

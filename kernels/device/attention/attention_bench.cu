@@ -112,11 +112,11 @@ int main(int argc, char** argv) {
   const std::vector<int>& docs = args.docs;
   const int heads = args.heads, kv_heads = args.kv_heads, dim = args.dim, iters = args.iters;
   std::string why;
-  if (meshloom::cuda_device_count(&why) == 0) {
+  if (meshloom::cuda::device_count(&why) == 0) {
     std::printf("attention_bench: no GPU (%s); nothing to measure\n", why.c_str());
     return 0;
   }
-  std::printf("%s\n", meshloom::cuda_summary().c_str());
+  std::printf("%s\n", meshloom::cuda::summary().c_str());
 
   std::vector<int32_t> sample, pos;
   double sum_sq = 0.0;

@@ -41,7 +41,7 @@ ShimInit nccl_shim_init() {
 bool nccl_usable(MPI_Comm comm, std::string* why) {
   const NodeRanks node = node_ranks(comm);
   std::string local_why;
-  const int devices = cuda_device_count(&local_why);
+  const int devices = device_count(&local_why);
   const bool shares_ok = nccl_shim_init() != nullptr;
   // One reduction: {not usable here, -devices, ranks on the node}, by MAX.
   int mine[3] = {devices == 0 || (node.local_size > devices && !shares_ok) ? 1 : 0, -devices,

@@ -577,7 +577,7 @@ ML_MODULE_EXPORT meshloom::TrainerBackend* meshloom_cuda_make_backend(
   namespace ml = meshloom;
   try {
     std::string why;
-    const int n = ml::cuda_device_count(&why);
+    const int n = ml::cuda::device_count(&why);
     if (n == 0) throw ml::Error("run.backend: cuda, but no GPU is visible: " + why);
     const int device = ml::cuda::device_of(spec->local_index, n);
     const ml::config::Precision precision = spec->precision;

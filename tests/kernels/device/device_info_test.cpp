@@ -7,8 +7,8 @@
 
 TEST(DeviceInfo, SummaryNamesTheRuntimeAndDevicesOrWhyNone) {
   std::string why;
-  const int n = meshloom::cuda_device_count(&why);
-  const std::string s = meshloom::cuda_summary();
+  const int n = meshloom::cuda::device_count(&why);
+  const std::string s = meshloom::cuda::summary();
   EXPECT_NE(s.find("CUDA runtime"), std::string::npos) << s;
   if (n == 0) {
     EXPECT_FALSE(why.empty());
@@ -18,5 +18,5 @@ TEST(DeviceInfo, SummaryNamesTheRuntimeAndDevicesOrWhyNone) {
 TEST(DeviceInfo, SkipsWithoutAGpu) {
   ML_REQUIRE_GPU();
   std::string why;
-  EXPECT_GE(meshloom::cuda_device_count(&why), 1);
+  EXPECT_GE(meshloom::cuda::device_count(&why), 1);
 }
