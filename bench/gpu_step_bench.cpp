@@ -1,5 +1,5 @@
-// gpu_step_bench: one trainer's whole step on the GPU (cuda/model and
-// cuda/train), the "CUDA backend" row of bench_step.sh --gpu: forward and
+// gpu_step_bench: one trainer's whole step on the GPU (kernels/host/model and
+// kernels/host/train), the "CUDA backend" row of bench_step.sh --gpu: forward and
 // backward of a packed micro-batch, the gradient norm and AdamW on the fp32
 // master weights; model FLOPs over the step's wall time, against the GPU's
 // bf16 dense peak (measured with a large cuBLAS product, and the published
@@ -23,12 +23,12 @@
 #include <string>
 #include <vector>
 
-#include "cuda/blas/gemm.hpp"
-#include "cuda/device_buffer.hpp"
-#include "cuda/kernels/device_info.hpp"
-#include "cuda/kernels/ops/adamw.hpp"
-#include "cuda/model/gpu_transformer.hpp"
-#include "cuda/train/device_adamw.hpp"
+#include "kernels/device/device_info.hpp"
+#include "kernels/device/ops/adamw.hpp"
+#include "kernels/host/blas/gemm.hpp"
+#include "kernels/host/device_buffer.hpp"
+#include "kernels/host/model/transformer.hpp"
+#include "kernels/host/train/device_adamw.hpp"
 #include "model/transformer.hpp"
 
 using namespace meshloom;
@@ -54,15 +54,15 @@ std::vector<__nv_bfloat16> random_bf16(size_t count, uint32_t seed) {
 // bf16 dense peak of cuBLAS: the best of a few 8192³ products of random data.
 double measured_peak(cudaStream_t stream) {
   const int64_t n = 8192;
-  kernels::DeviceBuffer<__nv_bfloat16> a(random_bf16(size_t(n * n), 1)),
+  cuda::DeviceBuffer<__nv_bfloat16> a(random_bf16(size_t(n * n), 1)),
       b(random_bf16(size_t(n * n), 2)), c(size_t(n * n));
-  kernels::Blas blas(stream);
+  cuda::Blas blas(stream);
   double best = 0;
   for (int rep = 0; rep < 6; ++rep) {
     cudaStreamSynchronize(stream);
     const auto t0 = std::chrono::steady_clock::now();
     blas.gemm(model::Op::N, model::Op::N, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
-              n, kernels::Dtype::bf16, kernels::Dtype::bf16);
+              n, cuda::Dtype::bf16, cuda::Dtype::bf16);
     cudaStreamSynchronize(stream);
     if (rep > 0) best = std::max(best, 2.0 * n * n * n / seconds_since(t0));
   }
@@ -82,15 +82,15 @@ struct Times {
 template <class T>
 Times run(const model::Shape& s, const model::Batch& batch, int iters, cudaStream_t stream,
           double* loss) {
-  kernels::GpuTransformer<T> m(s, stream);
+  cuda::Transformer<T> m(s, stream);
   const model::ParamLayout& layout = m.layout();
   const int64_t n = layout.numel();
   model::Transformer<float> host(s, {.threads = 1});
   host.init_params(1234);
-  kernels::DeviceAdamW opt(n, n, 0, n, kernels::AdamWHyper{}, layout.decay_ranges(), stream);
+  cuda::DeviceAdamW opt(n, n, 0, n, cuda::AdamWHyper{}, layout.decay_ranges(), stream);
   opt.load(host.params(), {}, {}, 0);
   m.set_params_device(opt.master());
-  kernels::DeviceBuffer<double> sum_sq(1);
+  cuda::DeviceBuffer<double> sum_sq(1);
   double host_sum_sq = 0;
   const double scale = 1.0 / double(std::max<int64_t>(1, batch.predictions()));
   Times best;
@@ -103,7 +103,7 @@ Times run(const model::Shape& s, const model::Batch& batch, int iters, cudaStrea
     m.backward(scale);
     cudaStreamSynchronize(stream);
     const double fb = seconds_since(t0);
-    kernels::grad_sum_squares(m.grads(), n, sum_sq.data(), stream);
+    cuda::grad_sum_squares(m.grads(), n, sum_sq.data(), stream);
     cudaMemcpyAsync(&host_sum_sq, sum_sq.data(), sizeof(double), cudaMemcpyDeviceToHost, stream);
     cudaStreamSynchronize(stream);
     opt.update(m.grads(), 1e-4, std::min(1.0, 1.0 / (std::sqrt(host_sum_sq) + 1e-6)));
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     return kv.count(k) ? std::atoll(kv[k].c_str()) : def;
   };
   std::string why;
-  if (cuda_device_count(&why) == 0) {
+  if (cuda::device_count(&why) == 0) {
     std::printf("gpu_step_bench: no GPU (%s); nothing to measure\n", why.c_str());
     return 0;
   }
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
   const double secs = t.step;
   const double flops = model::model_flops(s, batch);
   const model::ParamLayout layout(s);
-  std::printf("device=%s\n", cuda_summary().c_str());
+  std::printf("device=%s\n", cuda::summary().c_str());
   std::printf("params=%.3fB tokens=%lld documents=%zu precision=%s\n", double(layout.numel()) / 1e9,
               (long long)n, lengths.size(), precision.c_str());
   std::printf(

@@ -1,7 +1,7 @@
 // MPI communicators for the CP groups of a step, split from a parent (the
 // trainers' data axis) and cached by member set, so that a group that recurs
 // across steps is split once: the CPU counterpart of the NCCL cache
-// (cuda/comm/group_comms.hpp), with the same protocol (comm/member_sets.hpp).
+// (kernels/host/comm/group_comms.hpp), with the same protocol (comm/member_sets.hpp).
 //
 // MPI_Comm_split is collective over the parent, so prepare() takes the whole
 // step's list of groups, which every rank of the parent holds, and every

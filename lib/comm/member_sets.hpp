@@ -1,5 +1,5 @@
 // Member sets of trainer groups: the pure bookkeeping behind the group
-// communicators (MPI: comm/group_comms.hpp; NCCL: cuda/comm/group_comms.hpp),
+// communicators (MPI: comm/group_comms.hpp; NCCL: kernels/host/comm/group_comms.hpp),
 // free of CUDA and MPI so that it is unit-tested alone.
 //
 // A group is a list of trainer indices (ranks in the trainers' communicator)

@@ -1,6 +1,6 @@
 // One step of a ring: send a buffer to the next member and receive the
 // previous member's into another, while the caller computes. Shared by ring
-// attention on the CPU (lib/train) and on the GPU (cuda/model), which pass
+// attention on the CPU (lib/train) and on the GPU (kernels/host/model), which pass
 // K/V blocks around a CP group this way.
 //
 //   RingShift shift(comm, next, prev, tag, out, cap);   // posts both transfers

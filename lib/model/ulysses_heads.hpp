@@ -1,6 +1,6 @@
 // How Ulysses attention cuts the heads over the k members of a CP group: the
 // rule that lib/train/ulysses_attention.hpp describes, shared by the CPU
-// path and the CUDA backend (cuda/model/device_ulysses_attention), which
+// path and the CUDA backend (kernels/host/model/device_ulysses_attention), which
 // must send the same heads to give the same numbers.
 #pragma once
 

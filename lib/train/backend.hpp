@@ -7,7 +7,7 @@
 //   CpuBackend (train/cpu_backend.hpp)   the host model with OpenMP and
 //       OpenBLAS; gradients summed with MPI on the trainers' communicator.
 //       Its host copies are the model itself.
-//   the CUDA backend (cuda/model/cuda_model.cpp)   a GPU per trainer: the
+//   CudaBackend (kernels/host/model/cuda_backend.cpp)   a GPU per trainer: the
 //       fp32 master weights, the moments and the gradients stay on the
 //       device, and nothing of the model's size crosses to the host during a
 //       step. Gradients are summed by NCCL when every trainer has its own GPU
@@ -16,7 +16,7 @@
 //       (OptimizerSetup::host_allreduce), which lets trainers share a GPU.
 //
 // make_cuda_backend() loads the CUDA backend, the module libmeshloom_cuda.so
-// (cuda/module.cpp), on first use (lib/train/cuda_module.cpp); in a CPU-only
+// (kernels/host/module.hpp), on first use (lib/train/cuda_module.cpp); in a CPU-only
 // build it fails. This header is the module's whole view of lib/train.
 #pragma once
 
@@ -154,7 +154,7 @@ class TrainerBackend {
   // Forward, then backward with `scale` (the CPU model's forward() and
   // backward(scale) together); gradients accumulate on the device. With a
   // ring, attention runs over the CP group as RingGroup::ulysses says (on the
-  // GPU: cuda/model/device_ring_attention, device_ulysses_attention).
+  // GPU: kernels/host/model/device_ring_attention, device_ulysses_attention).
   // `offload` is the plan's ratio r for the micro-batch: r·(layers − 2) layers'
   // activations wait in host memory between forward and backward. `last`:
   // this step's last micro-batch here, whose backward may start reducing.

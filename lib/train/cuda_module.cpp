@@ -18,7 +18,7 @@ namespace meshloom::train {
 #ifdef MESHLOOM_HAVE_CUDA
 namespace {
 
-// The module's entry points (cuda/module.cpp). They report
+// The module's entry points (kernels/host/module.hpp). They report
 // errors in *error rather than throw across the module boundary.
 using InitFn = void (*)(FatalHandler, int, const std::string*);
 using MakeFn = TrainerBackend* (*)(const model::Shape*, const CudaBackendSpec*, std::string*);

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # bench_step_gpu.sh (also `scripts/bench/bench_step.sh --gpu`): the CUDA backend on
 # one GPU, the CUDA issue's acceptance figures:
-#   1. the attention kernels (cuda/kernels/attention): forward and backward TFLOP/s
+#   1. the attention kernels (kernels/device/attention): forward and backward TFLOP/s
 #      on a packed 32K-token micro-batch of long-tail documents, H 16, D 128
 #      (target: forward >= 350 TFLOP/s, FlashAttention-2's level on H100);
-#   2. the whole step (cuda/model, cuda/train): forward, backward,
+#   2. the whole step (kernels/host/model, kernels/host/train): forward, backward,
 #      gradient norm and AdamW of a ~1B-parameter model (d 2048, 16 layers,
 #      ffn 5504, V 50257) at 32K tokens, model FLOPs over the step's wall time
 #      against the bf16 dense peak (target: MFU >= 45%);
@@ -59,7 +59,7 @@ else
   echo "# bench_step_gpu.sh on $gpu, $date"
   commit=$(git rev-parse --short=12 HEAD)
   git diff --quiet HEAD || commit+=" with uncommitted changes"
-  "$BUILD/cuda/kernels/attention_bench" --heads 16 --kv-heads 16 --dim 128 --iters 20 |
+  "$BUILD/kernels/device/attention_bench" --heads 16 --kv-heads 16 --dim 128 --iters 20 |
     tee "$out/step_gpu_attention.txt"
   "$BUILD/bench/gpu_step_bench" tokens="$TOKENS" layers="$LAYERS" iters=5 |
     tee "$out/step_gpu_model.txt"

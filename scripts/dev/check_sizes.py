@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Check that code stays in small pieces: no source file over 600 lines and no
-function over 120, except device kernels (cuda/kernels/**/*.cu, *.cuh), whose
+function over 120, except device kernels (kernels/device/**/*.cu, *.cuh), whose
 unrolled tiles read best whole.
 
 Functions are found by their braces: a `{` that ends a line whose code closes
@@ -8,7 +8,7 @@ a parameter list (not if/for/while/switch/catch, not a class or namespace)
 opens one, and the matching `}` closes it. Lambdas and local classes count as
 part of the function around them.
 
-Usage: check_sizes.py [FOLDER...]   (default: lib app cuda bench fuzz tests)
+Usage: check_sizes.py [FOLDER...]   (default: lib app kernels bench fuzz tests)
 Prints each piece over its limit as FILE:LINE: what; exits 1 if there is one.
 """
 import os
@@ -25,7 +25,7 @@ NOT_A_FUNCTION = re.compile(r"^\s*(\}\s*)?(if|for|while|switch|catch|else|do)\b|
 
 
 def device_kernel(path):
-    return path.startswith("cuda/kernels/") and path.endswith((".cu", ".cuh"))
+    return path.startswith("kernels/device/") and path.endswith((".cu", ".cuh"))
 
 
 def code_of(line):
@@ -53,7 +53,7 @@ def long_functions(lines):
 
 
 def main():
-    folders = sys.argv[1:] or ["lib", "app", "cuda", "bench", "fuzz", "tests"]
+    folders = sys.argv[1:] or ["lib", "app", "kernels", "bench", "fuzz", "tests"]
     files = subprocess.check_output(["git", "ls-files", *folders], text=True).split()
     problems = []
     for path in files:

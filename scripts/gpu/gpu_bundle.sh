@@ -65,7 +65,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD_DIR:-build}
-bundle=${BUNDLE_OUT:-build-bundle}  # another folder for the ctest (tests/cuda)
+bundle=${BUNDLE_OUT:-build-bundle}  # another folder for the ctest (tests/kernels)
 stage=$BUILD/bundle-stage
 tests=(device_info_test gemm_gpu_test attention_gpu_test cudnn_graph_test cudnn_attention_gpu_test
        ops_gpu_test embedding_gpu_test
@@ -77,7 +77,7 @@ benches=(attention_bench gpu_step_bench)
 grep -q '^MESHLOOM_CUDA:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null ||
   grep -q 'meshloom_kernels' "$BUILD/build.ninja" ||
   { echo "gpu_bundle: $BUILD is a CPU-only build (no nvcc or NCCL found)" >&2; exit 1; }
-# cuDNN's tests exist only where CMake found cuDNN (cuda/CMakeLists.txt).
+# cuDNN's tests exist only where CMake found cuDNN (kernels/CMakeLists.txt).
 if ! grep -q '^CUDNN_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt" 2>/dev/null; then
   tests=("${tests[@]/cudnn_graph_test}")
   tests=("${tests[@]/cudnn_attention_gpu_test}")
@@ -90,8 +90,8 @@ rm -rf "$stage" "$bundle"
 mkdir -p "$stage"/{bin,lib,data} "$stage"/mpi/{bin,etc,lib/openmpi,lib/pmix,share/openmpi,share/pmix} "$bundle"
 for t in "${tests[@]}" "${benches[@]}" meshloom libmeshloom_cuda.so libmeshloom_nccl_shim.so; do
   # The newest: a long-lived build folder keeps binaries of targets that
-  # moved (tests/kernels/ before cuda/ existed), and the first found was one
-  # of those in the bundles of 2026-11-26.
+  # moved (tests/kernels/ and tests/cuda/ have both held them), and the
+  # first found was one of those in the bundles of 2026-11-26.
   path=$(find "$BUILD" -path "$stage" -prune -o -type f -name "$t" -perm -u+x -printf '%T@ %p\n' |
          sort -rn | head -1 | cut -d' ' -f2-)
   [[ -n $path ]] || { echo "gpu_bundle: $t was not built" >&2; exit 1; }

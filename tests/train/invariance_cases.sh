@@ -103,7 +103,7 @@ invariance_gpu_cases=(
   "bf16_pp2       2 5e-2 --set run.precision=bf16 --set parallel.pp=2 --set plan.capacity=4096"
   "gpu_pp2_uly2   4 1e-4 --set run.precision=fp32 --set parallel.pp=2 --set plan.cp_algorithm=ulysses --set plan.capacity=512"
   # The NCCL code paths with the trainers sharing one GPU: cases named shim_*
-  # preload the test-only NCCL over MPI ($nccl_shim, tests/cuda/nccl_shim),
+  # preload the test-only NCCL over MPI ($nccl_shim, tests/kernels/nccl_shim),
   # and run.gpu_comm=nccl makes every transfer take NCCL's path: rings,
   # Ulysses and hybrid all-to-alls, TP sums, stage links, gradient buckets,
   # ZeRO-1's all-gather and the group splits.

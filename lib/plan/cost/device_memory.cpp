@@ -14,14 +14,14 @@ namespace meshloom::plan {
 namespace {
 
 constexpr int64_t kF32 = 4, kI32 = 4, kF64 = 8;
-constexpr int64_t kCublasWorkspace = int64_t(32) << 20;  // cuda/blas/gemm.cpp
-constexpr int64_t kBlockGradsAlign = 256;                // cuda/model/ring_link.cpp
+constexpr int64_t kCublasWorkspace = int64_t(32) << 20;  // kernels/host/blas/gemm.cpp
+constexpr int64_t kBlockGradsAlign = 256;                // kernels/host/model/ring_link.cpp
 // cuDNN's fused-attention plans ask for their workspace only once built on a
-// GPU (cuda/attention/sdpa_plan.hpp); the backward's large fp32 scratch is
+// GPU (kernels/host/cudnn/sdpa_plan.hpp); the backward's large fp32 scratch is
 // counted apart, so this allowance is for the engine's own.
 constexpr int64_t kCudnnPlanWorkspace = int64_t(64) << 20;
 
-// BlockLayout(n, kv_dim, t).bytes(true) of cuda/model/ring_link.cpp: K and
+// BlockLayout(n, kv_dim, t).bytes(true) of kernels/host/model/ring_link.cpp: K and
 // V rows and two int32 ids per row, then fp32 dK and dV on a fresh boundary.
 int64_t ring_block_bytes(int64_t n, int64_t kv_dim, int64_t t) {
   const int64_t rows = 2 * n * kv_dim * t + 2 * n * kI32;
@@ -32,7 +32,7 @@ int64_t ring_block_bytes(int64_t n, int64_t kv_dim, int64_t t) {
 }  // namespace
 
 int resident_layers(int layers, double offload) {
-  // CudaModel::forward_backward offloads the first `offloaded` layers; the
+  // CudaBackend::forward_backward offloads the first `offloaded` layers; the
   // store keeps the rest, plus two slots those layers take turns in.
   const int offloaded =
       offload > 0 ? std::min(layers, 2 + int(std::lround(offload * double(layers - 2)))) : 0;
@@ -58,11 +58,11 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
 
   DeviceMemory m;
   m.input = in;
-  // GpuTransformer's params_ (T) and grads_ (fp32), and its Blas's workspace.
+  // cuda::Transformer's params_ (T) and grads_ (fp32), and its Blas's workspace.
   m.weights = P * t;
   m.grads = P * kF32;
   m.cublas = kCublasWorkspace;
-  // DeviceAdamW, as CudaModel::start_optimizer makes it: the master buffer
+  // DeviceAdamW, as CudaBackend::start_optimizer makes it: the master buffer
   // padded to T shards of ceil(P / T) (Trainer's shard_size), m, v and the
   // decay mask (1 byte) of the largest slice (trainer 0's).
   const int64_t shard = in.zero1 ? (P + in.trainers - 1) / in.trainers : P;
@@ -73,7 +73,7 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
   m.resident_layers = resident_layers(int(layers), in.offload);
   const int64_t per_layer = (4 * d + qkvd + qd + 2 * f) * t + (2 + H) * kF32;
   m.activations = n * per_layer * m.resident_layers * in.in_flight;
-  // GpuTransformer::ensure_buffers: x_final, xf, dx, dh, dxn (T x d), u, du
+  // cuda::Transformer::ensure_buffers: x_final, xf, dx, dh, dxn (T x d), u, du
   // (T x f), dab (T x 2f), do (T x q_dim), dqkv (fp32) and, in bf16, its
   // T copy; 1/rms of the final norm, the loss and count. Then the batch's
   // four int32 ids per token and its embedding groups (ids, offsets, order:
@@ -81,14 +81,14 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
   const int64_t groups = std::min(n, V);
   m.workspace = n * (5 * d + 4 * f + qd) * t + n * qkvd * kF32 + (t == kF32 ? 0 : n * qkvd * t) +
                 n * kF32 + 2 * kF64 + 4 * n * kI32 + (2 * groups + 1 + n) * kI32 + n * H * kF32;
-  // The RoPE table (cuda/model/device_rope_table.hpp): cos and sin (fp32,
+  // The RoPE table (kernels/host/model/device_rope_table.hpp): cos and sin (fp32,
   // head_dim / 2 each) per position, rows rounded up to a power of two.
   if (in.positions > 0)
     m.workspace += int64_t(std::bit_ceil(uint64_t(in.positions))) * in.shape.head_dim() * kF32;
-  // A stage's transfers (cuda_model.cpp): the received values and the ones
+  // A stage's transfers (cuda_backend.cpp): the received values and the ones
   // on their way (T), the fp32 host staging.
   if (stage) m.workspace += n * d * (2 * t + kF32);
-  // The fused loss (cuda/model/device_lm_loss.hpp): one chunk's logits (T,
+  // The fused loss (kernels/host/model/device_lm_loss.hpp): one chunk's logits (T,
   // min(n, loss_chunk) x V/tp) and its per-token statistics (fp64 x 3), the
   // unscaled d(final states) (T, n x d) and d(head) (fp32, V/tp x d); the
   // model's row_loss_ (fp64 per token).
@@ -103,7 +103,7 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
     // delta_ (fp32 per head).
     m.ring_attention = n * (2 * qd + 2 * H) * kF32;
     // (A hybrid's ring runs on u members' tokens for H/u heads: the same bound.)
-    // cuda/comm/group_comms.hpp: the groups' communicators, at most this.
+    // kernels/host/comm/group_comms.hpp: the groups' communicators, at most this.
     if (in.nccl) m.group_comms = in.group_cache;
   }
   if (in.rings && in.ulysses) {

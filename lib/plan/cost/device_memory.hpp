@@ -6,7 +6,7 @@
 //
 // Each term is the formula of the buffers the code allocates (device_memory.cpp
 // names the file of each). Device buffers grow to the largest size they are
-// asked for and never shrink (cuda/device_buffer.hpp), so the peak
+// asked for and never shrink (kernels/host/device_buffer.hpp), so the peak
 // is the model's state plus what the largest micro-batch needs.
 //
 // The one rule that is not obvious: an offloaded micro-batch keeps fewer
@@ -113,7 +113,7 @@ DeviceMemory device_memory(const DeviceMemoryInput& in);
 std::string describe_terms(std::vector<DeviceMemory::Term> terms, int most);
 
 // Layers whose activations stay on the device for a micro-batch with offload
-// ratio r, as the CUDA model rounds it (cuda/model/cuda_model.cpp): the
+// ratio r, as the CUDA model rounds it (kernels/host/model/cuda_backend.cpp): the
 // first 2 + round(r·(layers − 2)) layers share two slots, the rest stay.
 int resident_layers(int layers, double offload);
 
