@@ -1,8 +1,10 @@
 // Writes the generated seeds of fuzz/corpus with the project's own writers:
-// `fuzz_make_seeds CONFIG.yaml OUT` writes OUT/protocol/* (every message type,
-// encoded by lib/wire/protocol) and OUT/checkpoint/* (checkpoints written
-// by ckpt::write_checkpoint holding CONFIG.yaml's text, a real data plane
-// state and small tensors). Built with the replayers (not under MESHLOOM_FUZZ).
+// `fuzz_make_seeds CONFIG.yaml OUT [REGRESSIONS]` writes OUT/protocol/* (every
+// message type, encoded by lib/wire/protocol) and OUT/checkpoint/*
+// (checkpoints written by ckpt::write_checkpoint holding CONFIG.yaml's text, a
+// real data plane state and small tensors); with REGRESSIONS, also
+// REGRESSIONS/protocol/* (protocol_regressions.cpp). Built with the replayers
+// (not under MESHLOOM_FUZZ).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,9 @@
 
 using namespace meshloom;
 namespace fs = std::filesystem;
+
+// protocol_regressions.cpp
+void write_protocol_regressions(const fs::path& dir);
 
 static void put(const fs::path& file, const std::string& bytes) {
   std::ofstream(file, std::ios::binary) << bytes;
@@ -144,8 +149,8 @@ static void write_checkpoint_seeds(const fs::path& out, const std::string& confi
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: fuzz_make_seeds CONFIG.yaml OUT\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: fuzz_make_seeds CONFIG.yaml OUT [REGRESSIONS]\n");
     return 2;
   }
   std::ostringstream config_text;
@@ -155,6 +160,10 @@ int main(int argc, char** argv) {
   fs::create_directories(out / "checkpoint");
   write_protocol_seeds(out);
   write_checkpoint_seeds(out, config_text.str());
+  if (argc == 4) {
+    fs::create_directories(fs::path(argv[3]) / "protocol");
+    write_protocol_regressions(fs::path(argv[3]) / "protocol");
+  }
   std::printf("seeds written to %s\n", out.c_str());
   return 0;
 }

@@ -17,7 +17,7 @@ neither is an image position. torch's autograd gives the gradients.
 Checks, and exits 1 when one fails:
   loss:  |loss - /loss| / |loss|                          <= 1e-5
   grads: max|g_torch - g_dump| / max|g_torch|, per tensor <= --grad-tol (1e-4)
-The C++ computes in float32: the dumps of tests/train/dump_torch_reference.sh
+The C++ computes in float32: the dumps of tests/train/dump_torch_reference_test.sh
 measure about 1e-8 on the loss and at most 2e-6 on the gradients, so 1e-4
 leaves a margin of 50 for other shapes and summation orders, while each bug
 that --break plants costs 0.4 or more on some gradient. The batch itself

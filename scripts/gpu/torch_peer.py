@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torch_peer.py: meshloom's GPU step benchmark (bench/gpu_step_bench.cpp) in plain PyTorch.
+"""torch_peer.py: meshloom's GPU step benchmark (scripts/bench/src/gpu_step_bench.cpp) in plain PyTorch.
 
 What a user would run instead of meshloom, measured the same way: the model
 function of docs/design.md "The model" (RMSNorm eps 1e-5, rotate-half RoPE

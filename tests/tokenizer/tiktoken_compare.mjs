@@ -1,4 +1,4 @@
-// The npm tiktoken side of tiktoken_crosscheck.sh: ground-truth ids
+// The npm tiktoken side of tiktoken_crosscheck_test.sh: ground-truth ids
 // (encode_ordinary) compared, text by text, with `meshloom tokenize` output.
 //   node tiktoken_compare.mjs split JSONL DIR
 //       writes each line's "text" to DIR/refNN_NAME.txt (UTF-8)

@@ -4,7 +4,7 @@
 # many node boundaries it crosses; a ring that fits in a node crosses none.
 # With --config the layout is named as the run's log names it, and the first
 # step's rings follow the step table. No MPI.
-#   run_plan_nodes.sh MESHLOOM
+#   plan_nodes_test.sh MESHLOOM
 set -u
 meshloom=$1
 source "$(dirname "$0")/../common/testlib.sh"

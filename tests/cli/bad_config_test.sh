@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One bad-config case: meshloom must refuse it on every rank with one clear
 # message and a non-zero exit, within seconds.
-#   run_bad_config.sh MESHLOOM MPIEXEC CASE.yaml NP
+#   bad_config_test.sh MESHLOOM MPIEXEC CASE.yaml NP
 # The case file's header says what to expect:
 #   # expect: TEXT     the error message must contain TEXT
 #   # args: ARGS       extra arguments (e.g. --set a.b=c)

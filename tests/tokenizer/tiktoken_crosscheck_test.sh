@@ -7,7 +7,7 @@
 # only independent check of o200k_base, whose ids the reference file lacks,
 # and of gpt2/cl100k_base beyond short texts. A missing node, npm package or
 # corpus is a broken setup: a failure, not a skip.
-#   tiktoken_crosscheck.sh MESHLOOM REFERENCE.jsonl [ENCODING...]
+#   tiktoken_crosscheck_test.sh MESHLOOM REFERENCE.jsonl [ENCODING...]
 set -euo pipefail
 meshloom=$1 reference=$2
 shift 2

@@ -4,7 +4,7 @@
 # chart and drawn, and they are the plans the report's step times came from.
 # Without static and another planner, or with --pp, it exits 2 with one
 # error line. No MPI, a few seconds.
-#   run_simulate_png.sh MESHLOOM
+#   simulate_png_test.sh MESHLOOM
 set -u
 meshloom=$1
 source "$(dirname "$0")/../common/testlib.sh"

@@ -6,7 +6,7 @@
 #   2. Python's dump and `meshloom inspect --dump` must agree token for token;
 #   3. a file written by Python (int32, several sequences per document) must
 #      read back identically through `meshloom inspect`.
-#   run_python_crosscheck.sh MESHLOOM SCRIPT
+#   python_crosscheck_test.sh MESHLOOM SCRIPT
 set -u
 meshloom=$1 script=$2
 python=/usr/bin/python3

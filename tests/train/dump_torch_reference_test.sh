@@ -8,7 +8,7 @@
 # The reference must also reject each bug it can plant (--break), so the
 # check is known to have teeth. Fails, never skips, without torch
 # (python3-torch, scripts/setup.sh).
-#   dump_torch_reference.sh MESHLOOM MPIEXEC
+#   dump_torch_reference_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
 # shellcheck source=tests/common/testlib.sh

@@ -4,7 +4,7 @@
 # same batches (lib/plan/simulate/simulate_pipeline.hpp); the PP degree and the
 # capacity it buys are printed, --csv appends one line per setup, and a PP
 # degree that does not fit exits 2 with one error line. No MPI, a few seconds.
-#   run_simulate_pp.sh MESHLOOM
+#   simulate_pp_test.sh MESHLOOM
 set -u
 meshloom=$1
 source "$(dirname "$0")/../common/testlib.sh"

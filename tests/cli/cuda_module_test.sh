@@ -7,7 +7,7 @@
 #      and CUDA runtime versions;
 #   4. a module that cannot be loaded is one clear error naming it, exit 2,
 #      when a trainer needs it.
-#   run_cuda_module.sh MESHLOOM MPIEXEC
+#   cuda_module_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
 dir=$(mktemp -d)

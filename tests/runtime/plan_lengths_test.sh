@@ -3,7 +3,7 @@
 # them: a TSV, a plain file and a prepared dataset's .idx are length tables
 # (lib/data/length_table.hpp); for simulate anything that is not a file is a
 # distribution name. Bad tables and names exit 2 with one error line.
-#   run_plan_lengths.sh MESHLOOM
+#   plan_lengths_test.sh MESHLOOM
 set -u
 meshloom=$1
 source "$(dirname "$0")/../common/testlib.sh"

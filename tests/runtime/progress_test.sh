@@ -3,7 +3,7 @@
 # pseudo-terminal even when mpirun writes to a file (a Slurm log): there the
 # progress must come as plain lines, with no carriage returns or escape codes.
 # MESHLOOM_PROGRESS=redraw|lines overrides; a bad value is one clear error.
-#   run_progress.sh MESHLOOM MPIEXEC
+#   progress_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
 source "$(dirname "$0")/../common/testlib.sh"

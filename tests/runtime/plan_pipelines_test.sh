@@ -4,7 +4,7 @@
 # makespan, set against the other plan.balance on the same batch. Planned
 # both ways, the two runs must agree: each one's prediction is the other's
 # comparison. No MPI.
-#   run_plan_pipelines.sh MESHLOOM
+#   plan_pipelines_test.sh MESHLOOM
 set -u
 meshloom=$1
 source "$(dirname "$0")/../common/testlib.sh"

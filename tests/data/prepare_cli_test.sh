@@ -2,7 +2,7 @@
 # `meshloom prepare` and `meshloom inspect` as a user runs them: good inputs
 # succeed with a report; bad inputs and corrupt files exit 2 with exactly one
 # "meshloom: error" line naming the file, and never crash.
-#   run_prepare_cli.sh MESHLOOM
+#   prepare_cli_test.sh MESHLOOM
 set -u
 meshloom=$1
 dir=$(mktemp -d)

@@ -4,7 +4,7 @@
 # another: its relative paths resolve against its folder, --set ones against
 # the working directory, and a missing source is named with where it was
 # looked for. The effective config is a fixed point.
-#   run_dry_run.sh MESHLOOM MPIEXEC CONFIG NP
+#   dry_run_test.sh MESHLOOM MPIEXEC CONFIG NP
 set -u
 meshloom=$1 mpiexec=$2 config=$3 np=$4
 dir=$(mktemp -d)

@@ -4,7 +4,7 @@
 # use; with run.backend: cpu the host memory (lib/plan/cost/host_memory.hpp), per
 # TP rank with parallel.tp, and the plan is over trainers / tp HDP ranks.
 # No MPI, no GPU.
-#   run_plan_memory.sh MESHLOOM
+#   plan_memory_test.sh MESHLOOM
 set -u
 meshloom=$1
 source "$(dirname "$0")/../common/testlib.sh"
