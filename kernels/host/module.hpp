@@ -23,7 +23,8 @@ ML_MODULE_EXPORT void meshloom_cuda_init(meshloom::FatalHandler handler, int ran
 // a module of an older signature reports its entry points missing instead
 // of misreading them.
 ML_MODULE_EXPORT meshloom::train::TrainerBackend* meshloom_cuda_make_backend(
-    const meshloom::model::Shape* shape, const meshloom::train::CudaBackendSpec* spec, std::string* error);
+    const meshloom::model::Shape* shape, const meshloom::train::CudaBackendSpec* spec,
+    std::string* error);
 
 // One line: NCCL and CUDA runtime versions and the visible devices (module.cpp).
 ML_MODULE_EXPORT void meshloom_cuda_summary(std::string* out);

@@ -22,9 +22,7 @@ class LengthCatalogue {
   // `docs`: each source's document count; `router` asks the loaders.
   LengthCatalogue(const World& w, LoaderRouter* router, const std::vector<int64_t>& docs);
   bool known(int source, int64_t doc) const { return length(source, doc) >= 0; }
-  int64_t length(int source, int64_t doc) const {
-    return lengths_[size_t(source)][size_t(doc)];
-  }
+  int64_t length(int source, int64_t doc) const { return lengths_[size_t(source)][size_t(doc)]; }
   // Leading image positions (0 for text sources and unknown documents).
   int64_t image_positions(int source, int64_t doc) const {
     const std::vector<int64_t>& images = images_[size_t(source)];
