@@ -1,21 +1,18 @@
-// CudaBackend: the trainer's TrainerBackend on one GPU (see
-// lib/train/backend.hpp): a cuda::Transformer in bf16 or fp32 on its own
-// stream, the optimizer's state beside it (kernels/host/train/device_adamw.hpp),
-// and the gradient reduction over NCCL (kernels/host/comm/grad_reducer.hpp) or
-// through host memory. meshloom makes it with make_cuda_backend()
-// (lib/train/cuda_module.cpp), which calls this file's module entry point.
-// With tensor parallelism the model is this trainer's TP shard, its group
+// CudaBackend: the trainer's TrainerBackend on one GPU (lib/train/backend.hpp):
+// a cuda::Transformer in bf16 or fp32 on its own stream, the optimizer's state
+// beside it (train/device_adamw.hpp), and the gradient reduction over NCCL
+// (comm/grad_reducer.hpp) or through host memory. lib/train/cuda_module.cpp
+// loads it through this file's module entry point.
+// With tensor parallelism the model is this trainer's TP shard; its group
 // collectives go over NCCL where every trainer has its own GPU, else through
-// host memory (device_tp_comm.hpp: the same choice as the gradients'), and
-// gradients are summed over the data axis only (OptimizerSetup::trainers).
-// start_optimizer() first measures the GPU's free memory and hands it to the
+// host memory (device_tp_comm.hpp), and gradients are summed over the data
+// axis only. start_optimizer() first hands the GPU's free memory to the
 // trainer's check (plan/cost/device_memory.hpp), so a run that cannot fit ends
 // there with the numbers, not with an out-of-memory error mid-step.
-// Pipeline parallelism: the model is this trainer's stage (and TP shard);
-// each micro-batch between its forward and backward keeps its activations
-// and its attention (Transformer::swap_saved), and the stage transfers go
-// device to device over NCCL (stage_link.hpp) where every trainer has its
-// own GPU, else through host memory by the trainer's MPI messages.
+// With pipeline parallelism the model is this trainer's stage: each
+// micro-batch keeps its activations between forward and backward
+// (Transformer::swap_saved), and stage transfers go device to device over
+// NCCL (stage_link.hpp) where every trainer has its own GPU, else over MPI.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
