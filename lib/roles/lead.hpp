@@ -59,9 +59,8 @@ class Lead {
   // valid once the step is completed.
   std::vector<wire::Ack> take_acks(int64_t step) { return acks_.take(step); }
   int reassignments() const { return reassignments_; }
-  // Loaders the lead found dead, and the seconds it lost finding out.
+  // Loaders the lead found dead.
   std::set<int> dead_loaders() const { return router_ ? router_->dead_loaders() : std::set<int>{}; }
-  double failover_stall() const { return router_ ? router_->stall_seconds() : 0.0; }
   // The cost model the plans use.
   const plan::CostModel& cost_model() const { return placer_->cost_model(); }
   // The planner's predicted compute seconds of `trainer` in step s.

@@ -49,7 +49,6 @@ class LoaderRouter {
   const ShadowPlan& shadows() const { return plan_; }
   bool dead(int rank) const { return dead_.count(rank) > 0; }
   const std::set<int>& dead_loaders() const { return dead_; }
-  double stall_seconds() const { return stall_; }
 
  private:
   std::string taking_over(int loader, int failed) const;

@@ -67,7 +67,6 @@ class GradReducer {
   void finish();
 
   const std::vector<Bucket>& buckets() const { return tracker_.buckets(); }
-  cudaStream_t comm_stream() const { return comm_stream_; }
 
  private:
   void launch(const std::vector<size_t>& ready);
