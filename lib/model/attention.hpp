@@ -47,6 +47,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/attention_blocks.hpp"
+
 namespace meshloom::model {
 
 struct AttnDims {
@@ -60,30 +62,6 @@ struct AttnOptions {
   int64_t tile_q = 64;
   int64_t tile_k = 128;
   int threads = 1;
-};
-
-// n query rows: q [n, n_heads·D] with leading dimension ld, and each row's
-// sample id and position.
-template <class T>
-struct QueryBlock {
-  const T* q = nullptr;
-  int64_t ld = 0;
-  const int32_t* sample = nullptr;
-  const int32_t* pos = nullptr;
-  int64_t n = 0;
-};
-
-// n key/value rows: k, v [n, n_kv_heads·D] with their leading dimensions,
-// and each row's sample id and position.
-template <class T>
-struct KvBlock {
-  const T* k = nullptr;
-  const T* v = nullptr;
-  int64_t ldk = 0;
-  int64_t ldv = 0;
-  const int32_t* sample = nullptr;
-  const int32_t* pos = nullptr;
-  int64_t n = 0;
 };
 
 // Where a forward result goes: out [n, n_heads·D] (leading dimension ld) and
@@ -105,15 +83,6 @@ struct QueryGrad {
   const T* delta = nullptr;
   T* dq = nullptr;
   int64_t lddq = 0;
-};
-
-// dK and dV of a key/value block, accumulated into.
-template <class T>
-struct KvGrad {
-  T* dk = nullptr;
-  T* dv = nullptr;
-  int64_t lddk = 0;
-  int64_t lddv = 0;
 };
 
 // Overwrites res.out and res.lse with the queries' attention over this block.

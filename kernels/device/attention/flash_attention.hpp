@@ -1,7 +1,7 @@
 // Flash-style causal, document-masked grouped-query attention on the GPU: the
 // CUDA twin of lib/model/attention.hpp (same function, same block operations
-// for ring attention). Host-callable; includes only CUDA runtime headers, so
-// plain .cpp files can use it.
+// for ring attention). Host-callable; includes only CUDA runtime headers and
+// model/attention_blocks.hpp, so plain .cpp files can use it.
 //
 // Mask: query i sees key j iff sample[i] == sample[j] and pos[j] <= pos[i]
 // (int32 per-token sample id and position, on the device). A block may hold
@@ -38,6 +38,8 @@
 
 #include <cstdint>
 
+#include "model/attention_blocks.hpp"
+
 namespace meshloom::cuda {
 
 struct FlashDims {
@@ -46,27 +48,12 @@ struct FlashDims {
   int head_dim = 0;
 };
 
-// n query rows and their sample ids and positions.
+// Query rows and key/value rows with their sample ids and positions, as the
+// CPU attention takes them (model/attention_blocks.hpp).
 template <class T>
-struct FlashQuery {
-  const T* q = nullptr;
-  int64_t ld = 0;
-  const int32_t* sample = nullptr;
-  const int32_t* pos = nullptr;
-  int64_t n = 0;
-};
-
-// n key/value rows and their sample ids and positions.
+using FlashQuery = model::QueryBlock<T>;
 template <class T>
-struct FlashKv {
-  const T* k = nullptr;
-  const T* v = nullptr;
-  int64_t ldk = 0;
-  int64_t ldv = 0;
-  const int32_t* sample = nullptr;
-  const int32_t* pos = nullptr;
-  int64_t n = 0;
-};
+using FlashKv = model::KvBlock<T>;
 
 // Forward result: out [n, n_heads·D] (leading dimension ld), lse [n, n_heads].
 template <class TO>
@@ -87,13 +74,8 @@ struct FlashQueryGrad {
   int64_t lddq = 0;
 };
 
-// dK and dV of a key/value block, accumulated into.
-struct FlashKvGrad {
-  float* dk = nullptr;
-  float* dv = nullptr;
-  int64_t lddk = 0;
-  int64_t lddv = 0;
-};
+// dK and dV of a key/value block (fp32), accumulated into.
+using FlashKvGrad = model::KvGrad<float>;
 
 // Which bf16 kernels run (process-wide; tests and benchmarks compare them).
 // Where the rows of every operand are 16-byte aligned:
