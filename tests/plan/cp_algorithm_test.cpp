@@ -13,7 +13,7 @@
 #include "plan/io/summary.hpp"
 #include "plan/planner.hpp"
 #include "plan/simulate/simulate.hpp"
-#include "plan_test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 #include "tests/common/test_util.hpp"
 
 using namespace meshloom;

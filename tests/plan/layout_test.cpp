@@ -6,7 +6,7 @@
 
 #include "plan/plan.hpp"
 #include "plan/planner.hpp"
-#include "plan_test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 #include "tests/common/test_util.hpp"
 
 using namespace meshloom;

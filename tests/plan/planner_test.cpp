@@ -6,7 +6,7 @@
 #include "plan/io/plan_io.hpp"
 #include "plan/planners/hdp_planner.hpp"
 #include "plan/planners/static_planner.hpp"
-#include "plan_test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;

@@ -35,7 +35,7 @@
 
 #include "plan/io/plan_io.hpp"
 #include "plan/planner.hpp"
-#include "plan_test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;

@@ -6,7 +6,7 @@
 #include "plan/io/summary.hpp"
 #include "plan/node_placement.hpp"
 #include "plan/planner.hpp"
-#include "plan_test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;

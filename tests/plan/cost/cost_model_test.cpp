@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "plan_test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 #include "tests/common/test_util.hpp"
 
 using namespace meshloom;

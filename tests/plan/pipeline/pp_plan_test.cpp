@@ -12,7 +12,7 @@
 
 #include "base/strings.hpp"
 #include "plan/pipeline/pp_balance.hpp"
-#include "plan_test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;

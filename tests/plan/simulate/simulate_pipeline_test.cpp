@@ -10,7 +10,7 @@
 
 #include "plan/cost/device_memory.hpp"
 #include "plan/pipeline/pp_balance.hpp"
-#include "plan_test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;

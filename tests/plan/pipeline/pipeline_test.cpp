@@ -11,7 +11,7 @@
 #include <functional>
 
 #include "plan/pipeline/pipeline_schedule.hpp"
-#include "plan_test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;

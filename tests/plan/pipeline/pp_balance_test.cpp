@@ -10,7 +10,7 @@
 #include <cstdio>
 
 #include "base/strings.hpp"
-#include "plan_test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;

@@ -17,7 +17,7 @@
 #include "base/strings.hpp"
 #include "plan/pipeline/pp_plan.hpp"
 #include "plan/planner.hpp"
-#include "plan_test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;
