@@ -9,22 +9,6 @@ herr_t innermost(unsigned n, const H5E_error2_t* err, void* out) {
   if (n == 0) *static_cast<std::string*>(out) = err->desc ? err->desc : "";
   return 0;
 }
-// Closes an HDF5 id at the end of its scope, error paths included (an id
-// left open keeps its file open after H5Fclose).
-class Id {
- public:
-  Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~Id() {
-    if (id_ >= 0) close_(id_);
-  }
-  Id(const Id&) = delete;
-  Id& operator=(const Id&) = delete;
-  hid_t get() const { return id_; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
 }  // namespace
 
 std::string h5_error_string() {
@@ -38,7 +22,7 @@ H5File::H5File(const std::string& path, const char* mode) : path_(path) {
   // Closing the file closes every object still open in it: nothing of a
   // corrupt file outlives this handle (the next open of the same name would
   // otherwise find the old file's state).
-  const Id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  const H5Id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
   if (std::string(mode) == "w")
     file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
@@ -128,17 +112,17 @@ hid_t H5File::open_dataset(const std::string& name) const {
 }
 
 size_t H5File::size_of(const std::string& name) const {
-  const Id ds(open_dataset(name), H5Dclose);
-  const Id space(H5Dget_space(ds.get()), H5Sclose);
+  const H5Id ds(open_dataset(name), H5Dclose);
+  const H5Id space(H5Dget_space(ds.get()), H5Sclose);
   const hssize_t n = space.get() < 0 ? -1 : H5Sget_simple_extent_npoints(space.get());
   if (n < 0) throw Error("'" + path_ + "': dataset '" + name + "' has no readable shape");
   return size_t(n);
 }
 
 size_t H5File::stored_size_of(const std::string& name) const {
-  const Id ds(open_dataset(name), H5Dclose);
-  const Id space(H5Dget_space(ds.get()), H5Sclose);
-  const Id type(H5Dget_type(ds.get()), H5Tclose);
+  const H5Id ds(open_dataset(name), H5Dclose);
+  const H5Id space(H5Dget_space(ds.get()), H5Sclose);
+  const H5Id type(H5Dget_type(ds.get()), H5Tclose);
   const hssize_t n = space.get() < 0 ? -1 : H5Sget_simple_extent_npoints(space.get());
   const size_t item = type.get() < 0 ? 0 : H5Tget_size(type.get());
   const hsize_t stored = H5Dget_storage_size(ds.get());
@@ -152,18 +136,18 @@ size_t H5File::stored_size_of(const std::string& name) const {
 }
 
 void H5File::read_raw(const std::string& name, hid_t type, void* data) const {
-  const Id ds(open_dataset(name), H5Dclose);
+  const H5Id ds(open_dataset(name), H5Dclose);
   if (H5Dread(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
     throw Error("cannot read '" + name + "' from '" + path_ + "': " + h5_error_string());
 }
 
 std::string H5File::read_string(const std::string& name) const {
-  const Id ds(open_dataset(name), H5Dclose);
-  const Id type(H5Dget_type(ds.get()), H5Tclose);
+  const H5Id ds(open_dataset(name), H5Dclose);
+  const H5Id type(H5Dget_type(ds.get()), H5Tclose);
   const size_t n = type.get() < 0 ? 0 : H5Tget_size(type.get());
   // One fixed-length string (what write_string writes), stored in full;
   // anything else would be read past the buffer.
-  const Id space(H5Dget_space(ds.get()), H5Sclose);
+  const H5Id space(H5Dget_space(ds.get()), H5Sclose);
   const hssize_t points = space.get() < 0 ? -1 : H5Sget_simple_extent_npoints(space.get());
   if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) != 0 ||
       points != 1 || n == 0 || H5Dget_storage_size(ds.get()) < n)

@@ -19,6 +19,23 @@ namespace meshloom::ckpt {
 // HDF5's innermost error message ("unable to open file", ...).
 std::string h5_error_string();
 
+// Closes an HDF5 id at the end of its scope, error paths included (an id
+// left open keeps its file open after H5Fclose).
+class H5Id {
+ public:
+  H5Id(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~H5Id() {
+    if (id_ >= 0) close_(id_);
+  }
+  H5Id(const H5Id&) = delete;
+  H5Id& operator=(const H5Id&) = delete;
+  hid_t get() const { return id_; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
 }  // namespace meshloom::ckpt
 
 #define H5_CHECK(call)                                                                   \

@@ -1,0 +1,117 @@
+#include "ckpt/h5_parallel.hpp"
+
+#include "base/strings.hpp"
+
+namespace meshloom::ckpt {
+
+int64_t Block::numel() const {
+  int64_t n = 1;
+  for (int64_t c : count) n *= c;
+  return n;
+}
+
+Block Block::whole(const std::vector<int64_t>& dims) {
+  return Block{std::vector<int64_t>(dims.size(), 0), dims};
+}
+
+H5ParallelFile::H5ParallelFile(const std::string& path, const char* mode, MPI_Comm comm)
+    : path_(path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // our messages, not HDF5's stack dumps
+  const H5Id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5_CHECK(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL));
+  H5_CHECK(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG));
+  // Metadata is read and written collectively too: no rank asks the file
+  // system alone for what every rank needs.
+  H5_CHECK(H5Pset_all_coll_metadata_ops(fapl.get(), true));
+  H5_CHECK(H5Pset_coll_metadata_write(fapl.get(), true));
+  if (std::string(mode) == "w")
+    file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+  else
+    file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+  if (file_ < 0) throw Error("cannot open HDF5 file '" + path + "': " + h5_error_string());
+}
+
+H5ParallelFile::~H5ParallelFile() {
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+void H5ParallelFile::close() {
+  const hid_t file = file_;
+  file_ = -1;
+  if (file >= 0 && H5Fclose(file) < 0)
+    throw Error("cannot close HDF5 file '" + path_ + "': " + h5_error_string());
+}
+
+bool H5ParallelFile::exists(const std::string& name) const {
+  std::string path;
+  for (const std::string& part : split(name, '/')) {
+    if (part.empty()) continue;
+    path += "/" + part;
+    if (H5Lexists(file_, path.c_str(), H5P_DEFAULT) <= 0) return false;
+  }
+  return true;
+}
+
+void H5ParallelFile::create_raw(const std::string& name, hid_t type,
+                                const std::vector<int64_t>& dims) {
+  const H5Id links(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5_CHECK(H5Pset_create_intermediate_group(links.get(), 1));
+  ML_CHECK(!dims.empty(), "dataset '" + name + "': parallel datasets have at least one dimension");
+  const std::vector<hsize_t> hd(dims.begin(), dims.end());
+  const H5Id space(H5_CHECK(H5Screate_simple(int(hd.size()), hd.data(), nullptr)), H5Sclose);
+  // Contiguous and allocated at creation: each rank's block lands at a fixed
+  // offset, and a dataset no rank wrote reads as zeros (its checksum fails).
+  const H5Id create(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5_CHECK(H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY));
+  const H5Id ds(H5_CHECK(H5Dcreate2(file_, name.c_str(), type, space.get(), links.get(),
+                                    create.get(), H5P_DEFAULT)),
+                H5Dclose);
+}
+
+hid_t H5ParallelFile::open_dataset(const std::string& name) const {
+  if (!exists(name)) throw Error("'" + path_ + "' has no dataset '" + name + "'");
+  const hid_t ds = H5Dopen2(file_, name.c_str(), H5P_DEFAULT);
+  if (ds < 0)
+    throw Error("cannot open dataset '" + name + "' in '" + path_ + "': " + h5_error_string());
+  return ds;
+}
+
+std::vector<int64_t> H5ParallelFile::dims(const std::string& name) const {
+  const H5Id ds(open_dataset(name), H5Dclose);
+  const H5Id space(H5Dget_space(ds.get()), H5Sclose);
+  const int rank = space.get() < 0 ? -1 : H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) throw Error("'" + path_ + "': dataset '" + name + "' has no readable shape");
+  std::vector<hsize_t> hd(size_t(rank), 0);
+  H5Sget_simple_extent_dims(space.get(), hd.data(), nullptr);
+  return std::vector<int64_t>(hd.begin(), hd.end());
+}
+
+void H5ParallelFile::transfer(const std::string& name, hid_t type, const Block& block, void* data,
+                              bool write) {
+  const H5Id ds(open_dataset(name), H5Dclose);
+  const H5Id file_space(H5Dget_space(ds.get()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(file_space.get());
+  ML_CHECK(rank == int(block.start.size()) && rank == int(block.count.size()),
+           "dataset '" + name + "': a block of another rank than the dataset's");
+  const std::vector<hsize_t> start(block.start.begin(), block.start.end());
+  const std::vector<hsize_t> count(block.count.begin(), block.count.end());
+  const hsize_t n = hsize_t(block.numel());
+  const H5Id memory(H5_CHECK(H5Screate_simple(1, &n, nullptr)), H5Sclose);
+  if (n == 0) {
+    H5_CHECK(H5Sselect_none(file_space.get()));
+    H5_CHECK(H5Sselect_none(memory.get()));
+  } else {
+    H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
+                                 count.data(), nullptr));
+  }
+  const H5Id xfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+  H5_CHECK(H5Pset_dxpl_mpio(xfer.get(), H5FD_MPIO_COLLECTIVE));
+  const herr_t rc = write
+                        ? H5Dwrite(ds.get(), type, memory.get(), file_space.get(), xfer.get(), data)
+                        : H5Dread(ds.get(), type, memory.get(), file_space.get(), xfer.get(), data);
+  if (rc < 0)
+    throw Error(std::string("cannot ") + (write ? "write" : "read") + " '" + name + "' " +
+                (write ? "to" : "from") + " '" + path_ + "': " + h5_error_string());
+}
+
+}  // namespace meshloom::ckpt
