@@ -56,4 +56,16 @@ uint64_t block_checksum(const std::vector<int64_t>& dims, const Block& block, co
   return sum;
 }
 
+// The same for disjoint blocks whose values lie one after the other in `data`.
+template <class T>
+uint64_t block_checksum(const std::vector<int64_t>& dims, const std::vector<Block>& blocks,
+                        const T* data) {
+  uint64_t sum = 0;
+  for (const Block& block : blocks) {
+    sum += block_checksum(dims, block, data);
+    data += block.numel();
+  }
+  return sum;
+}
+
 }  // namespace meshloom::ckpt

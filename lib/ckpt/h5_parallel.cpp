@@ -14,6 +14,39 @@ Block Block::whole(const std::vector<int64_t>& dims) {
   return Block{std::vector<int64_t>(dims.size(), 0), dims};
 }
 
+std::vector<Block> range_blocks(const std::vector<int64_t>& dims, int64_t first, int64_t end) {
+  ML_CHECK(!dims.empty() && 0 <= first && first <= end, "range_blocks: a bad range");
+  if (first == end) return {};
+  if (dims.size() == 1) return {Block{{first}, {end - first}}};
+  const std::vector<int64_t> inner_dims(dims.begin() + 1, dims.end());
+  int64_t inner = 1;
+  for (int64_t d : inner_dims) inner *= d;
+  // The blocks of [a, b) inside row `row`, that row prefixed.
+  std::vector<Block> out;
+  auto inside_row = [&](int64_t row, int64_t a, int64_t b) {
+    for (Block block : range_blocks(inner_dims, a, b)) {
+      block.start.insert(block.start.begin(), row);
+      block.count.insert(block.count.begin(), 1);
+      out.push_back(std::move(block));
+    }
+  };
+  int64_t row = first / inner;
+  const int64_t last_row = end / inner;
+  if (row == last_row) {
+    inside_row(row, first % inner, end % inner);
+    return out;
+  }
+  if (first % inner != 0) inside_row(row++, first % inner, inner);
+  if (last_row > row) {
+    Block rows{{row}, {last_row - row}};
+    rows.start.resize(dims.size(), 0);
+    rows.count.insert(rows.count.end(), inner_dims.begin(), inner_dims.end());
+    out.push_back(std::move(rows));
+  }
+  if (end % inner != 0) inside_row(last_row, 0, end % inner);
+  return out;
+}
+
 H5ParallelFile::H5ParallelFile(const std::string& path, const char* mode, MPI_Comm comm)
     : path_(path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // our messages, not HDF5's stack dumps
@@ -86,24 +119,26 @@ std::vector<int64_t> H5ParallelFile::dims(const std::string& name) const {
   return std::vector<int64_t>(hd.begin(), hd.end());
 }
 
-void H5ParallelFile::transfer(const std::string& name, hid_t type, const Block& block, void* data,
-                              bool write) {
+void H5ParallelFile::transfer(const std::string& name, hid_t type, const std::vector<Block>& blocks,
+                              void* data, bool write) {
   const H5Id ds(open_dataset(name), H5Dclose);
   const H5Id file_space(H5Dget_space(ds.get()), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(file_space.get());
-  ML_CHECK(rank == int(block.start.size()) && rank == int(block.count.size()),
-           "dataset '" + name + "': a block of another rank than the dataset's");
-  const std::vector<hsize_t> start(block.start.begin(), block.start.end());
-  const std::vector<hsize_t> count(block.count.begin(), block.count.end());
-  const hsize_t n = hsize_t(block.numel());
-  const H5Id memory(H5_CHECK(H5Screate_simple(1, &n, nullptr)), H5Sclose);
-  if (n == 0) {
-    H5_CHECK(H5Sselect_none(file_space.get()));
-    H5_CHECK(H5Sselect_none(memory.get()));
-  } else {
-    H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
+  // HDF5 moves a union of hyperslabs in the file's row-major order.
+  H5_CHECK(H5Sselect_none(file_space.get()));
+  hsize_t n = 0;
+  for (const Block& block : blocks) {
+    ML_CHECK(rank == int(block.start.size()) && rank == int(block.count.size()),
+             "dataset '" + name + "': a block of another rank than the dataset's");
+    if (block.numel() == 0) continue;
+    const std::vector<hsize_t> start(block.start.begin(), block.start.end());
+    const std::vector<hsize_t> count(block.count.begin(), block.count.end());
+    H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_OR, start.data(), nullptr,
                                  count.data(), nullptr));
+    n += hsize_t(block.numel());
   }
+  const H5Id memory(H5_CHECK(H5Screate_simple(1, &n, nullptr)), H5Sclose);
+  if (n == 0) H5_CHECK(H5Sselect_none(memory.get()));
   const H5Id xfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
   H5_CHECK(H5Pset_dxpl_mpio(xfer.get(), H5FD_MPIO_COLLECTIVE));
   const herr_t rc = write

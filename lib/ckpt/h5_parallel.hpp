@@ -29,6 +29,11 @@ struct Block {
   static Block whole(const std::vector<int64_t>& dims);
 };
 
+// The flat elements [first, end) of a row-major dataset of `dims` as
+// disjoint blocks in row-major order (at most 2 per dimension but the first,
+// plus 1): a partial row, whole rows, a partial row, and so on inward.
+std::vector<Block> range_blocks(const std::vector<int64_t>& dims, int64_t first, int64_t end);
+
 class H5ParallelFile {
  public:
   // mode "w": create/truncate; "r": read only. Collective over `comm`.
@@ -47,11 +52,22 @@ class H5ParallelFile {
   // values in row-major order.
   template <class T>
   void write_block(const std::string& name, const Block& block, const T* data) {
-    transfer(name, h5_type<T>(), block, const_cast<T*>(data), true);
+    write_blocks(name, std::vector<Block>{block}, data);
   }
   template <class T>
   void read_block(const std::string& name, const Block& block, T* data) const {
-    const_cast<H5ParallelFile*>(this)->transfer(name, h5_type<T>(), block, data, false);
+    read_blocks(name, std::vector<Block>{block}, data);
+  }
+  // The same for several disjoint blocks (none: nothing), listed in the
+  // dataset's row-major order, `data` holding their values one after the
+  // other: how a flat range of a tensor (a ZeRO shard) lands in it.
+  template <class T>
+  void write_blocks(const std::string& name, const std::vector<Block>& blocks, const T* data) {
+    transfer(name, h5_type<T>(), blocks, const_cast<T*>(data), true);
+  }
+  template <class T>
+  void read_blocks(const std::string& name, const std::vector<Block>& blocks, T* data) const {
+    const_cast<H5ParallelFile*>(this)->transfer(name, h5_type<T>(), blocks, data, false);
   }
   // The dataset's dimensions (throws Error naming file and dataset when it
   // is missing).
@@ -63,7 +79,8 @@ class H5ParallelFile {
 
  private:
   void create_raw(const std::string& name, hid_t type, const std::vector<int64_t>& dims);
-  void transfer(const std::string& name, hid_t type, const Block& block, void* data, bool write);
+  void transfer(const std::string& name, hid_t type, const std::vector<Block>& blocks, void* data,
+                bool write);
   hid_t open_dataset(const std::string& name) const;
   hid_t file_ = -1;
   std::string path_;
