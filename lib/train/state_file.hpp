@@ -1,0 +1,51 @@
+// The training state in one checkpoint file, written and read by every
+// trainer together (parallel HDF5, ckpt/h5_parallel.hpp): each trainer
+// writes only the blocks it owns (train/state_blocks.hpp) and reads only the
+// blocks its own layout needs, whatever layout wrote the file. No rank holds
+// more than its own shard. The datasets are the whole tensors by name,
+// /model/<name> and /optim/m|v/<name>, as ckpt/checkpoint.hpp documents.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+
+#include "model/params.hpp"
+
+namespace meshloom::train {
+
+// One trainer's share of the state: its layout (a TP shard of its stage),
+// its data rank, and its AdamW range of the layout's buffer (the whole
+// buffer without ZeRO-1).
+struct StateOwner {
+  const model::ParamLayout* layout = nullptr;
+  int data_rank = 0;
+  bool zero1 = false;
+  int64_t moment_begin = 0, moment_end = 0;
+};
+
+// Each dataset's checksum (ckpt/block_checksum.hpp), by dataset path.
+using StateChecksums = std::map<std::string, uint64_t>;
+
+// Collective over `trainers` (every trainer once): creates `path` and writes
+// the whole state, each trainer its own blocks of `params` (its layout's
+// buffer) and of `m` and `v` (its AdamW range). `whole` is the whole model's
+// layout. Returns every dataset's checksum on every rank.
+StateChecksums write_state(const std::string& path, MPI_Comm trainers,
+                           const model::ParamLayout& whole, const StateOwner& me,
+                           std::span<const float> params, std::span<const float> m,
+                           std::span<const float> v);
+
+// Collective: reads this trainer's parameters and its AdamW range from
+// `path`, verifying every dataset against `expected` (the owners' blocks,
+// summed over the trainers). A missing dataset, a shape other than the
+// model's or a checksum that differs throws Error naming the file and the
+// dataset, on every rank.
+void read_state(const std::string& path, MPI_Comm trainers, const model::ParamLayout& whole,
+                const StateOwner& me, const StateChecksums& expected, std::span<float> params,
+                std::span<float> m, std::span<float> v);
+
+}  // namespace meshloom::train
