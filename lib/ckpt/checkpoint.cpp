@@ -10,6 +10,7 @@
 #include <set>
 
 #include "base/strings.hpp"
+#include "ckpt/block_checksum.hpp"
 #include "ckpt/h5.hpp"
 
 namespace meshloom::ckpt {
@@ -83,6 +84,10 @@ class Writer {
     f_.write_string(name, s);
     sum(name, s.data(), s.size());
   }
+  // A dataset written by others, and its checksum.
+  void put_checksum(const std::string& name, uint64_t value) {
+    f_.write_scalar(checksum_name(name), value);
+  }
 
  private:
   void sum(const std::string& name, const void* p, size_t n) {
@@ -95,6 +100,22 @@ class Writer {
 class Reader {
  public:
   Reader(const H5File& f, const std::string& path) : f_(f), path_(path) {}
+  void set_format(int32_t format) { format_ = format; }
+  // A model or optimizer tensor: format 2 verifies it by its block checksum.
+  std::vector<float> get_tensor(const std::string& name) {
+    if (format_ == 1) return get<float>(name);
+    std::vector<float> v = f_.read<float>(name);
+    const std::vector<int64_t> dims = f_.dims(name);
+    if (stored(name) != block_checksum(dims, Block::whole(dims), v.data()))
+      throw Error(path_ + ": /" + name + " does not match its checksum (the file is corrupt)");
+    return v;
+  }
+  // The checksum stored for dataset `name`.
+  uint64_t stored(const std::string& name) {
+    const std::string c = checksum_name(name);
+    if (!f_.exists(c)) throw Error(path_ + ": no checksum for /" + name);
+    return f_.read_scalar<uint64_t>(c);
+  }
   template <class T>
   std::vector<T> get(const std::string& name) {
     std::vector<T> v = f_.read<T>(name);
@@ -115,13 +136,12 @@ class Reader {
 
  private:
   void check(const std::string& name, const void* p, size_t n) {
-    const std::string c = checksum_name(name);
-    if (!f_.exists(c)) throw Error(path_ + ": no checksum for /" + name);
-    if (f_.read_scalar<uint64_t>(c) != checksum(p, n))
+    if (stored(name) != checksum(p, n))
       throw Error(path_ + ": /" + name + " does not match its checksum (the file is corrupt)");
   }
   const H5File& f_;
   std::string path_;
+  int32_t format_ = 1;
 };
 
 std::vector<float> slice(const std::vector<float>& flat, const Tensor& t) {
@@ -130,41 +150,36 @@ std::vector<float> slice(const std::vector<float>& flat, const Tensor& t) {
 
 }  // namespace
 
-int64_t write_checkpoint(const std::string& path, const Checkpoint& c) {
-  const std::string tmp = path + ".tmp";
-  {
-    H5File f(tmp, "w");
-    Writer w(f);
-    w.put_scalar("meta/format", int32_t(1));
-    w.put_scalar("meta/step", c.step);
-    w.put_scalar("meta/trainers", c.trainers);
-    w.put_scalar("meta/seed", c.seed);
-    w.put_string("meta/config", c.config);
-    for (const Tensor& t : c.tensors) {
-      w.put("model/" + t.name, slice(c.params, t), t.shape);
-      w.put("optim/m/" + t.name, slice(c.m, t), t.shape);
-      w.put("optim/v/" + t.name, slice(c.v, t), t.shape);
-    }
-    w.put_scalar("optim/step", c.adam_step);
-    w.put("data/plane", std::vector<uint8_t>(c.plane.begin(), c.plane.end()));
-    w.put_string("data/lengths/kind", c.lengths_full ? "full" : "delta");
-    w.put_string("data/lengths/base", c.lengths_base);
-    for (const auto& s : c.lengths) {
-      w.put("data/lengths/" + s.source + "/docs", s.docs);
-      w.put("data/lengths/" + s.source + "/lengths", s.lengths);
-      if (!s.images.empty()) w.put("data/lengths/" + s.source + "/images", s.images);
-    }
-    std::vector<int32_t> members;
-    std::vector<int64_t> ends;
-    for (const auto& set : c.group_sets) {
-      members.insert(members.end(), set.begin(), set.end());
-      ends.push_back(int64_t(members.size()));
-    }
-    w.put("data/group_sets/members", members);
-    w.put("data/group_sets/ends", ends);
-    f.flush();
+namespace {
+
+// Everything but the tensors: what one process owns.
+void write_rest(Writer& w, const Checkpoint& c) {
+  w.put_scalar("meta/format", c.format);
+  w.put_scalar("meta/step", c.step);
+  w.put_scalar("meta/trainers", c.trainers);
+  w.put_scalar("meta/seed", c.seed);
+  w.put_string("meta/config", c.config);
+  w.put_scalar("optim/step", c.adam_step);
+  w.put("data/plane", std::vector<uint8_t>(c.plane.begin(), c.plane.end()));
+  w.put_string("data/lengths/kind", c.lengths_full ? "full" : "delta");
+  w.put_string("data/lengths/base", c.lengths_base);
+  for (const auto& s : c.lengths) {
+    w.put("data/lengths/" + s.source + "/docs", s.docs);
+    w.put("data/lengths/" + s.source + "/lengths", s.lengths);
+    if (!s.images.empty()) w.put("data/lengths/" + s.source + "/images", s.images);
   }
-  // Make the bytes durable before the name says the checkpoint exists.
+  std::vector<int32_t> members;
+  std::vector<int64_t> ends;
+  for (const auto& set : c.group_sets) {
+    members.insert(members.end(), set.begin(), set.end());
+    ends.push_back(int64_t(members.size()));
+  }
+  w.put("data/group_sets/members", members);
+  w.put("data/group_sets/ends", ends);
+}
+
+// Makes the bytes durable before the name says the checkpoint exists.
+int64_t make_durable(const std::string& tmp, const std::string& path) {
   int fd = ::open(tmp.c_str(), O_RDONLY);
   if (fd >= 0) {
     ::fsync(fd);
@@ -176,7 +191,45 @@ int64_t write_checkpoint(const std::string& path, const Checkpoint& c) {
   return int64_t(fs::file_size(path, ec));
 }
 
-Checkpoint read_checkpoint(const std::string& path, bool only_meta) {
+}  // namespace
+
+int64_t write_checkpoint(const std::string& path, const Checkpoint& c) {
+  ML_CHECK(c.format == 1, "write_checkpoint writes format 1 (one writer holding the state)");
+  const std::string tmp = path + ".tmp";
+  {
+    H5File f(tmp, "w");
+    Writer w(f);
+    write_rest(w, c);
+    for (const Tensor& t : c.tensors) {
+      w.put("model/" + t.name, slice(c.params, t), t.shape);
+      w.put("optim/m/" + t.name, slice(c.m, t), t.shape);
+      w.put("optim/v/" + t.name, slice(c.v, t), t.shape);
+    }
+    f.flush();
+  }
+  return make_durable(tmp, path);
+}
+
+int64_t finish_checkpoint(const std::string& tmp, const std::string& path, const Checkpoint& c) {
+  ML_CHECK(c.format == 2, "finish_checkpoint finishes format 2 (the trainers wrote the tensors)");
+  {
+    H5File f(tmp, "a");
+    Writer w(f);
+    write_rest(w, c);
+    for (const auto& [name, sum] : c.tensor_sums) w.put_checksum(name, sum);
+    f.flush();
+  }
+  return make_durable(tmp, path);
+}
+
+namespace {
+
+// What a read keeps and verifies: everything; the meta data with every
+// dataset verified; or the meta data alone (the tensors are verified by
+// whoever reads them: train/state_file.hpp).
+enum class Read { all, meta_verified, meta };
+
+Checkpoint read_file(const std::string& path, Read what) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error("checkpoint " + path + " does not exist");
   if (fs::is_directory(path, ec))
@@ -185,8 +238,11 @@ Checkpoint read_checkpoint(const std::string& path, bool only_meta) {
   try {
     H5File f(path, "r");
     Reader r(f, path);
-    if (r.get_scalar<int32_t>("meta/format") != 1)
-      throw Error(path + ": unsupported checkpoint format");
+    c.format = r.get_scalar<int32_t>("meta/format");
+    if (c.format != 1 && c.format != 2)
+      throw Error(path +
+                  strf(": checkpoint format %d, not one this build reads (1 or 2)", c.format));
+    r.set_format(c.format);
     c.step = r.get_scalar<int64_t>("meta/step");
     c.trainers = r.get_scalar<int32_t>("meta/trainers");
     c.seed = r.get_scalar<int64_t>("meta/seed");
@@ -238,13 +294,15 @@ Checkpoint read_checkpoint(const std::string& path, bool only_meta) {
         at = end;
       }
     }
-    if (only_meta) {
-      // Still verify the large datasets, without keeping them.
-      for (const auto& name : children("model")) {
-        r.get<float>("model/" + name);
-        r.get<float>("optim/m/" + name);
-        r.get<float>("optim/v/" + name);
-      }
+    if (c.format == 2)
+      for (const auto& name : children("model"))
+        for (const char* part : {"model/", "optim/m/", "optim/v/"})
+          c.tensor_sums[part + name] = r.stored(part + name);
+    if (what == Read::meta) return c;
+    if (what == Read::meta_verified) {
+      // Still verify the large datasets, one at a time, without keeping them.
+      for (const auto& name : children("model"))
+        for (const char* part : {"model/", "optim/m/", "optim/v/"}) r.get_tensor(part + name);
       return c;
     }
     for (const auto& name : children("model")) {
@@ -255,9 +313,9 @@ Checkpoint read_checkpoint(const std::string& path, bool only_meta) {
     }
     int64_t at = 0;
     for (auto& t : c.tensors) {
-      std::vector<float> p = r.get<float>("model/" + t.name);
-      std::vector<float> m = r.get<float>("optim/m/" + t.name);
-      std::vector<float> v = r.get<float>("optim/v/" + t.name);
+      std::vector<float> p = r.get_tensor("model/" + t.name);
+      std::vector<float> m = r.get_tensor("optim/m/" + t.name);
+      std::vector<float> v = r.get_tensor("optim/v/" + t.name);
       if (m.size() != p.size() || v.size() != p.size())
         throw Error(path + ": optimizer state of " + t.name + " has the wrong size");
       t.offset = at;
@@ -273,6 +331,14 @@ Checkpoint read_checkpoint(const std::string& path, bool only_meta) {
   }
   return c;
 }
+
+}  // namespace
+
+Checkpoint read_checkpoint(const std::string& path, bool only_meta) {
+  return read_file(path, only_meta ? Read::meta_verified : Read::all);
+}
+
+Checkpoint read_checkpoint_meta(const std::string& path) { return read_file(path, Read::meta); }
 
 std::string read_checkpoint_config(const std::string& path) {
   H5File f(path, "r");

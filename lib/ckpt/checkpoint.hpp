@@ -1,7 +1,7 @@
 // Checkpoints: one HDF5 file per checkpoint, everything needed to continue a
 // run exactly where it stopped.
 //
-//   /meta/format          int32    1
+//   /meta/format          int32    1 or 2 (below)
 //   /meta/step            int64    the last completed step (training resumes at step + 1)
 //   /meta/trainers        int32    trainers at save time (resume may use another count)
 //   /meta/seed            int64    run.seed (all randomness is counter-based on it)
@@ -15,6 +15,14 @@
 //   /data/lengths/<source>/docs, /lengths  int64  document lengths learned from loaders
 //   /checksums/<dataset path with '/' as '|'>  uint64  checksum() of the dataset's bytes
 //
+// Format 2 is the same file, written by every trainer at once: each writes
+// its own blocks of the model and optim/m|v tensors (train/state_file.hpp,
+// parallel HDF5), then trainer 0 adds the rest. The tensors' checksums are
+// block checksums (ckpt/block_checksum.hpp), which any layout can add up from
+// its own blocks; every other dataset keeps checksum(). Format 1 files are
+// written by one trainer holding the whole state (checkpoint.collective:
+// false), and both formats are read.
+//
 // Document lengths are a cache (loaders can always recompute them) that saves
 // re-tokenizing raw sources on resume; they are stored in full every
 // checkpoint.full_every checkpoints and as deltas (new lengths only) in
@@ -27,6 +35,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,6 +54,7 @@ struct Tensor {
 };
 
 struct Checkpoint {
+  int32_t format = 1;
   int64_t step = 0;
   int32_t trainers = 0;
   int64_t seed = 0;
@@ -60,6 +70,9 @@ struct Checkpoint {
   // step (member sets, least recently used first): a resumed run's planner
   // prefers the same sets as the uninterrupted run's (plan/cache_relabel.hpp).
   std::vector<std::vector<int32_t>> group_sets;
+  // Format 2: each tensor dataset's block checksum, by its path
+  // ("model/<name>", "optim/m/<name>", "optim/v/<name>").
+  std::map<std::string, uint64_t> tensor_sums;
 };
 
 // "DIR/step_00000042.h5"
@@ -71,9 +84,20 @@ int64_t checkpoint_step(const std::string& path);
 // Writes atomically (NAME.tmp, fsync, rename). Returns the bytes written.
 int64_t write_checkpoint(const std::string& path, const Checkpoint& c);
 
+// Format 2: the tensors are in `tmp` already (every trainer wrote its
+// blocks); adds the rest of `c` and every checksum (c.tensor_sums for the
+// tensors), makes the file durable and renames it to `path`. Returns the
+// bytes of the file.
+int64_t finish_checkpoint(const std::string& tmp, const std::string& path, const Checkpoint& c);
+
 // Reads and verifies; with only_meta, reads meta/data/lengths but not the
 // model and optimizer (for the lead), still verifying every checksum.
 Checkpoint read_checkpoint(const std::string& path, bool only_meta = false);
+
+// Format 2: everything but the tensors, verified, and the tensors'
+// checksums (c.tensor_sums), which the trainers that read their blocks
+// verify (train/state_file.hpp). The tensors are not read.
+Checkpoint read_checkpoint_meta(const std::string& path);
 
 // Only /meta/config, verified against its checksum.
 std::string read_checkpoint_config(const std::string& path);

@@ -11,6 +11,35 @@ herr_t innermost(unsigned n, const H5E_error2_t* err, void* out) {
 }
 }  // namespace
 
+bool h5_exists(hid_t file, const std::string& name) {
+  // Each level must exist for H5Lexists on the full path to be valid.
+  std::string path;
+  for (const std::string& part : split(name, '/')) {
+    if (part.empty()) continue;
+    path += "/" + part;
+    if (H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0) return false;
+  }
+  return true;
+}
+
+hid_t h5_open_dataset(hid_t file, const std::string& path, const std::string& name) {
+  if (!h5_exists(file, name)) throw Error("'" + path + "' has no dataset '" + name + "'");
+  const hid_t ds = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+  if (ds < 0)
+    throw Error("cannot open dataset '" + name + "' in '" + path + "': " + h5_error_string());
+  return ds;
+}
+
+std::vector<int64_t> h5_dims(hid_t file, const std::string& path, const std::string& name) {
+  const H5Id ds(h5_open_dataset(file, path, name), H5Dclose);
+  const H5Id space(H5Dget_space(ds.get()), H5Sclose);
+  const int rank = space.get() < 0 ? -1 : H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) throw Error("'" + path + "': dataset '" + name + "' has no readable shape");
+  std::vector<hsize_t> hd(size_t(rank), 0);
+  H5Sget_simple_extent_dims(space.get(), hd.data(), nullptr);
+  return std::vector<int64_t>(hd.begin(), hd.end());
+}
+
 std::string h5_error_string() {
   std::string msg;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, &msg);
@@ -27,7 +56,8 @@ H5File::H5File(const std::string& path, const char* mode) : path_(path) {
   if (std::string(mode) == "w")
     file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   else
-    file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+    file_ =
+        H5Fopen(path.c_str(), std::string(mode) == "a" ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl.get());
   if (file_ < 0) throw Error("cannot open HDF5 file '" + path + "': " + h5_error_string());
 }
 
@@ -90,25 +120,12 @@ void H5File::write_string(const std::string& name, const std::string& text) {
   H5Tclose(type);
 }
 
-bool H5File::exists(const std::string& name) const {
-  // Each level must exist for H5Lexists on the full path to be valid.
-  std::string path;
-  for (const auto& part : split(name, '/')) {
-    if (part.empty()) continue;
-    path += "/" + part;
-    if (H5Lexists(file_, path.c_str(), H5P_DEFAULT) <= 0) return false;
-  }
-  return true;
-}
+bool H5File::exists(const std::string& name) const { return h5_exists(file_, name); }
 
 // Reading trusts nothing in the file: every failure throws Error naming the
 // file and the dataset (a corrupt checkpoint is skipped by resume, not fatal).
 hid_t H5File::open_dataset(const std::string& name) const {
-  if (!exists(name)) throw Error("'" + path_ + "' has no dataset '" + name + "'");
-  const hid_t ds = H5Dopen2(file_, name.c_str(), H5P_DEFAULT);
-  if (ds < 0)
-    throw Error("cannot open dataset '" + name + "' in '" + path_ + "': " + h5_error_string());
-  return ds;
+  return h5_open_dataset(file_, path_, name);
 }
 
 size_t H5File::size_of(const std::string& name) const {
@@ -117,6 +134,10 @@ size_t H5File::size_of(const std::string& name) const {
   const hssize_t n = space.get() < 0 ? -1 : H5Sget_simple_extent_npoints(space.get());
   if (n < 0) throw Error("'" + path_ + "': dataset '" + name + "' has no readable shape");
   return size_t(n);
+}
+
+std::vector<int64_t> H5File::dims(const std::string& name) const {
+  return h5_dims(file_, path_, name);
 }
 
 size_t H5File::stored_size_of(const std::string& name) const {

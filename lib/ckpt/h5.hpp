@@ -19,6 +19,14 @@ namespace meshloom::ckpt {
 // HDF5's innermost error message ("unable to open file", ...).
 std::string h5_error_string();
 
+// What both file classes (H5File, H5ParallelFile) do the same way. Whether
+// the dataset or group `name` exists in `file` (every level of its path).
+bool h5_exists(hid_t file, const std::string& name);
+// Opens dataset `name`; throws Error naming `path` and the dataset.
+hid_t h5_open_dataset(hid_t file, const std::string& path, const std::string& name);
+// The dimensions of dataset `name`; throws Error naming `path` and it.
+std::vector<int64_t> h5_dims(hid_t file, const std::string& path, const std::string& name);
+
 // Closes an HDF5 id at the end of its scope, error paths included (an id
 // left open keeps its file open after H5Fclose).
 class H5Id {
@@ -78,7 +86,8 @@ inline hid_t h5_type<uint8_t>() {
 
 class H5File {
  public:
-  // mode "w": create/truncate; "r": read only. Throws meshloom::Error naming
+  // mode "w": create/truncate; "r": read only; "a": read and add to an
+  // existing file. Throws meshloom::Error naming
   // the path when the file cannot be opened (a user's bad path is not fatal).
   H5File(const std::string& path, const char* mode);
   ~H5File();
@@ -125,6 +134,7 @@ class H5File {
   }
   std::string read_string(const std::string& name) const;
   size_t size_of(const std::string& name) const;  // elements
+  std::vector<int64_t> dims(const std::string& name) const;
   // size_of(), checked against the bytes the file stores for the dataset.
   size_t stored_size_of(const std::string& name) const;
   hid_t id() const { return file_; }

@@ -1,7 +1,5 @@
 #include "ckpt/h5_parallel.hpp"
 
-#include "base/strings.hpp"
-
 namespace meshloom::ckpt {
 
 int64_t Block::numel() const {
@@ -75,15 +73,7 @@ void H5ParallelFile::close() {
     throw Error("cannot close HDF5 file '" + path_ + "': " + h5_error_string());
 }
 
-bool H5ParallelFile::exists(const std::string& name) const {
-  std::string path;
-  for (const std::string& part : split(name, '/')) {
-    if (part.empty()) continue;
-    path += "/" + part;
-    if (H5Lexists(file_, path.c_str(), H5P_DEFAULT) <= 0) return false;
-  }
-  return true;
-}
+bool H5ParallelFile::exists(const std::string& name) const { return h5_exists(file_, name); }
 
 void H5ParallelFile::create_raw(const std::string& name, hid_t type,
                                 const std::vector<int64_t>& dims) {
@@ -101,27 +91,13 @@ void H5ParallelFile::create_raw(const std::string& name, hid_t type,
                 H5Dclose);
 }
 
-hid_t H5ParallelFile::open_dataset(const std::string& name) const {
-  if (!exists(name)) throw Error("'" + path_ + "' has no dataset '" + name + "'");
-  const hid_t ds = H5Dopen2(file_, name.c_str(), H5P_DEFAULT);
-  if (ds < 0)
-    throw Error("cannot open dataset '" + name + "' in '" + path_ + "': " + h5_error_string());
-  return ds;
-}
-
 std::vector<int64_t> H5ParallelFile::dims(const std::string& name) const {
-  const H5Id ds(open_dataset(name), H5Dclose);
-  const H5Id space(H5Dget_space(ds.get()), H5Sclose);
-  const int rank = space.get() < 0 ? -1 : H5Sget_simple_extent_ndims(space.get());
-  if (rank < 0) throw Error("'" + path_ + "': dataset '" + name + "' has no readable shape");
-  std::vector<hsize_t> hd(size_t(rank), 0);
-  H5Sget_simple_extent_dims(space.get(), hd.data(), nullptr);
-  return std::vector<int64_t>(hd.begin(), hd.end());
+  return h5_dims(file_, path_, name);
 }
 
 void H5ParallelFile::transfer(const std::string& name, hid_t type, const std::vector<Block>& blocks,
                               void* data, bool write) {
-  const H5Id ds(open_dataset(name), H5Dclose);
+  const H5Id ds(h5_open_dataset(file_, path_, name), H5Dclose);
   const H5Id file_space(H5Dget_space(ds.get()), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(file_space.get());
   // HDF5 moves a union of hyperslabs in the file's row-major order.

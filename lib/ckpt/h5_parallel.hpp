@@ -81,7 +81,6 @@ class H5ParallelFile {
   void create_raw(const std::string& name, hid_t type, const std::vector<int64_t>& dims);
   void transfer(const std::string& name, hid_t type, const std::vector<Block>& blocks, void* data,
                 bool write);
-  hid_t open_dataset(const std::string& name) const;
   hid_t file_ = -1;
   std::string path_;
 };

@@ -38,7 +38,9 @@ BackgroundWriter::~BackgroundWriter() {
 void BackgroundWriter::write_one(const Checkpoint& c) {
   const auto start = std::chrono::steady_clock::now();
   const std::string path = checkpoint_path(dir_, c.step);
-  int64_t bytes = write_checkpoint(path, c);
+  // Format 2: the trainers wrote the tensors into NAME.tmp; this adds the rest.
+  const int64_t bytes =
+      c.format == 2 ? finish_checkpoint(path + ".tmp", path, c) : write_checkpoint(path, c);
   prune_checkpoints(dir_, keep_, ours_);
   if (done_)
     done_(path, bytes,

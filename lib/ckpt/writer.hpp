@@ -1,8 +1,9 @@
 // Writes checkpoints on a background thread, so training continues while the
 // file is written: the caller hands over a complete copy (taken between two
 // steps) and goes on; the next checkpoint waits only if the previous one is
-// still being written. After each write, this run's old checkpoints are
-// pruned (`ours` tells them from another run's).
+// still being written. A format 2 checkpoint (checkpoint.hpp) arrives with its
+// tensors already in NAME.tmp; the writer adds the rest. After each write, this run's old
+// checkpoints are pruned (`ours` tells them from another run's).
 #pragma once
 
 #include <condition_variable>

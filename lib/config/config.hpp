@@ -399,6 +399,7 @@ struct CheckpointConfig {
   int64_t keep = 3;
   int64_t full_every = 4;
   bool background = true;
+  bool collective = true;
   int64_t max_restarts = 3;
   template <class V>
   void visit(V& v) {
@@ -411,6 +412,10 @@ struct CheckpointConfig {
     v.field("full_every", full_every, "Loader state is full every K checkpoints, deltas between",
             at_least(1));
     v.field("background", background, "Write checkpoints while training continues");
+    v.field("collective", collective,
+            "Every trainer writes its own part of the state into the one file, and reads only "
+            "its part on resume, whatever layout wrote it (parallel HDF5, format 2); false: "
+            "trainer 0 gathers the whole state and writes it alone (format 1)");
     v.field("max_restarts", max_restarts,
             "Resumes from the same checkpoint before --resume auto gives up", at_least(1));
   }

@@ -91,13 +91,17 @@ double trainer_peak_flops(const World& w, train::Trainer& trainer, double node_p
   return peak;
 }
 
-// Trainer 0 writes checkpoints in the background; what it wrote is told to
-// rank 0 in the next acknowledgement.
+// Checkpoints: with checkpoint.collective every trainer writes its own part
+// of the state into the file (format 2) and trainer 0 finishes it in the
+// background (the rest of the state, checksums, rename); without, trainer 0
+// gathers the whole state and writes it in the background (format 1). What
+// was written is told to rank 0 in the next acknowledgement.
 class CheckpointWriter {
  public:
-  explicit CheckpointWriter(const World& w) {
+  explicit CheckpointWriter(const World& w)
+      : collective_(w.config.checkpoint.collective), dir_(ckpt::checkpoint_dir(w.config)) {
     if (w.role_index != 0 || w.config.checkpoint.every <= 0) return;
-    const std::string dir = ckpt::checkpoint_dir(w.config);
+    const std::string dir = dir_;
     const config::Config& config = w.config;
     writer_ = std::make_unique<ckpt::BackgroundWriter>(
         dir, w.config.checkpoint.keep,
@@ -109,6 +113,18 @@ class CheckpointWriter {
           note_ = strf("checkpoint %s written: %s in %s", path.c_str(),
                        human_bytes(double(bytes)).c_str(), human_seconds(seconds).c_str());
         });
+  }
+  // The state after step `step`; collective over the trainers.
+  void save(train::Trainer& trainer, int64_t step, const std::string& lead_data) {
+    if (!collective_) return write(trainer.snapshot(step, lead_data));
+    wait();  // HDF5 serves one user at a time: trainer 0's last finish first
+    const std::string path = ckpt::checkpoint_path(dir_, step);
+    const train::StateChecksums sums = trainer.save_state(path + ".tmp");
+    if (!writer_) return;
+    ckpt::Checkpoint c = trainer.checkpoint_rest(step, lead_data);
+    c.format = 2;
+    c.tensor_sums = sums;
+    write(std::move(c));
   }
   void write(ckpt::Checkpoint c) {
     if (writer_) writer_->write(std::move(c));
@@ -129,10 +145,22 @@ class CheckpointWriter {
   }
 
  private:
+  bool collective_;
+  std::string dir_;
   std::unique_ptr<ckpt::BackgroundWriter> writer_;
   std::mutex mutex_;
   std::string note_;
 };
+
+// Continues from a checkpoint: each trainer reads its own part of a format 2
+// file; a format 1 file is read whole by every trainer.
+void load_checkpoint(train::Trainer& trainer, const std::string& path) {
+  const ckpt::Checkpoint meta = ckpt::read_checkpoint_meta(path);
+  if (meta.format == 2)
+    trainer.load_state(path, meta);
+  else
+    trainer.load(ckpt::read_checkpoint(path));
+}
 
 // Drills (faults.inject): a real death, or a trainer that stops taking part
 // (the watchdog ends the job).
@@ -151,7 +179,7 @@ int run_train_trainer(const World& w, const TrainRun& run, const std::string& re
   const StepComms comms(w.role_comm, w.mesh);
   train::Trainer trainer(w, comms);
   const roles::InjectedFaults faults(w.config, w.rank);
-  if (!resume_from.empty()) trainer.load(ckpt::read_checkpoint(resume_from));
+  if (!resume_from.empty()) load_checkpoint(trainer, resume_from);
   CheckpointWriter writer(w);
   const double peak = trainer_peak_flops(w, trainer, node_peak);
   int faults_fired = 0;
@@ -176,7 +204,7 @@ int run_train_trainer(const World& w, const TrainRun& run, const std::string& re
             ack.note += std::string(ack.note.empty() ? "" : "; ") +
                         strf("step %lld dumped to %s", (long long)b.step, run.dump_file.c_str());
         }
-        if (b.checkpoint) writer.write(trainer.snapshot(b.step, b.ckpt_data));
+        if (b.checkpoint) writer.save(trainer, b.step, b.ckpt_data);
         if (b.last) writer.wait();
         writer.add_note(&ack.note);
         return ack;

@@ -21,9 +21,9 @@ struct Dataset {
 std::vector<Dataset> datasets_of(const model::ParamLayout& whole) {
   std::vector<Dataset> out;
   for (const model::TensorInfo& t : whole.tensors()) {
-    out.push_back({"/model/" + t.name, t.name, false, false});
-    out.push_back({"/optim/m/" + t.name, t.name, true, false});
-    out.push_back({"/optim/v/" + t.name, t.name, true, true});
+    out.push_back({"model/" + t.name, t.name, false, false});
+    out.push_back({"optim/m/" + t.name, t.name, true, false});
+    out.push_back({"optim/v/" + t.name, t.name, true, true});
   }
   return out;
 }

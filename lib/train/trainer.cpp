@@ -6,10 +6,8 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
-#include <map>
 #include <thread>
 
-#include "base/bytes.hpp"
 #include "base/clock.hpp"
 #include "base/log.hpp"
 #include "base/math.hpp"
@@ -221,96 +219,6 @@ std::vector<float> Trainer::full_grads() {
   std::vector<float> g(size_t(model_->layout().numel()));
   backend_->download_grads(g);
   return g;
-}
-
-void Trainer::load(const ckpt::Checkpoint& c) {
-  // The checkpoint lists tensors by name (in HDF5's order): place each by name.
-  std::map<std::string, const model::TensorInfo*> by_name;
-  for (const auto& t : whole_layout_.tensors()) by_name[t.name] = &t;
-  bool same = c.tensors.size() == by_name.size();
-  for (const auto& t : c.tensors)
-    same = same && by_name.count(t.name) && by_name[t.name]->numel == t.numel;
-  if (!same)
-    throw Error("the checkpoint's model (" + std::to_string(c.tensors.size()) +
-                " tensors) does not match the model config: same model section needed");
-  // The checkpoint is unsharded (any tp wrote it): the whole model in this
-  // build's order, then this TP rank's shard of it.
-  const size_t whole_n = size_t(whole_layout_.numel());
-  std::vector<float> params(whole_n), m(whole_n), v(whole_n);
-  for (const auto& t : c.tensors) {
-    const model::TensorInfo& info = *by_name[t.name];
-    std::copy(c.params.begin() + t.offset, c.params.begin() + t.offset + t.numel,
-              params.begin() + info.offset);
-    std::copy(c.m.begin() + t.offset, c.m.begin() + t.offset + t.numel, m.begin() + info.offset);
-    std::copy(c.v.begin() + t.offset, c.v.begin() + t.offset + t.numel, v.begin() + info.offset);
-  }
-  if (tp_ > 1 || pp_ > 1) {
-    params = shard_of_whole(model_->layout(), params);
-    m = shard_of_whole(model_->layout(), m);
-    v = shard_of_whole(model_->layout(), v);
-  }
-  std::copy(params.begin(), params.end(), model_->params().begin());
-  std::copy(m.begin() + shard_begin_, m.begin() + shard_end_, adam_->m().begin());
-  std::copy(v.begin() + shard_begin_, v.begin() + shard_end_, adam_->v().begin());
-  adam_->set_step(c.adam_step);
-  step_ = c.step + 1;
-  backend_->load_state(model_->params(), adam_->m(), adam_->v(), c.adam_step);
-  params_stale_ = moments_stale_ = false;
-}
-
-ckpt::Checkpoint Trainer::snapshot(int64_t step, const std::string& lead_data) {
-  sync_host_state();
-  ckpt::Checkpoint c;
-  std::vector<float> m(adam_->m()), v(adam_->v());
-  if (w_.config.optim.zero1) {
-    // Gather the moment shards (padded to equal size) on trainer 0.
-    auto gather = [&](std::vector<float>& part) {
-      std::vector<float> padded(size_t(shard_size_), 0.0f);
-      std::copy(part.begin(), part.end(), padded.begin());
-      std::vector<float> all(rank_ == 0 ? size_t(shard_size_ * size_) : 0);
-      MPI_CHECK(MPI_Gather(padded.data(), int(shard_size_), MPI_FLOAT, all.data(), int(shard_size_),
-                           MPI_FLOAT, 0, comm_));
-      all.resize(rank_ == 0 ? size_t(model_->layout().numel()) : 0);
-      part = std::move(all);
-    };
-    gather(m);
-    gather(v);
-  }
-  // The trainers of HDP rank 0 (data rank 0) put their shards together on
-  // trainer 0: the file holds the whole model, whatever tp and pp wrote it.
-  if (rank_ == 0 && (tp_ > 1 || pp_ > 1)) {
-    m = whole(m);
-    v = whole(v);
-  }
-  std::vector<float> params;
-  if (rank_ == 0) params = whole(model_->params());
-  if (trainer_ != 0) return c;
-  c.step = step;
-  c.trainers = size_;
-  c.seed = w_.config.run.seed;
-  c.config = w_.config_text;
-  for (const auto& t : whole_layout_.tensors())
-    c.tensors.push_back({t.name, t.shape, t.offset, t.numel});
-  c.params = std::move(params);
-  c.m = std::move(m);
-  c.v = std::move(v);
-  c.adam_step = backend_->optimizer_steps();
-  ByteReader r(lead_data, "checkpoint data from the lead");
-  c.plane = r.get_string();
-  c.lengths_full = r.get<uint8_t>() != 0;
-  c.lengths_base = r.get_string();
-  const uint64_t sources = r.get<uint64_t>();
-  for (uint64_t i = 0; i < sources; ++i) {
-    ckpt::SourceLengths sl;
-    sl.source = r.get_string();
-    sl.docs = r.get_vector<int64_t>();
-    sl.lengths = r.get_vector<int64_t>();
-    sl.images = r.get_vector<int64_t>();
-    c.lengths.push_back(std::move(sl));
-  }
-  const uint64_t sets = r.get<uint64_t>();
-  for (uint64_t i = 0; i < sets; ++i) c.group_sets.push_back(r.get_vector<int32_t>());
-  return c;
 }
 
 void Trainer::prepare_groups(const StepInput& in, StepStats& st) {

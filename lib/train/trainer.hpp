@@ -26,6 +26,7 @@
 #include "parallel/world.hpp"
 #include "train/backend.hpp"
 #include "train/optimizer.hpp"
+#include "train/state_file.hpp"
 #include "train/step_io.hpp"
 #include "train/tp_comm.hpp"
 
@@ -65,6 +66,17 @@ class Trainer {
   // others return an empty one). Collective over the trainers (ZeRO-1 gathers
   // the moments). `lead_data` is what the lead sent for it.
   ckpt::Checkpoint snapshot(int64_t step, const std::string& lead_data);
+
+  // Format 2 (checkpoint.collective): every trainer writes its own part of
+  // the state into `path` (train/state_file.hpp). Collective over the
+  // trainers; returns every tensor dataset's checksum on each.
+  StateChecksums save_state(const std::string& path);
+  // What trainer 0 adds to such a file (ckpt::finish_checkpoint): the
+  // checkpoint without its tensors. `lead_data` as for snapshot().
+  ckpt::Checkpoint checkpoint_rest(int64_t step, const std::string& lead_data) const;
+  // Continues from a format 2 checkpoint, reading only this trainer's part
+  // (any layout wrote it); `meta` is its read_checkpoint_meta(). Collective.
+  void load_state(const std::string& path, const ckpt::Checkpoint& meta);
 
  private:
   const World& w_;
@@ -110,8 +122,9 @@ class Trainer {
   void run_micro_batches(const StepInput& in, double scale, StepStats& st);
   void run_pipeline(const StepInput& in, double scale, StepStats& st);
   RingGroup ring_of(const StepInput& in, const MicroInput& mb, double* attn_l2) const;
-  void sync_host_params();  // the host's weights from the device, where stale
-  void sync_host_state();   // weights and moments (checkpoints)
+  void sync_host_params();         // the host's weights from the device, where stale
+  void sync_host_state();          // weights and moments (checkpoints)
+  StateOwner state_owner() const;  // this trainer's part of the state
 };
 
 // Compute threads of each trainer of this rank's node: run.threads, or the

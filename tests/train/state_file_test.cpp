@@ -121,7 +121,7 @@ void write_then_read(const Layout& wrote, const Layout& reads, bool tied) {
   if (world_rank() == 0) {
     ckpt::H5File serial(path, "r");
     for (const model::TensorInfo& t : whole.tensors()) {
-      const char* prefix[3] = {"/model/", "/optim/m/", "/optim/v/"};
+      const char* prefix[3] = {"model/", "optim/m/", "optim/v/"};
       for (int which = 0; which < 3; ++which) {
         const std::vector<float> got = serial.read<float>(prefix[which] + t.name);
         ASSERT_EQ(int64_t(got.size()), t.numel) << t.name;
@@ -167,7 +167,7 @@ TEST(StateFile, AFlippedByteIsRefusedOnEveryRankNamingTheDataset) {
   Trainer t = trainer_of(s, {2, 1, 2, true});
   t.owner.layout = &t.layout;
   const StateChecksums sums = write_state(path, MPI_COMM_WORLD, whole, t.owner, t.params, t.m, t.v);
-  const std::string victim = "/optim/v/layers.1.w2";
+  const std::string victim = "optim/v/layers.1.w2";
   if (world_rank() == 0) {
     haddr_t at = 0;
     {
