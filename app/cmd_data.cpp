@@ -17,13 +17,13 @@ struct DataArgs {
 };
 
 int data(const DataArgs& a, int* argc, char*** argv) {
-  mpi_start(argc, argv);
-  World w;
-  if (!world_from_config(a.file, a.sets, &w)) return mpi_finish(kExitBadInput);
-  if (!preflight_on_root(w, [&] { sources::check_sources(w.config); }))
-    return mpi_finish(kExitBadInput);
-  start_finished();
-  return mpi_finish(runtime::run_data(w, a.run));
+  parallel::mpi_start(argc, argv);
+  parallel::World w;
+  if (!parallel::world_from_config(a.file, a.sets, &w)) return parallel::mpi_finish(kExitBadInput);
+  if (!parallel::preflight_on_root(w, [&] { sources::check_sources(w.config); }))
+    return parallel::mpi_finish(kExitBadInput);
+  parallel::start_finished();
+  return parallel::mpi_finish(runtime::run_data(w, a.run));
 }
 
 }  // namespace

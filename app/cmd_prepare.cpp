@@ -44,7 +44,7 @@ int run_prepare(const PrepareArgs& a) {
                  progress.end());
     std::fflush(stderr);
   };
-  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(a.tokenizer);
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer = tokenizer::make_tokenizer(a.tokenizer);
   data::PrepareReport report = data::prepare_dataset(options, *tokenizer);
   if (progress.redraw()) std::fputc('\n', stderr);
   std::fputs(data::prepare_report(report, a.out, tokenizer->name(), tokenizer->eot_id()).c_str(),
@@ -81,7 +81,7 @@ int run_inspect(const InspectArgs& a) {
     if (static_cast<size_t>(a.show) >= ds.size())
       throw meshloom::Error(strf("%s: sequence %lld out of range (%zu sequences)", a.prefix.c_str(),
                                  a.show, ds.size()));
-    std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(a.tokenizer);
+    std::unique_ptr<tokenizer::Tokenizer> tokenizer = tokenizer::make_tokenizer(a.tokenizer);
     const std::vector<int32_t> ids = ds.tokens(static_cast<size_t>(a.show)).to_vector();
     const std::string text = tokenizer->decode(ids);
     std::fwrite(text.data(), 1, text.size(), stdout);

@@ -43,7 +43,7 @@ void print_ids(const std::vector<int32_t>& ids) {
 }
 
 int run_tokenize(const TokenizeArgs& a) {
-  const std::unique_ptr<Tokenizer> tok = make_tokenizer(a.spec);
+  const std::unique_ptr<tokenizer::Tokenizer> tok = tokenizer::make_tokenizer(a.spec);
   std::vector<std::string> specials;
   if (a.special && tok->eot_id() >= 0) specials.push_back("<|endoftext|>");
   auto encode = [&](const std::string& t) {

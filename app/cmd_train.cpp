@@ -35,13 +35,14 @@ void check_args(TrainArgs* a) {
 
 int train(TrainArgs* a, int* argc, char*** argv) {
   check_args(a);
-  mpi_start(argc, argv);
-  World w;
-  if (!world_from_config(a->file, a->sets, &w)) return mpi_finish(kExitBadInput);
-  if (!preflight_on_root(w, [&] { runtime::check_train_start(w, a->run); }))
-    return mpi_finish(kExitBadInput);
-  if (a->dry_run) return mpi_finish(runtime::print_dry_run(w));
-  return mpi_finish(runtime::run_train(w, a->run));
+  parallel::mpi_start(argc, argv);
+  parallel::World w;
+  if (!parallel::world_from_config(a->file, a->sets, &w))
+    return parallel::mpi_finish(kExitBadInput);
+  if (!parallel::preflight_on_root(w, [&] { runtime::check_train_start(w, a->run); }))
+    return parallel::mpi_finish(kExitBadInput);
+  if (a->dry_run) return parallel::mpi_finish(runtime::print_dry_run(w));
+  return parallel::mpi_finish(runtime::run_train(w, a->run));
 }
 
 }  // namespace

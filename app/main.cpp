@@ -26,12 +26,12 @@ int main(int argc, char** argv) {
   add_plan(app, &run);
   // Under a launcher every rank parses the same command line: rank 0 reports
   // what is wrong with it, the others only leave with the same code.
-  const std::string rank = meshloom::launcher_rank();
+  const std::string rank = meshloom::parallel::launcher_rank();
   const bool reporter = rank == "0" || rank == "?";
   // mpirun ends the job at the first non-zero exit: the others leave a moment
   // after rank 0, so that its message is out first.
   auto leave_after_reporter = [&] {
-    meshloom::record_exit(kExitBadInput);
+    meshloom::parallel::record_exit(kExitBadInput);
     if (!reporter) std::this_thread::sleep_for(std::chrono::seconds(1));
     return kExitBadInput;
   };
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
     const Failure f = failure_of(std::current_exception());
     if (f.exit_code == kExitBadInput) return bad_input(f.message);
     meshloom::print_error(f.message, rank);
-    meshloom::record_exit(f.exit_code);
+    meshloom::parallel::record_exit(f.exit_code);
     return f.exit_code;
   }
 }

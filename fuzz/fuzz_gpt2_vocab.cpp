@@ -14,9 +14,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto [encoder, merges] = fuzz::split_at_nul(fuzz::bytes(data, size));
   const std::string enc = fuzz::write_file("encoder.json", encoder);
   const std::string bpe = fuzz::write_file("vocab.bpe", merges);
-  BpeVocab vocab;
+  tokenizer::BpeVocab vocab;
   try {
-    vocab = read_gpt2_vocab(enc, bpe);
+    vocab = tokenizer::read_gpt2_vocab(enc, bpe);
   } catch (const Error& e) {
     fuzz::expect_names(e, {enc, bpe});
     return 0;

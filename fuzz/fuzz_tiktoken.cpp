@@ -19,9 +19,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       "cl100k_base.json",     "gpt2.json",           "unknown.tiktoken"};
   const std::string name = kNames[data[0] % 6];
   const std::string path = fuzz::write_file(name, fuzz::bytes(data + 1, size - 1));
-  BpeVocab vocab;
+  tokenizer::BpeVocab vocab;
   try {
-    vocab = read_tiktoken_vocab(path);
+    vocab = tokenizer::read_tiktoken_vocab(path);
   } catch (const Error& e) {
     fuzz::expect_names(e, {path});
     return 0;

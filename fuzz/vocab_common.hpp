@@ -13,15 +13,15 @@ namespace meshloom::fuzz {
 
 // Encodes a fixed text (ASCII, accents, CJK, emoji, digits, spaces) and
 // decodes it back: the ids must be in the vocabulary and give the text back.
-inline void encode_decode(BpeVocab vocab, const std::string& file) {
-  std::shared_ptr<const BpeModel> model;
+inline void encode_decode(tokenizer::BpeVocab vocab, const std::string& file) {
+  std::shared_ptr<const tokenizer::BpeModel> model;
   try {
-    model = build_bpe_model(std::move(vocab));
+    model = tokenizer::build_bpe_model(std::move(vocab));
   } catch (const Error& e) {
     fuzz::expect_names(e, {file});
     return;
   }
-  BpeTokenizer tok(model);
+  tokenizer::BpeTokenizer tok(model);
   const std::string text =
       "Hello, w\xc3\xb6rld! 12345  \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\n\tend";
   try {

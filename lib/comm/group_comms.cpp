@@ -4,7 +4,7 @@
 #include "base/clock.hpp"
 #include "comm/mpi_check.hpp"
 
-namespace meshloom {
+namespace meshloom::comm {
 
 MpiGroupComms::MpiGroupComms(MPI_Comm parent, size_t capacity) : parent_(parent), lru_(capacity) {
   MPI_CHECK(MPI_Comm_rank(parent_, &rank_));
@@ -63,4 +63,4 @@ MPI_Comm MpiGroupComms::get(std::span<const int> members) const {
   return it->second;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::comm

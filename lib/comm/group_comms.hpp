@@ -27,7 +27,7 @@
 
 #include "comm/member_sets.hpp"
 
-namespace meshloom {
+namespace meshloom::comm {
 
 class MpiGroupComms {
  public:
@@ -62,4 +62,4 @@ class MpiGroupComms {
   std::vector<MemberSet> split_log_;
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::comm

@@ -6,7 +6,7 @@
 
 #include "base/check.hpp"
 
-namespace meshloom {
+namespace meshloom::comm {
 
 std::string to_string(const MemberSet& set) {
   std::string text = "{";
@@ -163,4 +163,4 @@ std::vector<MemberSet> MemberSetLru::sets() const {
   return std::vector<MemberSet>(order_.rbegin(), order_.rend());
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::comm

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace meshloom {
+namespace meshloom::comm {
 
 using MemberSet = std::vector<int>;  // sorted, distinct, non-negative trainer indices
 
@@ -118,4 +118,4 @@ class MemberSetLru {
   int64_t bytes_ = 0;
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::comm

@@ -10,7 +10,7 @@
 
 #include "base/check.hpp"
 
-namespace meshloom {
+namespace meshloom::comm {
 
 inline std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING] = {0};
@@ -25,12 +25,13 @@ inline std::string mpi_error_string(int code) {
 // or turns to the shadow instead of ending the job.
 inline bool peer_call_ok(int mpi_rc) { return mpi_rc == MPI_SUCCESS; }
 
-}  // namespace meshloom
+}  // namespace meshloom::comm
 
-#define MPI_CHECK(call)                                                                       \
-  do {                                                                                        \
-    int ml_mpi_rc_ = (call);                                                                  \
-    if (ml_mpi_rc_ != MPI_SUCCESS)                                                            \
-      ::meshloom::fail(__FILE__, __LINE__, "MPI",                                             \
-                       std::string(#call) + ": " + ::meshloom::mpi_error_string(ml_mpi_rc_)); \
+#define MPI_CHECK(call)                                                                \
+  do {                                                                                 \
+    int ml_mpi_rc_ = (call);                                                           \
+    if (ml_mpi_rc_ != MPI_SUCCESS)                                                     \
+      ::meshloom::fail(                                                                \
+          __FILE__, __LINE__, "MPI",                                                   \
+          std::string(#call) + ": " + ::meshloom::comm::mpi_error_string(ml_mpi_rc_)); \
   } while (0)

@@ -3,7 +3,7 @@
 #include "base/check.hpp"
 #include "comm/mpi_check.hpp"
 
-namespace meshloom {
+namespace meshloom::comm {
 
 void bcast_string(std::string* text, int root, MPI_Comm comm) {
   unsigned long long n = text->size();
@@ -57,4 +57,4 @@ std::vector<std::string> all_host_names(MPI_Comm comm) {
   return names;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::comm

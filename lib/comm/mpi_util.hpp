@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace meshloom {
+namespace meshloom::comm {
 
 void bcast_string(std::string* text, int root, MPI_Comm comm);
 
@@ -24,4 +24,4 @@ std::vector<int> world_ranks(MPI_Comm comm, std::vector<int> ranks);
 // Every rank's host name, on every rank (rank order).
 std::vector<std::string> all_host_names(MPI_Comm comm);
 
-}  // namespace meshloom
+}  // namespace meshloom::comm

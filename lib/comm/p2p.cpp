@@ -8,7 +8,7 @@
 #include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
 
-namespace meshloom {
+namespace meshloom::comm {
 
 void send_bytes(const std::string& bytes, int dest, int tag, MPI_Comm comm) {
   ML_CHECK(bytes.size() < (size_t(1) << 31), "message over 2 GiB");
@@ -131,4 +131,4 @@ void wait_requests(MPI_Request* requests, int count, double timeout_s,
   }
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::comm

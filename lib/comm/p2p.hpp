@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-namespace meshloom {
+namespace meshloom::comm {
 
 // Sends `bytes` to `dest` (blocking until the buffer may be reused).
 void send_bytes(const std::string& bytes, int dest, int tag, MPI_Comm comm);
@@ -58,4 +58,4 @@ bool poll_message(int source, int tag, MPI_Comm comm, int* found_source, int* fo
 // Sleeps a little, more the longer nothing happened (up to 1 ms).
 void backoff(int* idle_rounds);
 
-}  // namespace meshloom
+}  // namespace meshloom::comm

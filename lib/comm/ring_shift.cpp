@@ -9,7 +9,7 @@
 #include "comm/mpi_util.hpp"
 #include "comm/p2p.hpp"
 
-namespace meshloom {
+namespace meshloom::comm {
 
 RingShift::RingShift(MPI_Comm comm, int next, int prev, int tag, const std::vector<char>& out,
                      size_t cap)
@@ -52,4 +52,4 @@ void RingShift::wait(std::vector<char>* in, double timeout_s) {
   *in = std::move(buffer_);
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::comm

@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace meshloom {
+namespace meshloom::comm {
 
 class RingShift {
  public:
@@ -35,4 +35,4 @@ class RingShift {
   MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::comm

@@ -146,7 +146,7 @@ void read_all(DocumentReader* reader, Pipeline* pipe) {
   pipe->reader_done();
 }
 
-void tokenize_all(const Tokenizer* tokenizer, Pipeline* pipe) {
+void tokenize_all(const tokenizer::Tokenizer* tokenizer, Pipeline* pipe) {
   const int32_t eot = tokenizer->eot_id();
   try {
     while (std::unique_ptr<Batch> b = pipe->take_work()) {
@@ -178,7 +178,8 @@ void tokenize_all(const Tokenizer* tokenizer, Pipeline* pipe) {
 
 }  // namespace
 
-PrepareReport prepare_dataset(const PrepareOptions& options, const Tokenizer& tokenizer) {
+PrepareReport prepare_dataset(const PrepareOptions& options,
+                              const tokenizer::Tokenizer& tokenizer) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };

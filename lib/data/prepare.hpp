@@ -62,6 +62,6 @@ struct PrepareReport {
 // Runs the pipeline and writes out_prefix.bin/.idx. Throws Error for a bad
 // input path, an unwritable output, or when no document at all was found (the
 // partial output is removed); data problems are counted in the report instead.
-PrepareReport prepare_dataset(const PrepareOptions& options, const Tokenizer& tokenizer);
+PrepareReport prepare_dataset(const PrepareOptions& options, const tokenizer::Tokenizer& tokenizer);
 
 }  // namespace meshloom::data

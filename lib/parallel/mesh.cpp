@@ -3,7 +3,7 @@
 #include "base/strings.hpp"
 #include "parallel/nodes.hpp"
 
-namespace meshloom {
+namespace meshloom::parallel {
 
 TrainerMesh trainer_mesh(const config::Config& config, int trainers) {
   return TrainerMesh{trainers, int(config.parallel.tp), int(config.parallel.pp)};
@@ -61,4 +61,4 @@ std::string TrainerMesh::describe() const {
               tp, groups.c_str());
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

@@ -33,7 +33,7 @@
 
 #include "config/config.hpp"
 
-namespace meshloom {
+namespace meshloom::parallel {
 
 struct TrainerMesh {
   int trainers = 1;
@@ -74,4 +74,4 @@ TrainerNodes trainer_nodes(const TrainerMesh& mesh, int first_trainer_rank,
 std::string groups_across_nodes(const TrainerMesh& mesh, int first_trainer_rank,
                                 const std::vector<std::string>& hosts);
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

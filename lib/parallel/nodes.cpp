@@ -5,7 +5,7 @@
 
 #include "base/strings.hpp"
 
-namespace meshloom {
+namespace meshloom::parallel {
 
 namespace {
 
@@ -71,4 +71,4 @@ std::vector<std::string> describe_nodes(const RoleLayout& layout, const TrainerM
   return lines;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

@@ -13,7 +13,7 @@
 #include "parallel/mesh.hpp"
 #include "parallel/roles.hpp"
 
-namespace meshloom {
+namespace meshloom::parallel {
 
 // Host names numbered in the order first met: `names` per node, and node[i]
 // the node of hosts[i]. What every per-node rule here counts by.
@@ -28,4 +28,4 @@ NodeIndex index_nodes(const std::vector<std::string>& hosts);
 std::vector<std::string> describe_nodes(const RoleLayout& layout, const TrainerMesh& mesh,
                                         const std::vector<std::string>& hosts);
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

@@ -3,7 +3,7 @@
 #include "base/math.hpp"
 #include "base/strings.hpp"
 
-namespace meshloom {
+namespace meshloom::parallel {
 
 const char* role_name(Role role) {
   switch (role) {
@@ -147,4 +147,4 @@ RoleLayout make_layout(int world, const config::Config& config) {
   return l;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

@@ -13,7 +13,7 @@
 
 #include "config/config.hpp"
 
-namespace meshloom {
+namespace meshloom::parallel {
 
 enum class Role { constructor = 0, loader = 1, trainer = 2 };
 const char* role_name(Role role);
@@ -34,4 +34,4 @@ struct RoleLayout {
 // roles do not fit (no trainer left, more roles than ranks).
 RoleLayout make_layout(int world, const config::Config& config);
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

@@ -6,7 +6,7 @@
 #include "base/strings.hpp"
 #include "parallel/nodes.hpp"
 
-namespace meshloom {
+namespace meshloom::parallel {
 
 namespace {
 
@@ -115,4 +115,4 @@ std::string ShadowPlan::describe() const {
   return strf("loader ranks %s; shadows %s", ranks.c_str(), join(pairs, ", ").c_str());
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

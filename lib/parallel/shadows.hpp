@@ -27,7 +27,7 @@
 
 #include "parallel/roles.hpp"
 
-namespace meshloom {
+namespace meshloom::parallel {
 
 struct ShadowPlan {
   std::vector<int> order;           // loader world ranks, ring order
@@ -52,4 +52,4 @@ ShadowPlan plan_shadows(const std::vector<int>& ranks, const std::vector<std::st
 // one counts as on one unnamed node).
 ShadowPlan loader_shadows(const RoleLayout& layout, const std::vector<std::string>& hosts);
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

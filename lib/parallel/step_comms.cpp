@@ -3,7 +3,7 @@
 #include "base/strings.hpp"
 #include "comm/mpi_check.hpp"
 
-namespace meshloom {
+namespace meshloom::parallel {
 
 StepComms::StepComms(MPI_Comm trainers, const TrainerMesh& mesh) : mesh_(mesh) {
   int me = 0, size = 0;
@@ -33,4 +33,4 @@ StepComms::~StepComms() {
     if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

@@ -24,7 +24,7 @@
 
 #include "parallel/mesh.hpp"
 
-namespace meshloom {
+namespace meshloom::parallel {
 
 enum class Axis { trainers = 0, tensor, data, pipeline, model };
 
@@ -47,4 +47,4 @@ class StepComms {
   std::array<int, 5> ranks_{}, sizes_{};
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

@@ -11,7 +11,7 @@
 #include "base/check.hpp"
 #include "parallel/world.hpp"
 
-namespace meshloom {
+namespace meshloom::parallel {
 namespace {
 
 std::mutex g_mutex;
@@ -56,4 +56,4 @@ WatchScope::~WatchScope() {
   g_what.clear();
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

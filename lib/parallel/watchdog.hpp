@@ -8,7 +8,7 @@
 
 #include <string>
 
-namespace meshloom {
+namespace meshloom::parallel {
 
 // Starts the watchdog thread of this process (idempotent).
 void start_watchdog(double timeout_s);
@@ -21,4 +21,4 @@ class WatchScope {
   WatchScope& operator=(const WatchScope&) = delete;
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

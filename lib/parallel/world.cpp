@@ -16,7 +16,7 @@
 #include "comm/mpi_check.hpp"
 #include "comm/mpi_util.hpp"
 
-namespace meshloom {
+namespace meshloom::parallel {
 namespace {
 
 void abort_job(const std::string&) {
@@ -128,7 +128,7 @@ bool world_from_config(const std::string& file, const std::vector<std::string>& 
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &w->size));
   const int world_size = w->size;
   std::string text;
-  bool ok = run_on_root(
+  bool ok = comm::run_on_root(
       MPI_COMM_WORLD,
       [&] {
         config::Config c = config::load_config(file, overrides);
@@ -152,13 +152,13 @@ bool world_from_config(const std::string& file, const std::vector<std::string>& 
   set_log_all_ranks(w->config.log.all_ranks);
   MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, int(w->role), w->rank, &w->role_comm));
   MPI_CHECK(MPI_Comm_set_errhandler(w->role_comm, MPI_ERRORS_RETURN));
-  w->hosts = all_host_names(MPI_COMM_WORLD);
+  w->hosts = comm::all_host_names(MPI_COMM_WORLD);
   return true;
 }
 
 bool preflight_on_root(const World& w, const std::function<void()>& check) {
   std::string text;
-  bool ok = run_on_root(
+  bool ok = comm::run_on_root(
       MPI_COMM_WORLD,
       [&] {
         check();
@@ -169,4 +169,4 @@ bool preflight_on_root(const World& w, const std::function<void()>& check) {
   return ok;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

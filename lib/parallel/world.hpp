@@ -18,7 +18,7 @@
 #include "parallel/mesh.hpp"
 #include "parallel/roles.hpp"
 
-namespace meshloom {
+namespace meshloom::parallel {
 
 struct World {
   int rank = 0;
@@ -69,4 +69,4 @@ bool world_from_config(const std::string& file, const std::vector<std::string>& 
 // message and every rank returns false.
 bool preflight_on_root(const World& w, const std::function<void()>& check);
 
-}  // namespace meshloom
+}  // namespace meshloom::parallel

@@ -31,13 +31,13 @@ void AckWindow::receive() {
     for (int t = 0; t < w_.layout.trainers; ++t)
       if (!got[size_t(t)])
         missing += strf("%strainer %d = rank %d", missing.empty() ? "" : ", ", t,
-                        w_.layout.first_rank(Role::trainer) + t);
+                        w_.layout.first_rank(parallel::Role::trainer) + t);
     return text + strf(" (step %lld still waits for %s)", (long long)(first_ + int64_t(i)),
                        missing.c_str());
   };
   int from = -1;
-  std::string msg =
-      recv_bytes(MPI_ANY_SOURCE, wire::kAck, MPI_COMM_WORLD, w_.config.run.timeout, what, &from);
+  std::string msg = comm::recv_bytes(MPI_ANY_SOURCE, wire::kAck, MPI_COMM_WORLD,
+                                     w_.config.run.timeout, what, &from);
   wire::Ack ack = wire::decode_ack(msg, from);
   const int64_t i = ack.step - first_;
   ML_CHECK(i >= 0 && i < int64_t(acks_.size()), "ack for an unknown step");

@@ -12,7 +12,7 @@ namespace meshloom::roles {
 
 class AckWindow {
  public:
-  explicit AckWindow(const World& w) : w_(w) {}
+  explicit AckWindow(const parallel::World& w) : w_(w) {}
   // Steps start at `step` (a resumed run); before the first open().
   void start_at(int64_t step) { first_ = step; }
   // A step was dispatched: its acks may come.
@@ -28,7 +28,7 @@ class AckWindow {
   std::vector<wire::Ack> take(int64_t step);
 
  private:
-  const World& w_;
+  const parallel::World& w_;
   int64_t first_ = 0;
   std::vector<std::vector<wire::Ack>> acks_;  // per step, until taken
   std::vector<int> count_;                    // per step

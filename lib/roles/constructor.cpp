@@ -132,7 +132,7 @@ wire::Batch pack(const wire::StepWork& work, const wire::TrainerWork& t,
 
 }  // namespace
 
-Constructor::Constructor(const World& w, LoaderRouter* router)
+Constructor::Constructor(const parallel::World& w, LoaderRouter* router)
     : w_(w), own_router_(w), router_(router ? router : &own_router_) {}
 
 wire::Batch local_batch(const config::Config& config, const wire::StepWork& work,
@@ -146,7 +146,7 @@ wire::Batch local_batch(const config::Config& config, const wire::StepWork& work
 int64_t Constructor::construct(const wire::StepWork& work) {
   const auto data = fetch_samples(w_.config, work, nullptr, router_);
   int64_t packed = 0;
-  const int first_trainer = w_.layout.first_rank(Role::trainer);
+  const int first_trainer = w_.layout.first_rank(parallel::Role::trainer);
   const size_t patch_dim = size_t(config::patch_dim(w_.config));
   for (const auto& t : work.trainers) {
     wire::Batch b = pack(work, t, data, patch_dim);
@@ -158,7 +158,7 @@ int64_t Constructor::construct(const wire::StepWork& work) {
                               MPI_COMM_WORLD);
   }
   // Keep the list short: completed sends are dropped.
-  std::vector<PendingSend> still;
+  std::vector<comm::PendingSend> still;
   for (auto& s : in_flight_)
     if (!s.done()) still.push_back(std::move(s));
   in_flight_ = std::move(still);
@@ -167,16 +167,16 @@ int64_t Constructor::construct(const wire::StepWork& work) {
 
 void Constructor::drain() { in_flight_.clear(); }
 
-void run_constructor(const World& w) {
+void run_constructor(const parallel::World& w) {
   Constructor c(w);
   wire::Report report;
-  report.role = int(Role::constructor);
+  report.role = int(parallel::Role::constructor);
   while (true) {
     int from = -1;
     int tag = -1;
     int idle = 0;
-    while (!poll_message(0, MPI_ANY_TAG, MPI_COMM_WORLD, &from, &tag)) backoff(&idle);
-    std::string msg = recv_bytes(0, tag, MPI_COMM_WORLD, w.config.run.timeout, "step work");
+    while (!comm::poll_message(0, MPI_ANY_TAG, MPI_COMM_WORLD, &from, &tag)) comm::backoff(&idle);
+    std::string msg = comm::recv_bytes(0, tag, MPI_COMM_WORLD, w.config.run.timeout, "step work");
     if (tag == wire::kStop) break;
     ML_CHECK(tag == wire::kStepWork, strf("constructor got tag %d", tag));
     const auto busy = Clock::now();

@@ -18,7 +18,7 @@
 namespace meshloom::roles {
 
 // Packs the lead's step work into trainer batches until the lead says stop.
-void run_constructor(const World& w);
+void run_constructor(const parallel::World& w);
 
 // Colocated mode: the batch of `work` (for one trainer) read from sources this
 // process opens itself (in *local, on first use).
@@ -30,16 +30,16 @@ wire::Batch local_batch(const config::Config& config, const wire::StepWork& work
 class Constructor {
  public:
   // `router`: share the caller's view of dead loaders (the lead's), else own one.
-  explicit Constructor(const World& w, LoaderRouter* router = nullptr);
+  explicit Constructor(const parallel::World& w, LoaderRouter* router = nullptr);
   int64_t construct(const wire::StepWork& work);
   // Sends still in flight are completed (call before stopping).
   void drain();
 
  private:
-  const World& w_;
+  const parallel::World& w_;
   LoaderRouter own_router_;
   LoaderRouter* router_;
-  std::vector<PendingSend> in_flight_;
+  std::vector<comm::PendingSend> in_flight_;
 };
 
 }  // namespace meshloom::roles

@@ -6,13 +6,13 @@
 
 namespace meshloom::roles {
 
-BatchInbox::BatchInbox(const World& w) : w_(w) {}
+BatchInbox::BatchInbox(const parallel::World& w) : w_(w) {}
 BatchInbox::~BatchInbox() = default;
 
 int64_t BatchInbox::worker_pss_kib() const { return workers_ ? workers_->pss_kib() : 0; }
 
 wire::Batch BatchInbox::receive(double* wait_seconds) {
-  const World& w = w_;
+  const parallel::World& w = w_;
   const auto start = Clock::now();
   wire::Batch b;
   if (w.config.data.mode == config::DataMode::colocated && w.config.data.colocated_processes > 0) {
@@ -24,22 +24,22 @@ wire::Batch BatchInbox::receive(double* wait_seconds) {
     int from = -1, tag = -1;
     while (workers_->in_flight() == 0 ||
            (workers_->in_flight() < workers_->size() &&
-            poll_message(0, wire::kStepWork, MPI_COMM_WORLD, &from, &tag)))
+            comm::poll_message(0, wire::kStepWork, MPI_COMM_WORLD, &from, &tag)))
       workers_->submit(
-          recv_bytes(0, wire::kStepWork, MPI_COMM_WORLD, timeout, "step work from the lead"));
+          comm::recv_bytes(0, wire::kStepWork, MPI_COMM_WORLD, timeout, "step work from the lead"));
     b = wire::decode_batch(workers_->take(timeout));
   } else if (w.config.data.mode == config::DataMode::colocated) {
     // Per-rank data loading: this trainer opens every source itself.
     b = local_batch(
         w.config,
-        wire::decode_step_work(recv_bytes(0, wire::kStepWork, MPI_COMM_WORLD, w.config.run.timeout,
-                                          "step work from the lead"),
+        wire::decode_step_work(comm::recv_bytes(0, wire::kStepWork, MPI_COMM_WORLD,
+                                                w.config.run.timeout, "step work from the lead"),
                                0),
         &local_);
   } else {
     const int constructor = w.mesh.hdp_rank_of(w.role_index) % w.layout.constructors;
-    b = wire::decode_batch(recv_bytes(constructor, wire::kBatch, MPI_COMM_WORLD,
-                                      w.config.run.timeout, "a batch from its constructor"),
+    b = wire::decode_batch(comm::recv_bytes(constructor, wire::kBatch, MPI_COMM_WORLD,
+                                            w.config.run.timeout, "a batch from its constructor"),
                            constructor);
   }
   if (wait_seconds) *wait_seconds = seconds_since(start);
@@ -47,7 +47,7 @@ wire::Batch BatchInbox::receive(double* wait_seconds) {
 }
 
 void send_ack(const wire::Ack& ack) {
-  send_bytes(wire::encode(ack), 0, wire::kAck, MPI_COMM_WORLD);
+  comm::send_bytes(wire::encode(ack), 0, wire::kAck, MPI_COMM_WORLD);
 }
 
 }  // namespace meshloom::roles

@@ -16,7 +16,7 @@ namespace meshloom::roles {
 
 class BatchInbox {
  public:
-  explicit BatchInbox(const World& w);
+  explicit BatchInbox(const parallel::World& w);
   ~BatchInbox();
   BatchInbox(const BatchInbox&) = delete;
   BatchInbox& operator=(const BatchInbox&) = delete;
@@ -27,7 +27,7 @@ class BatchInbox {
   int64_t worker_pss_kib() const;
 
  private:
-  const World& w_;
+  const parallel::World& w_;
   std::unique_ptr<sources::DataWorkerPool> workers_;        // data.colocated_processes > 0
   std::vector<std::unique_ptr<sources::DocSource>> local_;  // colocated, read in this process
 };

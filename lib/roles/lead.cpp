@@ -25,7 +25,7 @@ int64_t predictions(int64_t offset, int64_t length, int64_t images) {
 }
 }  // namespace
 
-Lead::Lead(const World& w) : w_(w), acks_(w) {
+Lead::Lead(const parallel::World& w) : w_(w), acks_(w) {
   const auto& sources = w.config.data.sources;
   const size_t n = sources.size();
   cost_.assign(n, 1.0);
@@ -47,10 +47,10 @@ Lead::Lead(const World& w) : w_(w), acks_(w) {
     // Each loader reports the document count of each source it serves.
     for (int l = 0; l < w.layout.loaders; ++l)
       for (size_t k = 0; k < assignment_.sources_of_loader[l].size(); ++k) {
-        const int loader = w.layout.first_rank(Role::loader) + l;
+        const int loader = w.layout.first_rank(parallel::Role::loader) + l;
         wire::LengthReply c = wire::decode_length_reply(
-            recv_bytes(loader, wire::kDocCount, MPI_COMM_WORLD, w.config.run.timeout,
-                       "a document count from a loader"),
+            comm::recv_bytes(loader, wire::kDocCount, MPI_COMM_WORLD, w.config.run.timeout,
+                             "a document count from a loader"),
             loader);
         ML_CHECK(c.docs.size() == 1 && c.source >= 0 && size_t(c.source) < n,
                  strf("the document count from loader rank %d names source %d of %zu with %zu "
@@ -65,7 +65,7 @@ Lead::Lead(const World& w) : w_(w), acks_(w) {
     // Who serves it, so that a drill (faults.inject) can aim at a loader that is asked.
     std::string served;
     if (local_.empty()) {
-      const int first = w.layout.first_rank(Role::loader), L = w.layout.loaders;
+      const int first = w.layout.first_rank(parallel::Role::loader), L = w.layout.loaders;
       std::vector<int> shadows;  // each once: loaders may share a shadow
       std::string ranks;
       for (int l : assignment_.loaders_of_source[i]) {
@@ -123,8 +123,9 @@ void Lead::send_assignment() {
   if (first)
     for (int l = 0; l < w_.layout.loaders; ++l) {
       // A shadow opens the sources of every loader it shadows too.
-      const int first_loader = w_.layout.first_rank(Role::loader), rank = first_loader + l;
-      const ShadowPlan& shadows = router_->shadows();
+      const int first_loader = w_.layout.first_rank(parallel::Role::loader),
+                rank = first_loader + l;
+      const parallel::ShadowPlan& shadows = router_->shadows();
       wire::Assign m;
       for (int s : a.sources_of_loader[l]) m.sources.push_back(s);
       if (w_.config.data.shadows && w_.layout.loaders > 1) {
@@ -134,7 +135,7 @@ void Lead::send_assignment() {
         m.shadow_sources.assign(standby.begin(), standby.end());
         m.shadow = shadows.shadow.at(rank);
       }
-      send_bytes(wire::encode(m), rank, wire::kAssign, MPI_COMM_WORLD);
+      comm::send_bytes(wire::encode(m), rank, wire::kAssign, MPI_COMM_WORLD);
     }
 }
 
@@ -230,7 +231,7 @@ void Lead::dispatch_step(bool last) {
       const std::string bytes = wire::encode(mine);
       for (int j = 0; j < w_.mesh.group_size(); ++j)
         in_flight_.emplace_back(
-            bytes, w_.layout.first_rank(Role::trainer) + w_.mesh.trainer_at(t.trainer, j),
+            bytes, w_.layout.first_rank(parallel::Role::trainer) + w_.mesh.trainer_at(t.trainer, j),
             wire::kStepWork, MPI_COMM_WORLD);
     }
   } else {
@@ -248,7 +249,7 @@ void Lead::dispatch_step(bool last) {
     }
     own_constructor_->construct(per[0]);
   }
-  std::vector<PendingSend> still;
+  std::vector<comm::PendingSend> still;
   for (auto& s : in_flight_)
     if (!s.done()) still.push_back(std::move(s));
   in_flight_ = std::move(still);
@@ -265,17 +266,18 @@ std::vector<wire::Report> Lead::stop() {
   // Constructors first: once they are done, nobody asks loaders anything.
   std::vector<wire::Report> reports;
   for (int r = 1; r < w_.size; ++r)
-    if (w_.layout.role_of(r) == Role::constructor)
-      send_bytes(std::string(1, '\0'), r, wire::kStop, MPI_COMM_WORLD);
+    if (w_.layout.role_of(r) == parallel::Role::constructor)
+      comm::send_bytes(std::string(1, '\0'), r, wire::kStop, MPI_COMM_WORLD);
   // Trainers stop after their last batch; constructors after Stop.
   for (int r = 1; r < w_.size; ++r)
-    if (w_.layout.role_of(r) != Role::loader)
-      reports.push_back(wire::decode_report(
-          recv_bytes(r, wire::kReport, MPI_COMM_WORLD, w_.config.run.timeout, "a final report"),
-          r));
+    if (w_.layout.role_of(r) != parallel::Role::loader)
+      reports.push_back(
+          wire::decode_report(comm::recv_bytes(r, wire::kReport, MPI_COMM_WORLD,
+                                               w_.config.run.timeout, "a final report"),
+                              r));
   // Loaders: a dead one never answers; a hung one still obeys Stop.
   for (int l = 0; l < w_.layout.loaders; ++l) {
-    const int r = w_.layout.first_rank(Role::loader) + l;
+    const int r = w_.layout.first_rank(parallel::Role::loader) + l;
     std::string reply;
     if (router_->try_request(r, wire::kStop, std::string(1, '\0'), wire::kReport, &reply))
       reports.push_back(wire::decode_report(reply, r));
@@ -283,7 +285,7 @@ std::vector<wire::Report> Lead::stop() {
       LOG_WARN("loader rank %d did not answer Stop: its process is gone", r);
   }
   wire::Report mine;
-  mine.role = int(Role::constructor);
+  mine.role = int(parallel::Role::constructor);
   mine.busy_seconds = busy_seconds_;
   fill_memory(&mine);
   reports.push_back(mine);
@@ -298,13 +300,13 @@ void Lead::warn_unfired_faults(const std::vector<wire::Report>& reports) const {
     const auto r = std::find_if(reports.begin(), reports.end(),
                                 [&](const wire::Report& x) { return x.rank == f.rank; });
     if (r == reports.end() || r->faults_fired > 0) continue;
-    const Role role = w_.layout.role_of(int(f.rank));
+    const parallel::Role role = w_.layout.role_of(int(f.rank));
     LOG_WARN("faults.inject: the %s on rank %lld from step %lld never fired: %s",
              config::enum_name(f.kind), (long long)f.rank, (long long)f.step,
-             role == Role::loader
+             role == parallel::Role::loader
                  ? "that loader was asked nothing from then on (the source lines at start name who "
                    "serves what; data.rebalance_every: 0 keeps it fixed)"
-             : role == Role::trainer
+             : role == parallel::Role::trainer
                  ? "the run ended before that step (`meshloom data` runs no trainer faults)"
                  : "faults act on loaders and trainers, and this rank is a constructor");
   }

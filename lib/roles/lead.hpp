@@ -32,7 +32,7 @@ namespace meshloom::roles {
 // Rank 0: the data plane, loader assignment, step placement and flow control.
 class Lead {
  public:
-  explicit Lead(const World& w);
+  explicit Lead(const parallel::World& w);
   ~Lead();
   // Chooses, places and dispatches the next step. Blocks only for flow
   // control (at most data.prefetch steps ahead of the slowest trainer) and for
@@ -81,7 +81,7 @@ class Lead {
   std::string checkpoint_data();
   void warn_unfired_faults(const std::vector<wire::Report>& reports) const;
 
-  const World& w_;
+  const parallel::World& w_;
   std::unique_ptr<dataplane::DataPlane> plane_;
   dataplane::LoaderAssignment assignment_;
   std::vector<double> cost_;  // seconds per token per source (measured by loaders)
@@ -89,7 +89,7 @@ class Lead {
   std::vector<std::unique_ptr<sources::DocSource>> local_;  // colocated mode
   std::unique_ptr<Constructor> own_constructor_;
   std::unique_ptr<LoaderRouter> router_;
-  std::vector<PendingSend> in_flight_;
+  std::vector<comm::PendingSend> in_flight_;
   int64_t next_step_ = 0, first_step_ = 0;
   int64_t checkpoints_ = 0;
   bool warned_long_ = false;                    // about a long/short policy no document meets

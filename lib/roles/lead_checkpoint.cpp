@@ -22,9 +22,9 @@ std::string Lead::checkpoint_data() {
   if (full) last_full_ = ckpt::checkpoint_path("", step).substr(1);
   out.put_string(full ? std::string() : last_full_);
   catalogue_->write_learned(out, full);
-  const std::vector<MemberSet> sets = placer_->group_sets();
+  const std::vector<comm::MemberSet> sets = placer_->group_sets();
   out.put(uint64_t(sets.size()));
-  for (const MemberSet& set : sets) out.put_vector(set);
+  for (const comm::MemberSet& set : sets) out.put_vector(set);
   ++checkpoints_;
   return std::move(out.bytes());
 }

@@ -14,7 +14,7 @@ namespace {
 constexpr int64_t kLengthBatch = 256;  // lengths asked per request, in stream order
 }  // namespace
 
-LengthCatalogue::LengthCatalogue(const World& w, LoaderRouter* router,
+LengthCatalogue::LengthCatalogue(const parallel::World& w, LoaderRouter* router,
                                  const std::vector<int64_t>& docs)
     : w_(w), router_(router) {
   const size_t n = docs.size();
@@ -76,7 +76,7 @@ void LengthCatalogue::fetch(int source, int64_t doc, int64_t epoch, int64_t step
     if (req.docs.empty()) continue;
     // Batches of positions are dealt round-robin over the source's loaders.
     const int loader = loaders[size_t((pos / kLengthBatch + int64_t(j)) % int64_t(loaders.size()))];
-    targets.push_back(w_.layout.first_rank(Role::loader) + loader);
+    targets.push_back(w_.layout.first_rank(parallel::Role::loader) + loader);
     payloads.push_back(wire::encode(req));
   }
   std::vector<int> served;
@@ -144,7 +144,8 @@ int64_t LengthCatalogue::restore(const std::vector<ckpt::SourceLengths>& lengths
 
 void LengthCatalogue::assign_missing_owners(const dataplane::LoaderAssignment& assignment) {
   for (size_t s = 0; s < owner_.size(); ++s) {
-    const int rank = w_.layout.first_rank(Role::loader) + assignment.loaders_of_source[s].at(0);
+    const int rank =
+        w_.layout.first_rank(parallel::Role::loader) + assignment.loaders_of_source[s].at(0);
     for (size_t d = 0; d < owner_[s].size(); ++d)
       if (lengths_[s][d] >= 0 && owner_[s][d] < 0) owner_[s][d] = rank;
   }

@@ -20,7 +20,7 @@ namespace meshloom::roles {
 class LengthCatalogue {
  public:
   // `docs`: each source's document count; `router` asks the loaders.
-  LengthCatalogue(const World& w, LoaderRouter* router, const std::vector<int64_t>& docs);
+  LengthCatalogue(const parallel::World& w, LoaderRouter* router, const std::vector<int64_t>& docs);
   bool known(int source, int64_t doc) const { return length(source, doc) >= 0; }
   int64_t length(int source, int64_t doc) const { return lengths_[size_t(source)][size_t(doc)]; }
   // Leading image positions (0 for text sources and unknown documents).
@@ -47,7 +47,7 @@ class LengthCatalogue {
   void assign_missing_owners(const dataplane::LoaderAssignment& assignment);
 
  private:
-  const World& w_;
+  const parallel::World& w_;
   LoaderRouter* router_;
   std::vector<std::vector<int64_t>> lengths_;
   // Per image-text source: each document's leading image positions (0:

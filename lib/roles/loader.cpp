@@ -26,28 +26,29 @@ namespace {
 // A loader: the sources it serves (and shadows), one handler per message.
 class Loader {
  public:
-  explicit Loader(const World& w)
+  explicit Loader(const parallel::World& w)
       : w_(w),
         open_(w.config.data.sources.size()),
         faults_(w.config, w.rank),
         // Idle work goes in chunks of this many documents, so that a request that
         // arrives meanwhile waits for one chunk (a few images), not a whole batch.
         idle_chunk_(size_t(4 * std::max<int64_t>(1, w.config.data.workers))) {
-    report_.role = int(Role::loader);
+    report_.role = int(parallel::Role::loader);
   }
 
   void run() {
     int idle = 0;
     while (true) {
       int from = -1, tag = -1;
-      if (!poll_message(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &from, &tag)) {
+      if (!comm::poll_message(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &from, &tag)) {
         if (idle_work()) continue;
         if (idle == 200) trim_.maybe();  // a few ms without a request
-        backoff(&idle);
+        comm::backoff(&idle);
         continue;
       }
       idle = 0;
-      std::string msg = recv_bytes(from, tag, MPI_COMM_WORLD, w_.config.run.timeout, "a request");
+      std::string msg =
+          comm::recv_bytes(from, tag, MPI_COMM_WORLD, w_.config.run.timeout, "a request");
       if (hung_ && tag != wire::kStop) continue;  // a hung loader answers nothing
       if (tag == wire::kStop) break;
       const auto busy = Clock::now();
@@ -138,7 +139,7 @@ class Loader {
       wire::LengthReply count;
       count.source = s;
       count.docs = {source_at(s).docs()};
-      send_bytes(wire::encode(count), from, wire::kDocCount, MPI_COMM_WORLD);
+      comm::send_bytes(wire::encode(count), from, wire::kDocCount, MPI_COMM_WORLD);
     }
   }
 
@@ -156,7 +157,7 @@ class Loader {
     if (std::all_of(rep.images.begin(), rep.images.end(), [](int64_t n) { return n == 0; }))
       rep.images.clear();  // text: nothing to say
     rep.seconds_per_token = src.seconds_per_token();
-    send_bytes(wire::encode(rep), from, wire::kLengthRep, MPI_COMM_WORLD);
+    comm::send_bytes(wire::encode(rep), from, wire::kLengthRep, MPI_COMM_WORLD);
     if (more) to_prepare_.push_back(req);
     mirror(msg);
   }
@@ -165,7 +166,7 @@ class Loader {
   void mirror(const std::string& msg) {
     if (shadow_ < 0 || shadow_ == w_.rank) return;
     mirrors_.emplace_back(msg, shadow_, wire::kMirror, MPI_COMM_WORLD);
-    std::vector<PendingSend> still;
+    std::vector<comm::PendingSend> still;
     for (auto& m : mirrors_)
       if (!m.done()) still.push_back(std::move(m));
     mirrors_ = std::move(still);
@@ -188,7 +189,7 @@ class Loader {
     wire::put_patches(out, patches);
     ++report_.replies;
     report_.reply_bytes += int64_t(out.bytes().size());
-    send_bytes(out.bytes(), from, wire::kTokenRep, MPI_COMM_WORLD);
+    comm::send_bytes(out.bytes(), from, wire::kTokenRep, MPI_COMM_WORLD);
   }
 
   void finish() {
@@ -205,14 +206,14 @@ class Loader {
     send_final_report(report_);
   }
 
-  const World& w_;
+  const parallel::World& w_;
   std::vector<std::unique_ptr<sources::DocSource>> open_;
   const InjectedFaults faults_;
   const size_t idle_chunk_;
   wire::Report report_;
   bool hung_ = false, slowed_ = false;
   int shadow_ = -1;  // where this loader mirrors what it prepares
-  std::vector<PendingSend> mirrors_;
+  std::vector<comm::PendingSend> mirrors_;
   std::vector<wire::LengthRequest> to_mirror_;  // deltas received as a shadow, not yet prepared
   // Documents whose lengths this loader sent but which it has not prepared
   // yet (image sources decode after the reply), oldest first: constructors
@@ -223,7 +224,7 @@ class Loader {
 
 }  // namespace
 
-void run_loader(const World& w) { Loader(w).run(); }
+void run_loader(const parallel::World& w) { Loader(w).run(); }
 
 // --- constructor ----------------------------------------------------------------
 

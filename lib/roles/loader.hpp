@@ -8,6 +8,6 @@
 
 namespace meshloom::roles {
 
-void run_loader(const World& w);
+void run_loader(const parallel::World& w);
 
 }  // namespace meshloom::roles

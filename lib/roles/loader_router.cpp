@@ -9,8 +9,10 @@
 
 namespace meshloom::roles {
 
-LoaderRouter::LoaderRouter(const World& w)
-    : w_(w), plan_(loader_shadows(w.layout, w.hosts)), timeout_(w.config.faults.loader_timeout) {}
+LoaderRouter::LoaderRouter(const parallel::World& w)
+    : w_(w),
+      plan_(parallel::loader_shadows(w.layout, w.hosts)),
+      timeout_(w.config.faults.loader_timeout) {}
 
 int LoaderRouter::route(int loader) const {
   const int r = plan_.route(loader, dead_);
@@ -37,8 +39,8 @@ std::string LoaderRouter::taking_over(int loader, int failed) const {
 LoaderRouter::Sent LoaderRouter::post(int rank, int tag, const std::string& payload) {
   Sent s;
   s.buffer = new std::string(payload);
-  s.ok = peer_call_ok(MPI_Isend(s.buffer->data(), int(s.buffer->size()), MPI_BYTE, rank, tag,
-                                MPI_COMM_WORLD, &s.request));
+  s.ok = comm::peer_call_ok(MPI_Isend(s.buffer->data(), int(s.buffer->size()), MPI_BYTE, rank, tag,
+                                      MPI_COMM_WORLD, &s.request));
   return s;
 }
 
@@ -53,7 +55,7 @@ bool LoaderRouter::await(int rank, int reply_tag, Sent* sent, std::string* reply
   while (true) {
     if (!done) {
       int flag = 0;
-      if (!peer_call_ok(MPI_Test(&sent->request, &flag, MPI_STATUS_IGNORE))) return false;
+      if (!comm::peer_call_ok(MPI_Test(&sent->request, &flag, MPI_STATUS_IGNORE))) return false;
       done = flag != 0;
       if (done) {
         delete sent->buffer;
@@ -66,19 +68,20 @@ bool LoaderRouter::await(int rank, int reply_tag, Sent* sent, std::string* reply
       int flag = 0;
       MPI_Message message;
       MPI_Status status;
-      if (!peer_call_ok(MPI_Improbe(rank, reply_tag, MPI_COMM_WORLD, &flag, &message, &status)))
+      if (!comm::peer_call_ok(
+              MPI_Improbe(rank, reply_tag, MPI_COMM_WORLD, &flag, &message, &status)))
         return false;
       if (flag) {
         int count = 0;
         MPI_Get_count(&status, MPI_BYTE, &count);
         reply->assign(size_t(count), '\0');
-        if (!peer_call_ok(MPI_Imrecv(reply->data(), count, MPI_BYTE, &message, &recv)))
+        if (!comm::peer_call_ok(MPI_Imrecv(reply->data(), count, MPI_BYTE, &message, &recv)))
           return false;
       }
     }
     if (recv != MPI_REQUEST_NULL) {
       int flag = 0;
-      if (!peer_call_ok(MPI_Test(&recv, &flag, MPI_STATUS_IGNORE))) return false;
+      if (!comm::peer_call_ok(MPI_Test(&recv, &flag, MPI_STATUS_IGNORE))) return false;
       if (flag) {
         if (!done) {
           MPI_Wait(&sent->request, MPI_STATUS_IGNORE);  // it answered, so it received
@@ -98,7 +101,7 @@ bool LoaderRouter::await(int rank, int reply_tag, Sent* sent, std::string* reply
       }
       return false;
     }
-    backoff(&idle);
+    comm::backoff(&idle);
   }
 }
 

@@ -25,7 +25,7 @@ namespace meshloom::roles {
 
 class LoaderRouter {
  public:
-  explicit LoaderRouter(const World& w);
+  explicit LoaderRouter(const parallel::World& w);
   // The reply to `payload` from `loader` (a world rank) or, if it fails, from
   // the next live loader; *served_by gets who answered. Fails the job only
   // when no loader at all is left.
@@ -46,7 +46,7 @@ class LoaderRouter {
   // Who serves `loader` now: itself while alive, else its shadow, else the
   // next live loader in the shadow order (ShadowPlan::route).
   int route(int loader) const;
-  const ShadowPlan& shadows() const { return plan_; }
+  const parallel::ShadowPlan& shadows() const { return plan_; }
   bool dead(int rank) const { return dead_.count(rank) > 0; }
   const std::set<int>& dead_loaders() const { return dead_; }
 
@@ -61,8 +61,8 @@ class LoaderRouter {
   };
   Sent post(int rank, int tag, const std::string& payload);
   bool await(int rank, int reply_tag, Sent* sent, std::string* reply);
-  const World& w_;
-  ShadowPlan plan_;
+  const parallel::World& w_;
+  parallel::ShadowPlan plan_;
   std::set<int> dead_;
   double timeout_;
   double stall_ = 0;  // seconds lost waiting for loaders that turned out dead

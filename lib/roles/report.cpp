@@ -17,7 +17,7 @@ void fill_memory(wire::Report* report, int64_t worker_pss_kib) {
 
 void send_final_report(wire::Report report, int64_t worker_pss_kib) {
   fill_memory(&report, worker_pss_kib);
-  send_bytes(wire::encode(report), 0, wire::kReport, MPI_COMM_WORLD);
+  comm::send_bytes(wire::encode(report), 0, wire::kReport, MPI_COMM_WORLD);
 }
 
 }  // namespace meshloom::roles

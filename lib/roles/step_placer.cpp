@@ -44,7 +44,7 @@ std::vector<std::vector<int32_t>> step_groups(const plan::Plan& plan) {
 
 }  // namespace
 
-StepPlacer::StepPlacer(const World& w) : w_(w) {
+StepPlacer::StepPlacer(const parallel::World& w) : w_(w) {
   // An HDP rank is a TP group, or a pipeline of them (plan/pipeline/pipeline.hpp).
   const plan::RunCosts costs = plan::run_costs(w.config);
   cost_ = costs.hdp_rank;
@@ -52,7 +52,8 @@ StepPlacer::StepPlacer(const World& w) : w_(w) {
   // The HDP ranks' nodes, from the trainers' host names: rings inside a node
   // use plan.intra_bandwidth and the planner keeps rings inside nodes. One
   // host: one node, every ring on plan.intra_bandwidth (plan.bandwidth unless set).
-  const TrainerNodes nodes = trainer_nodes(w.mesh, w.layout.first_rank(Role::trainer), w.hosts);
+  const parallel::TrainerNodes nodes =
+      parallel::trainer_nodes(w.mesh, w.layout.first_rank(parallel::Role::trainer), w.hosts);
   cost_.set_nodes(nodes.hdp_rank_node);  // (the job logs the nodes: parallel/nodes.hpp)
   if (!costs.calibration.empty())
     LOG_INFO("cost model calibrated from %s: %s", w.config.plan.calibration.c_str(),
@@ -92,7 +93,7 @@ void StepPlacer::place(wire::StepWork& work, const std::vector<int64_t>& lengths
   plan::PipelineSlots slots;
   if (w_.mesh.pp > 1) slots = plan::pipeline_slots(last_plan_);
   work.groups = step_groups(last_plan_);
-  group_history_.prepare(distinct_member_sets(work.groups));  // as every trainer's cache does
+  group_history_.prepare(comm::distinct_member_sets(work.groups));  // as every trainer's cache does
   work.trainers.resize(size_t(T));
   for (int t = 0; t < T; ++t) {
     wire::TrainerWork& tw = work.trainers[size_t(t)];
@@ -120,7 +121,7 @@ void StepPlacer::place(wire::StepWork& work, const std::vector<int64_t>& lengths
 // Relabels the plan's HDP ranks, within nodes, so that its CP groups fall
 // on member sets the trainers have cached (free: plan/cache_relabel.hpp).
 void StepPlacer::prefer_cached_groups() {
-  std::vector<MemberSet> cached = group_history_.sets();
+  std::vector<comm::MemberSet> cached = group_history_.sets();
   if (cached.empty()) return;
   std::reverse(cached.begin(), cached.end());  // most recent first
   const std::vector<int32_t> new_rank = plan::cache_relabeling(last_plan_, cached, cost_.nodes());

@@ -22,7 +22,7 @@ class StepPlacer {
  public:
   // The cost model and one HDP rank's pipeline from the config, with the
   // trainers' nodes (logs a calibration when there is one).
-  explicit StepPlacer(const World& w);
+  explicit StepPlacer(const parallel::World& w);
   // Plans `lengths` (the step's samples' lengths, in order; work.step set)
   // and fills work.capacity, work.groups and work.trainers.
   void place(wire::StepWork& work, const std::vector<int64_t>& lengths);
@@ -34,13 +34,13 @@ class StepPlacer {
   const plan::CostModel& cost_model() const { return cost_; }
   // The replay of the trainers' communicator caches (checkpointed), least
   // recent first; restoring it drops sets of ranks this run lacks.
-  std::vector<MemberSet> group_sets() const { return group_history_.sets(); }
+  std::vector<comm::MemberSet> group_sets() const { return group_history_.sets(); }
   void restore_group_sets(const std::vector<std::vector<int32_t>>& sets);
 
  private:
   void prefer_cached_groups();
 
-  const World& w_;
+  const parallel::World& w_;
   plan::CostModel cost_;
   // One HDP rank's pipeline stages (one at pp = 1) with their costs:
   // PP-Balance's model, and with pp > 1 each HDP rank's predicted time.
@@ -50,7 +50,7 @@ class StepPlacer {
   plan::Plan last_plan_;
   // A replay of the trainers' group-communicator caches (the step groups
   // sent so far), for prefer_cached_groups().
-  MemberSetLru group_history_{MpiGroupComms::kDefaultCapacity};
+  comm::MemberSetLru group_history_{comm::MpiGroupComms::kDefaultCapacity};
 };
 
 }  // namespace meshloom::roles

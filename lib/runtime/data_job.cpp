@@ -37,7 +37,7 @@ struct Assembled {
 
 // One echo per HDP rank: the first trainer's of each TP group, after checking
 // that the group's other trainers received the very same bytes.
-std::vector<wire::Batch> group_echoes(int64_t step, const TrainerMesh& mesh,
+std::vector<wire::Batch> group_echoes(int64_t step, const parallel::TrainerMesh& mesh,
                                       const std::vector<wire::Ack>& acks) {
   std::vector<const std::string*> by_trainer(size_t(mesh.trainers), nullptr);
   for (const auto& a : acks) by_trainer.at(size_t(a.trainer)) = &a.echo;
@@ -58,7 +58,7 @@ std::vector<wire::Batch> group_echoes(int64_t step, const TrainerMesh& mesh,
 // Checks that every token of every sample arrived exactly once (at one HDP
 // rank), with the right positions, and appends the step to `out` (the hash
 // covers image patches too).
-void assemble(int64_t step, const TrainerMesh& mesh, const std::vector<wire::Ack>& acks,
+void assemble(int64_t step, const parallel::TrainerMesh& mesh, const std::vector<wire::Ack>& acks,
               Assembled* out) {
   const std::vector<wire::Batch> echoes = group_echoes(step, mesh, acks);
   const std::vector<wire::Sample> samples = wire::merged_manifest(echoes);
@@ -88,7 +88,7 @@ void assemble(int64_t step, const TrainerMesh& mesh, const std::vector<wire::Ack
   out->first_sample.push_back(int64_t(out->length.size()));
 }
 
-void write_dump(const std::string& path, const World& w, const Assembled& a) {
+void write_dump(const std::string& path, const parallel::World& w, const Assembled& a) {
   ckpt::H5File f(path, "w");
   f.write("tokens", a.tokens);
   if (const int64_t P = config::patch_dim(w.config); P > 0)
@@ -105,7 +105,7 @@ void write_dump(const std::string& path, const World& w, const Assembled& a) {
 
 // Per source: tokens and samples delivered, the tokens' share, and the
 // schedule's mean weight. Returns the samples per source, as JSON.
-nlohmann::ordered_json print_source_shares(const World& w, const DataRun& run,
+nlohmann::ordered_json print_source_shares(const parallel::World& w, const DataRun& run,
                                            const Assembled& all) {
   dataplane::MixtureSchedule schedule(w.config.data);
   std::vector<double> expected(w.config.data.sources.size(), 0.0);
@@ -139,7 +139,8 @@ nlohmann::ordered_json memory_by_role(const std::vector<wire::Report>& reports) 
   std::printf("%-12s %6s %14s %14s %12s %12s\n", "role", "ranks", "peak RSS max", "peak RSS sum",
               "PSS sum", "busy s max");
   nlohmann::ordered_json roles = nlohmann::ordered_json::object();
-  for (Role role : {Role::constructor, Role::loader, Role::trainer}) {
+  for (parallel::Role role :
+       {parallel::Role::constructor, parallel::Role::loader, parallel::Role::trainer}) {
     int64_t mx = 0, sum = 0, pss = 0, worker_pss = 0, n = 0;
     int64_t decodes = 0, decoded_docs = 0, at_read = 0, replies = 0, reply_bytes = 0, tokens = 0;
     double decode_seconds = 0;
@@ -162,40 +163,41 @@ nlohmann::ordered_json memory_by_role(const std::vector<wire::Report>& reports) 
         ++n;
       }
     if (!n) continue;
-    std::printf("%-12s %6lld %14s %14s %12s %12.2f\n", role_name(role), (long long)n,
+    std::printf("%-12s %6lld %14s %14s %12s %12.2f\n", parallel::role_name(role), (long long)n,
                 human_bytes(double(mx) * 1024).c_str(), human_bytes(double(sum) * 1024).c_str(),
                 human_bytes(double(pss) * 1024).c_str(), busy_max);
-    roles[role_name(role)] = {{"ranks", n},
-                              {"peak_rss_max_kib", mx},
-                              {"peak_rss_sum_kib", sum},
-                              {"pss_sum_kib", pss},
-                              {"worker_pss_sum_kib", worker_pss},
-                              {"busy_seconds_sum", busy},
-                              {"busy_seconds_max", busy_max}};
+    roles[parallel::role_name(role)] = {{"ranks", n},
+                                        {"peak_rss_max_kib", mx},
+                                        {"peak_rss_sum_kib", sum},
+                                        {"pss_sum_kib", pss},
+                                        {"worker_pss_sum_kib", worker_pss},
+                                        {"busy_seconds_sum", busy},
+                                        {"busy_seconds_max", busy_max}};
     if (replies > 0) {
-      roles[role_name(role)]["replies"] = replies;
-      roles[role_name(role)]["reply_bytes"] = reply_bytes;
-      roles[role_name(role)]["tokens"] = tokens;
+      roles[parallel::role_name(role)]["replies"] = replies;
+      roles[parallel::role_name(role)]["reply_bytes"] = reply_bytes;
+      roles[parallel::role_name(role)]["tokens"] = tokens;
       std::printf("  %s token replies: %lld, %s for %lld tokens (%.1f bytes a token)\n",
-                  role_name(role), (long long)replies, human_bytes(double(reply_bytes)).c_str(),
-                  (long long)tokens, double(reply_bytes) / double(std::max<int64_t>(tokens, 1)));
+                  parallel::role_name(role), (long long)replies,
+                  human_bytes(double(reply_bytes)).c_str(), (long long)tokens,
+                  double(reply_bytes) / double(std::max<int64_t>(tokens, 1)));
     }
     if (decodes > 0) {
-      roles[role_name(role)]["decodes"] = decodes;
-      roles[role_name(role)]["decoded_samples"] = decoded_docs;
-      roles[role_name(role)]["decodes_at_read"] = at_read;
-      roles[role_name(role)]["decode_seconds"] = decode_seconds;
+      roles[parallel::role_name(role)]["decodes"] = decodes;
+      roles[parallel::role_name(role)]["decoded_samples"] = decoded_docs;
+      roles[parallel::role_name(role)]["decodes_at_read"] = at_read;
+      roles[parallel::role_name(role)]["decode_seconds"] = decode_seconds;
       std::printf(
           "  %s image decoding: %lld decodes of %lld samples (%lld at read: not prepared "
           "ahead, or dropped by the decoded cache), %.2f s\n",
-          role_name(role), (long long)decodes, (long long)decoded_docs, (long long)at_read,
-          decode_seconds);
+          parallel::role_name(role), (long long)decodes, (long long)decoded_docs,
+          (long long)at_read, decode_seconds);
     }
   }
   return roles;
 }
 
-int run_data_lead(const World& w, const DataRun& run) {
+int run_data_lead(const parallel::World& w, const DataRun& run) {
   const auto start = Clock::now();
   roles::Lead lead(w);
   Assembled all;
@@ -254,7 +256,7 @@ int run_data_lead(const World& w, const DataRun& run) {
 }
 
 // A trainer echoes what it received, for rank 0 to check.
-int run_data_trainer(const World& w) {
+int run_data_trainer(const parallel::World& w) {
   trainer_steps(w, [&](const wire::Batch& b, double) {
     wire::Ack ack;
     ack.step = b.step;
@@ -267,7 +269,7 @@ int run_data_trainer(const World& w) {
 
 }  // namespace
 
-int run_data(const World& w, const DataRun& run) {
+int run_data(const parallel::World& w, const DataRun& run) {
   return run_role(
       w, [&] { return run_data_lead(w, run); }, [&] { return run_data_trainer(w); });
 }

@@ -19,6 +19,6 @@ struct DataRun {
 };
 
 // Every rank's role for run.steps steps. Returns this rank's exit code.
-int run_data(const World& w, const DataRun& run);
+int run_data(const parallel::World& w, const DataRun& run);
 
 }  // namespace meshloom::runtime

@@ -35,9 +35,9 @@ double measure_sgemm_peak(int threads, int n) {
 namespace {
 
 // The world ranks of the trainers on this rank's node.
-std::vector<int> trainers_on_node(const World& w) {
+std::vector<int> trainers_on_node(const parallel::World& w) {
   std::vector<int> ranks;
-  for (int r = w.layout.first_rank(Role::trainer); r < w.size; ++r)
+  for (int r = w.layout.first_rank(parallel::Role::trainer); r < w.size; ++r)
     if (w.hosts[size_t(r)] == w.hosts[size_t(w.rank)]) ranks.push_back(r);
   return ranks;
 }
@@ -47,19 +47,20 @@ std::vector<int> trainers_on_node(const World& w) {
 void sleeping_barrier(MPI_Comm comm, double timeout_s, const char* when) {
   MPI_Request request;
   MPI_CHECK(MPI_Ibarrier(comm, &request));
-  wait_requests(&request, 1, timeout_s, [when] { return std::string("the node's ranks ") + when; });
+  comm::wait_requests(&request, 1, timeout_s,
+                      [when] { return std::string("the node's ranks ") + when; });
 }
 
 }  // namespace
 
-double node_sgemm_peak(const World& w) {
+double node_sgemm_peak(const parallel::World& w) {
   if (w.config.run.backend == config::Backend::cuda) return 0;
   const std::vector<int> trainers = trainers_on_node(w);
   const bool measures = !trainers.empty() && trainers.front() == w.rank;
   if (w.config.run.peak_gflops > 0) return measures ? w.config.run.peak_gflops * 1e9 : 0;
   MPI_Comm node;
-  MPI_CHECK(
-      MPI_Comm_split(MPI_COMM_WORLD, index_nodes(w.hosts).node[size_t(w.rank)], w.rank, &node));
+  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, parallel::index_nodes(w.hosts).node[size_t(w.rank)],
+                           w.rank, &node));
   sleeping_barrier(node, w.config.run.timeout, "before the sgemm peak measurement");
   double peak = 0;
   if (measures) {

@@ -17,6 +17,6 @@ double measure_sgemm_peak(int threads, int n = 1024);
 // the world, before any role starts working: every rank of a node (loaders,
 // constructors, trainers) waits asleep while its first trainer measures, so
 // nothing else runs on the node's cores then.
-double node_sgemm_peak(const World& w);
+double node_sgemm_peak(const parallel::World& w);
 
 }  // namespace meshloom::runtime

@@ -55,7 +55,8 @@ std::vector<int> StragglerWatch::update(const std::vector<wire::Ack>& acks, doub
   return slow;
 }
 
-TrainMetrics::TrainMetrics(const World& w, const roles::Lead& lead, int64_t first, int64_t end)
+TrainMetrics::TrainMetrics(const parallel::World& w, const roles::Lead& lead, int64_t first,
+                           int64_t end)
     : w_(w),
       lead_(lead),
       first_(first),
@@ -79,7 +80,7 @@ void TrainMetrics::step(int64_t s, const std::vector<wire::Ack>& acks) {
     if (!a.note.empty()) LOG_INFO("%s", a.note.c_str());
   const StepFigures f = step_figures(acks);
   const std::vector<int> slow = stragglers_.update(acks, f.median_compute);
-  const int first_trainer = w_.layout.first_rank(Role::trainer);
+  const int first_trainer = w_.layout.first_rank(parallel::Role::trainer);
   for (const auto& a : acks)
     if (stragglers_.just_reached(a.trainer)) {
       const int rank = first_trainer + a.trainer;
@@ -215,7 +216,7 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f, std::optional<dou
                               const std::vector<wire::Ack>& acks,
                               const std::vector<int>& stragglers) {
   if (!jsonl_) return;
-  const int first_trainer = w_.layout.first_rank(Role::trainer);
+  const int first_trainer = w_.layout.first_rank(parallel::Role::trainer);
   Json slow = Json::array();
   for (int t : stragglers) slow.push_back(first_trainer + t);
   Json trainers = Json::array();
@@ -276,7 +277,7 @@ void TrainMetrics::finish(std::vector<wire::Report> reports) {
     Json ranks = Json::array();
     for (const auto& r : reports)
       ranks.push_back({{"rank", r.rank},
-                       {"role", role_name(Role(r.role))},
+                       {"role", parallel::role_name(parallel::Role(r.role))},
                        {"busy_seconds", r.busy_seconds},
                        {"tokens", r.tokens},
                        {"peak_rss_kib", r.peak_rss_kib},

@@ -69,7 +69,7 @@ class TrainMetrics {
  public:
   // Steps [first, end) of a run of run.steps; metrics.jsonl is appended to
   // when the run resumes (first > 0).
-  TrainMetrics(const World& w, const roles::Lead& lead, int64_t first, int64_t end);
+  TrainMetrics(const parallel::World& w, const roles::Lead& lead, int64_t first, int64_t end);
   ~TrainMetrics();
   TrainMetrics(const TrainMetrics&) = delete;
   TrainMetrics& operator=(const TrainMetrics&) = delete;
@@ -88,7 +88,7 @@ class TrainMetrics {
   void add_to_windows(int64_t s, const StepFigures& f);
   std::string describe_source_losses() const;
 
-  const World& w_;
+  const parallel::World& w_;
   const roles::Lead& lead_;
   int64_t first_, end_;
   std::FILE* jsonl_ = nullptr;

@@ -41,7 +41,8 @@ void preview_plans(const config::Config& c, int trainers, int64_t steps,
     // Host names as the run would see them, so that the nodes are the lead's.
     std::vector<std::string> hosts;
     for (int t = 0; t < trainers; ++t) hosts.push_back(strf("node%d", t / trainers_per_node));
-    const TrainerNodes nodes = trainer_nodes(trainer_mesh(c, trainers), 0, hosts);
+    const parallel::TrainerNodes nodes =
+        parallel::trainer_nodes(parallel::trainer_mesh(c, trainers), 0, hosts);
     cost.set_nodes(nodes.hdp_rank_node);
     std::printf("%s\n", nodes.describe().c_str());
   }

@@ -41,11 +41,11 @@ void require_writable_dir(const std::string& dir, const std::string& key) {
 // fit would otherwise meet the OOM killer mid-start, which says nothing. Only
 // rank 0's node is read (nodes assumed alike), and only the floor is counted,
 // so a run refused here could never have run.
-void check_host_memory(const World& w) {
+void check_host_memory(const parallel::World& w) {
   if (w.config.run.backend != config::Backend::cpu) return;
   std::map<std::string, int> per_host;
   for (int t = 0; t < w.layout.trainers; ++t)
-    ++per_host[w.hosts[size_t(w.layout.first_rank(Role::trainer) + t)]];
+    ++per_host[w.hosts[size_t(w.layout.first_rank(parallel::Role::trainer) + t)]];
   const auto busiest =
       std::max_element(per_host.begin(), per_host.end(),
                        [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -69,9 +69,10 @@ void check_outputs(const config::Config& c, const TrainRun& a) {
   if (a.resume.empty() && !a.overwrite) ckpt::clear_the_way(ckpt::checkpoint_dir(c), 0, false);
   require_writable_dir(c.run.dir, "run.dir");
   if (c.checkpoint.every > 0)
-    require_writable_dir(ckpt::checkpoint_dir(c), c.checkpoint.dir.empty()
-                                                ? "run.dir (checkpoints go to run.dir/checkpoints)"
-                                                : "checkpoint.dir");
+    require_writable_dir(ckpt::checkpoint_dir(c),
+                         c.checkpoint.dir.empty()
+                             ? "run.dir (checkpoints go to run.dir/checkpoints)"
+                             : "checkpoint.dir");
   if (a.dump_step >= c.run.steps)
     throw Error(strf("--dump-step %lld: run.steps is %lld, so that step never runs",
                      (long long)a.dump_step, (long long)c.run.steps));
@@ -86,12 +87,13 @@ void check_outputs(const config::Config& c, const TrainRun& a) {
 
 }  // namespace
 
-void check_tp_groups(const World& w) {
-  const std::string why = groups_across_nodes(w.mesh, w.layout.first_rank(Role::trainer), w.hosts);
+void check_tp_groups(const parallel::World& w) {
+  const std::string why =
+      parallel::groups_across_nodes(w.mesh, w.layout.first_rank(parallel::Role::trainer), w.hosts);
   if (!why.empty()) throw Error(why);
 }
 
-void check_train_start(const World& w, const TrainRun& run) {
+void check_train_start(const parallel::World& w, const TrainRun& run) {
   check_tp_groups(w);
   check_host_memory(w);
   sources::check_sources(w.config);
@@ -99,7 +101,7 @@ void check_train_start(const World& w, const TrainRun& run) {
 }
 
 // Writes the effective config into the run folder, so a run can be repeated.
-void save_effective_config(const World& w) {
+void save_effective_config(const parallel::World& w) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(w.config.run.dir, ec);
@@ -112,12 +114,12 @@ void save_effective_config(const World& w) {
   LOG_INFO("effective config saved to %s", path.c_str());
 }
 
-int print_dry_run(const World& w) {
+int print_dry_run(const parallel::World& w) {
   if (w.rank != 0) return kExitOk;
   std::printf("# meshloom dry run: effective config\n%s", w.config_text.c_str());
   std::printf("# layout: %d ranks\n%s", w.size, w.layout.describe(w.hosts).c_str());
   if (w.layout.loaders > 0 && w.config.data.mode != config::DataMode::colocated)
-    std::printf("# %s\n", loader_shadows(w.layout, w.hosts).describe().c_str());
+    std::printf("# %s\n", parallel::loader_shadows(w.layout, w.hosts).describe().c_str());
   std::printf("# trainers: %s\n", w.mesh.describe().c_str());
   std::printf("# backend: %s", config::enum_name(w.config.run.backend));
 #ifdef MESHLOOM_HAVE_CUDA

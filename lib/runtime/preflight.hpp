@@ -12,13 +12,13 @@ namespace meshloom::runtime {
 // and files the run writes (run.dir, checkpoint.dir, the dump file) can be
 // written; --dump-step is a step of the run. Throws meshloom::Error naming
 // the key or option.
-void check_train_start(const World& w, const TrainRun& run);
+void check_train_start(const parallel::World& w, const TrainRun& run);
 
 // Writes the effective config to run.dir/config.yaml, so a run can be repeated.
-void save_effective_config(const World& w);
+void save_effective_config(const parallel::World& w);
 
 // --dry-run: rank 0 prints the effective config, the layout and the backend;
 // it writes nothing (a run folder's config.yaml stays). Returns the exit code.
-int print_dry_run(const World& w);
+int print_dry_run(const parallel::World& w);
 
 }  // namespace meshloom::runtime

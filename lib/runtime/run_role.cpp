@@ -18,24 +18,24 @@ namespace {
 // rank would leave the others waiting).
 [[noreturn]] void leave(int rank, int code, const std::string& message) {
   print_error(message, std::to_string(rank));
-  record_exit(code);
+  parallel::record_exit(code);
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
 }  // namespace
 
-int run_role(const World& w, const std::function<int()>& lead,
+int run_role(const parallel::World& w, const std::function<int()>& lead,
              const std::function<int()>& trainer) {
   int code = 0;
   try {
     switch (w.role) {
-      case Role::loader:
+      case parallel::Role::loader:
         roles::run_loader(w);
         break;
-      case Role::trainer:
+      case parallel::Role::trainer:
         code = trainer();
         break;
-      case Role::constructor:
+      case parallel::Role::constructor:
         if (w.rank == 0)
           code = lead();
         else

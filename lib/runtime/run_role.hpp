@@ -11,6 +11,7 @@ namespace meshloom::runtime {
 // `trainer`. An exception on any rank (a bad source file, ...) is printed
 // with the rank and ends the whole job with failure_of's exit code (2 for a
 // meshloom::Error, 1 for others). Returns the exit code.
-int run_role(const World& w, const std::function<int()>& lead, const std::function<int()>& trainer);
+int run_role(const parallel::World& w, const std::function<int()>& lead,
+             const std::function<int()>& trainer);
 
 }  // namespace meshloom::runtime

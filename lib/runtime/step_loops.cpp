@@ -29,9 +29,9 @@ std::vector<wire::Report> lead_steps(roles::Lead& lead, int64_t first, int64_t e
   return lead.stop();
 }
 
-void trainer_steps(const World& w, const StepAnswer& answer, const int* faults_fired) {
+void trainer_steps(const parallel::World& w, const StepAnswer& answer, const int* faults_fired) {
   wire::Report report;
-  report.role = int(Role::trainer);
+  report.role = int(parallel::Role::trainer);
   roles::BatchInbox inbox(w);
   while (true) {
     double wait = 0;

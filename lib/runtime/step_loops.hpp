@@ -28,6 +28,7 @@ std::vector<wire::Report> lead_steps(roles::Lead& lead, int64_t first, int64_t e
 // end its final report (tokens received, busy seconds from the answers'
 // step_seconds, memory, and *faults_fired as it is then: drills that fired).
 using StepAnswer = std::function<wire::Ack(const wire::Batch& batch, double wait_seconds)>;
-void trainer_steps(const World& w, const StepAnswer& answer, const int* faults_fired = nullptr);
+void trainer_steps(const parallel::World& w, const StepAnswer& answer,
+                   const int* faults_fired = nullptr);
 
 }  // namespace meshloom::runtime

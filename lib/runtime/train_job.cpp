@@ -55,12 +55,12 @@ void resume_lead(roles::Lead* lead, const std::string& path) {
   lead->resume(c, lengths);
 }
 
-int run_train_lead(const World& w, const TrainRun& run, const std::string& resume_from) {
+int run_train_lead(const parallel::World& w, const TrainRun& run, const std::string& resume_from) {
   LOG_INFO("layout: %d ranks: %d constructor(s), %d loader(s), %d trainer(s), data %s, backend %s",
            w.size, w.layout.constructors, w.layout.loaders, w.layout.trainers,
            config::enum_name(w.config.data.mode), config::enum_name(w.config.run.backend));
   LOG_INFO("layout: %s", w.mesh.describe().c_str());
-  for (const std::string& line : describe_nodes(w.layout, w.mesh, w.hosts))
+  for (const std::string& line : parallel::describe_nodes(w.layout, w.mesh, w.hosts))
     LOG_INFO("layout: %s", line.c_str());
   roles::Lead lead(w);
   if (!resume_from.empty()) resume_lead(&lead, resume_from);
@@ -82,7 +82,7 @@ void warn_schedule_change(const config::Config& config, const ckpt::ResumePoint&
 // The roofline for MFU, FLOP/s of this trainer's share: on the CPU one trainer
 // per node holds the node's peak, measured at start (node_sgemm_peak); a GPU
 // trainer has its own device's peak.
-double trainer_peak_flops(const World& w, train::Trainer& trainer, double node_peak) {
+double trainer_peak_flops(const parallel::World& w, train::Trainer& trainer, double node_peak) {
   if (w.config.run.backend != config::Backend::cuda) return node_peak;
   const double configured = w.config.run.peak_gflops * 1e9;
   MPI_CHECK(MPI_Barrier(w.role_comm));
@@ -98,7 +98,7 @@ double trainer_peak_flops(const World& w, train::Trainer& trainer, double node_p
 // was written is told to rank 0 in the next acknowledgement.
 class CheckpointWriter {
  public:
-  explicit CheckpointWriter(const World& w)
+  explicit CheckpointWriter(const parallel::World& w)
       : collective_(w.config.checkpoint.collective), dir_(ckpt::checkpoint_dir(w.config)) {
     if (w.role_index != 0 || w.config.checkpoint.every <= 0) return;
     const std::string dir = dir_;
@@ -174,9 +174,9 @@ void inject_trainer_fault(const roles::InjectedFaults& faults, int rank, int64_t
   while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
-int run_train_trainer(const World& w, const TrainRun& run, const std::string& resume_from,
+int run_train_trainer(const parallel::World& w, const TrainRun& run, const std::string& resume_from,
                       double node_peak) {
-  const StepComms comms(w.role_comm, w.mesh);
+  const parallel::StepComms comms(w.role_comm, w.mesh);
   train::Trainer trainer(w, comms);
   const roles::InjectedFaults faults(w.config, w.rank);
   if (!resume_from.empty()) load_checkpoint(trainer, resume_from);
@@ -215,11 +215,11 @@ int run_train_trainer(const World& w, const TrainRun& run, const std::string& re
 
 }  // namespace
 
-int run_train(const World& w, const TrainRun& run) {
+int run_train(const parallel::World& w, const TrainRun& run) {
   // Rank 0 picks the checkpoint; every rank learns which, and the first step.
   int64_t first = 0;
   std::string resume_from;
-  if (!run_on_root(
+  if (!comm::run_on_root(
           MPI_COMM_WORLD,
           [&] {
             ckpt::ResumePoint p = ckpt::choose_checkpoint(w.config, run.resume, run.overwrite);
@@ -250,9 +250,9 @@ int run_train(const World& w, const TrainRun& run) {
   }
   // Before any role works: loaders tokenizing would slow the measurement.
   const double node_peak = node_sgemm_peak(w);
-  start_finished();
+  parallel::start_finished();
   if (w.rank == 0) save_effective_config(w);
-  start_watchdog(w.config.run.timeout);
+  parallel::start_watchdog(w.config.run.timeout);
   return run_role(
       w, [&] { return run_train_lead(w, run, resume_from); },
       [&] { return run_train_trainer(w, run, resume_from, node_peak); });

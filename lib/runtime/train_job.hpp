@@ -31,6 +31,6 @@ struct TrainRun {
 // and the step training continues at; a dump step before it is refused, and a
 // run with nothing left to train ends at once with kExitOk. Then the watchdog
 // starts and every rank runs its role. Returns this rank's exit code.
-int run_train(const World& w, const TrainRun& run);
+int run_train(const parallel::World& w, const TrainRun& run);
 
 }  // namespace meshloom::runtime

@@ -117,7 +117,7 @@ class CachedTokens {
 class RawDocSource final : public DocSource {
  public:
   RawDocSource(const config::SourceConfig& source, int64_t cache_tokens)
-      : tokenizer_(make_tokenizer(source.tokenizer)),
+      : tokenizer_(tokenizer::make_tokenizer(source.tokenizer)),
         narrow_(tokenizer_->vocab_size() <= 65536),
         cache_(cache_tokens) {
     data::ReaderOptions opt;
@@ -165,7 +165,7 @@ class RawDocSource final : public DocSource {
     return cache_.insert(doc, ids, ids->size());
   }
 
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   const bool narrow_;  // ids fit in 16 bits
   BoundedCache<CachedTokens> cache_;
   std::string arena_;
@@ -177,7 +177,7 @@ class RawDocSource final : public DocSource {
 
 }  // namespace
 
-std::vector<int32_t> encode_document(const Tokenizer& tokenizer, std::string_view text) {
+std::vector<int32_t> encode_document(const tokenizer::Tokenizer& tokenizer, std::string_view text) {
   std::vector<int32_t> ids = tokenizer.encode(text);
   if (tokenizer.eot_id() >= 0) ids.push_back(tokenizer.eot_id());
   return ids;
@@ -205,7 +205,7 @@ std::unique_ptr<DocSource> open_doc_source(const config::Config& config, size_t 
 namespace {
 
 void check_tokenizer(const config::SourceConfig& s, int64_t vocab) {
-  const auto tokenizer = make_tokenizer(s.tokenizer);  // vocabulary files present
+  const auto tokenizer = tokenizer::make_tokenizer(s.tokenizer);  // vocabulary files present
   if (tokenizer->vocab_size() > vocab)
     throw Error(
         strf("source '%s': tokenizer '%s' has %d ids, more than model.vocab_size %lld "

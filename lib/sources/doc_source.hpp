@@ -74,7 +74,7 @@ std::unique_ptr<DocSource> open_doc_source(const config::Config& config, size_t 
 
 // A raw document's tokens as `meshloom prepare` makes them: its text's ids,
 // then the tokenizer's end-of-text id (if it has one).
-std::vector<int32_t> encode_document(const Tokenizer& tokenizer, std::string_view text);
+std::vector<int32_t> encode_document(const tokenizer::Tokenizer& tokenizer, std::string_view text);
 
 // Validates every source and throws the first problem: indexed ones are
 // opened (their indexes and first documents' ids checked, documents not all

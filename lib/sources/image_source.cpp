@@ -43,7 +43,7 @@ class ImageTextSource final : public DocSource {
   ImageTextSource(const config::SourceConfig& source, const config::DataConfig& data)
       : name_(source.name),
         options_(image_options(data.image)),
-        tokenizer_(make_tokenizer(source.tokenizer)),
+        tokenizer_(tokenizer::make_tokenizer(source.tokenizer)),
         captions_(data.cache_tokens),
         decoded_(data.image.cache_mib << 20) {
     data::WebDatasetOptions opt;
@@ -248,7 +248,7 @@ class ImageTextSource final : public DocSource {
 
   std::string name_;
   image::ImageOptions options_;
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::string arena_;  // encoded images and captions
   std::vector<Image> images_;
   std::vector<Sample> samples_;

@@ -11,7 +11,7 @@
 #include "base/check.hpp"
 #include "base/strings.hpp"
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 namespace {
 
 constexpr uint32_t kNoRank = std::numeric_limits<uint32_t>::max();
@@ -587,4 +587,4 @@ int32_t BpeTokenizer::vocab_size() const { return model_->vocab_size; }
 int32_t BpeTokenizer::eot_id() const { return model_->eot_id; }
 std::string BpeTokenizer::name() const { return model_->name; }
 
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

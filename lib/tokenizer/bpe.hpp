@@ -30,7 +30,7 @@
 #include "tokenizer/pretokenizer.hpp"
 #include "tokenizer/tokenizer.hpp"
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 
 class BpeModel;
 
@@ -77,4 +77,4 @@ class BpeTokenizer final : public Tokenizer {
   std::shared_ptr<const BpeModel> model_;
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

@@ -1,7 +1,7 @@
 // The byte-level tokenizer: id = byte value, end-of-text = 256.
 #include "tokenizer/byte_tokenizer.hpp"
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 
 std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids(text.size());
@@ -17,4 +17,4 @@ std::string ByteTokenizer::decode(const int32_t* ids, size_t n) const {
   return out;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

@@ -3,7 +3,7 @@
 
 #include "tokenizer/tokenizer.hpp"
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 
 class ByteTokenizer final : public Tokenizer {
  public:
@@ -15,4 +15,4 @@ class ByteTokenizer final : public Tokenizer {
   std::string name() const override { return "byte"; }
 };
 
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

@@ -11,7 +11,7 @@
 #include "tokenizer/byte_tokenizer.hpp"
 #include "tokenizer/vocab_files.hpp"
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 namespace {
 
 // The vocabularies scripts/setup.sh installs, by the names tiktoken gives them.
@@ -89,4 +89,4 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
               "' (byte, gpt2, tiktoken:NAME|FILE with NAME cl100k_base or o200k_base)");
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

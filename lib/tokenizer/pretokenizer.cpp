@@ -5,7 +5,7 @@
 
 #include "tokenizer/unicode_class.hpp"
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 namespace {
 
 using unicode::CodePoint;
@@ -206,4 +206,4 @@ std::vector<std::string_view> split_pieces(SplitPattern pattern, std::string_vie
   return pieces;
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

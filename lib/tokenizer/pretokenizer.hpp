@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 
 enum class SplitPattern { kGpt2, kCl100k, kO200k };
 
@@ -31,4 +31,4 @@ size_t next_piece_o200k(const uint8_t* s, size_t n, size_t pos);
 // The pieces of `text` (views into it), for tests and debugging.
 std::vector<std::string_view> split_pieces(SplitPattern pattern, std::string_view text);
 
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

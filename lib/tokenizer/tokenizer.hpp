@@ -34,7 +34,7 @@
 #include <string_view>
 #include <vector>
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 
 class Tokenizer {
  public:
@@ -62,4 +62,4 @@ class Tokenizer {
 // the file when a vocabulary file is missing or malformed.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
 
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

@@ -14,7 +14,7 @@
 // Older ICUs lack the Unicode 15.0 additions, which unicode_additions.inc omits.
 static_assert(U_ICU_VERSION_MAJOR_NUM >= 72, "ICU 72 (Unicode 15.0) or newer needed");
 
-namespace meshloom::unicode {
+namespace meshloom::tokenizer::unicode {
 namespace {
 
 constexpr uint8_t kN = kNumber, kS = kSpace;
@@ -148,4 +148,4 @@ CodePoint decode_non_ascii(const uint8_t* p, size_t n) {
   return {table().get(cp), 4};
 }
 
-}  // namespace meshloom::unicode
+}  // namespace meshloom::tokenizer::unicode

@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace meshloom::unicode {
+namespace meshloom::tokenizer::unicode {
 
 enum : uint8_t {
   kLetter = 1,     // \p{L}
@@ -46,4 +46,4 @@ inline CodePoint decode(const uint8_t* p, size_t n) {
   return p[0] < 0x80 ? CodePoint{kAsciiClass[p[0]], 1} : decode_non_ascii(p, n);
 }
 
-}  // namespace meshloom::unicode
+}  // namespace meshloom::tokenizer::unicode

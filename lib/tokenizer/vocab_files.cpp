@@ -12,7 +12,7 @@
 #include "base/check.hpp"
 #include "base/strings.hpp"
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 namespace fs = std::filesystem;
 namespace {
 
@@ -354,4 +354,4 @@ BpeVocab read_tiktoken_vocab(const std::string& path) {
   return read_tiktoken_plain(path);
 }
 
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

@@ -21,7 +21,7 @@
 
 #include "tokenizer/bpe.hpp"
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 
 // The folders searched, nearest first: MESHLOOM_VOCAB_DIR alone if set, else
 // every third_party/npm/node_modules above the working directory, above the
@@ -39,4 +39,4 @@ uint32_t gpt2_byte_to_code_point(uint8_t byte);
 BpeVocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_bpe);
 BpeVocab read_tiktoken_vocab(const std::string& path);
 
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

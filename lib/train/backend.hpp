@@ -148,7 +148,7 @@ class TrainerBackend {
   // group_cache_bytes too). Collective over the trainers, in the same order
   // everywhere. Returns what it did (the step's metrics add its seconds to
   // the MPI ones' and report its memory).
-  virtual GroupCommStats prepare_groups(const std::vector<std::vector<int>>& /*groups*/) {
+  virtual comm::GroupCommStats prepare_groups(const std::vector<std::vector<int>>& /*groups*/) {
     return {};
   }
   // Forward, then backward with `scale` (the CPU model's forward() and

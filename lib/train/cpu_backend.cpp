@@ -152,7 +152,7 @@ double CpuBackend::reduce_over_data() {
   std::vector<float> padded(size_t(shard * size_), 0.0f);
   std::copy(grads.begin(), grads.end(), padded.begin());
   std::vector<float> mine(static_cast<size_t>(shard));
-  WatchScope watch("the gradient reduce-scatter over all trainers");
+  parallel::WatchScope watch("the gradient reduce-scatter over all trainers");
   MPI_CHECK(MPI_Reduce_scatter_block(padded.data(), mine.data(), int(shard), MPI_FLOAT, MPI_SUM,
                                      opt_.trainers));
   double sq = square_sum(mine.data(), opt_.begin, opt_.end);

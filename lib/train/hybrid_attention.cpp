@@ -52,7 +52,8 @@ HybridAttention::HybridAttention(MPI_Comm group, int me, int u, int64_t max_toke
   std::vector<int> ring;
   for (int m = me % u; m < k; m += u) ring.push_back(m);
   if (subgroup_ == MPI_COMM_NULL) {
-    WatchScope watch(strf("the split of a hybrid CP group of %d into subgroups of %d", k, u));
+    parallel::WatchScope watch(
+        strf("the split of a hybrid CP group of %d into subgroups of %d", k, u));
     MPI_CHECK(MPI_Comm_split(group, me / u, me, &subgroup_));
     own_subgroup_ = true;
   }

@@ -74,7 +74,7 @@ template <class F>
 void RingAttention::shift(const Block& out, Block* in, int tag, size_t cap, F&& compute) {
   const int k = int(group_.size());
   const int next = group_[size_t((me_ + 1) % k)], prev = group_[size_t((me_ + k - 1) % k)];
-  RingShift transfer(comm_, next, prev, tag, out.bytes, cap);
+  comm::RingShift transfer(comm_, next, prev, tag, out.bytes, cap);
   bytes_sent_ += double(out.bytes.size());
   compute();
   transfer.wait(&in->bytes, timeout_s_);

@@ -34,7 +34,7 @@ void MpiTpComm::sum_in_rank_order(std::span<T> values, MPI_Datatype type) {
   const size_t n = values.size();
   gathered_.resize(n * sizeof(T) * size_t(size_));
   auto* all = reinterpret_cast<T*>(gathered_.data());
-  WatchScope watch("a tensor-parallel all-gather");
+  parallel::WatchScope watch("a tensor-parallel all-gather");
   MPI_CHECK(MPI_Allgather(values.data(), int(n), type, all, int(n), type, comm_));
   add_in_rank_order(all, n, size_, values.data());
 }
@@ -58,7 +58,7 @@ void MpiTpComm::split_rows(int64_t n, int64_t width) {
 void MpiTpComm::all_gather_rows(std::span<const float> mine, std::span<float> all, int64_t width) {
   split_rows(int64_t(all.size()) / width, width);
   ML_CHECK(int64_t(mine.size()) == counts_[size_t(rank_)], "all_gather_rows: not this rank's rows");
-  WatchScope watch("a sequence-parallel all-gather");
+  parallel::WatchScope watch("a sequence-parallel all-gather");
   MPI_CHECK(MPI_Allgatherv(mine.data(), int(mine.size()), MPI_FLOAT, all.data(), counts_.data(),
                            displs_.data(), MPI_FLOAT, comm_));
 }
@@ -74,7 +74,7 @@ void MpiTpComm::reduce_scatter_rows(std::span<const float> all, std::span<float>
   std::vector<int> recv_displs(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) recv_displs[size_t(r)] = r * count;
   {
-    WatchScope watch("a sequence-parallel reduce-scatter");
+    parallel::WatchScope watch("a sequence-parallel reduce-scatter");
     MPI_CHECK(MPI_Alltoallv(all.data(), counts_.data(), displs_.data(), MPI_FLOAT, received_.data(),
                             recv_counts.data(), recv_displs.data(), MPI_FLOAT, comm_));
   }
@@ -84,7 +84,7 @@ void MpiTpComm::reduce_scatter_rows(std::span<const float> all, std::span<float>
 void MpiTpComm::all_reduce_max(std::span<double> values) {
   if (size_ == 1) return;
   // The maximum is exact in any order.
-  WatchScope watch("a tensor-parallel all-reduce (max)");
+  parallel::WatchScope watch("a tensor-parallel all-reduce (max)");
   MPI_CHECK(
       MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_DOUBLE, MPI_MAX, comm_));
 }
@@ -115,7 +115,7 @@ std::vector<float> gather_by_name(const std::vector<model::ParamLayout>& layouts
   }
   ML_CHECK(int64_t(mine.size()) == layouts[size_t(rank)].numel(), "shard buffer size");
   std::vector<float> all(rank == 0 ? size_t(displs.back() + counts.back()) : 0);
-  WatchScope watch(what);
+  parallel::WatchScope watch(what);
   MPI_CHECK(MPI_Gatherv(mine.data(), int(mine.size()), MPI_FLOAT, all.data(), counts.data(),
                         displs.data(), MPI_FLOAT, 0, comm));
   if (rank != 0) return {};

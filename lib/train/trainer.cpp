@@ -34,7 +34,7 @@ void keep_freed_memory_for_reuse() {
 
 }  // namespace
 
-int threads_per_trainer(const World& w) {
+int threads_per_trainer(const parallel::World& w) {
   if (w.config.run.threads > 0) return int(w.config.run.threads);
   // Ranks share the node's cores; trainers get what is left after the others.
   int cores = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -43,18 +43,18 @@ int threads_per_trainer(const World& w) {
   return std::max(1, cores / std::max(1, on_node));
 }
 
-Trainer::Trainer(const World& w, const StepComms& comms)
+Trainer::Trainer(const parallel::World& w, const parallel::StepComms& comms)
     : w_(w),
       comms_(comms),
-      comm_(comms.comm(Axis::data)),
-      trainer_(comms.rank(Axis::trainers)),
-      rank_(comms.rank(Axis::data)),
-      size_(comms.size(Axis::data)),
-      tp_(comms.size(Axis::tensor)),
-      tp_rank_(comms.rank(Axis::tensor)),
-      pp_(comms.size(Axis::pipeline)),
-      stage_(comms.rank(Axis::pipeline)),
-      groups_(comms.comm(Axis::data)),
+      comm_(comms.comm(parallel::Axis::data)),
+      trainer_(comms.rank(parallel::Axis::trainers)),
+      rank_(comms.rank(parallel::Axis::data)),
+      size_(comms.size(parallel::Axis::data)),
+      tp_(comms.size(parallel::Axis::tensor)),
+      tp_rank_(comms.rank(parallel::Axis::tensor)),
+      pp_(comms.size(parallel::Axis::pipeline)),
+      stage_(comms.rank(parallel::Axis::pipeline)),
+      groups_(comms.comm(parallel::Axis::data)),
       whole_layout_(model::Shape::from_config(w.config.model, config::patch_dim(w.config))) {
   int64_t first = 0;
   for (int layers : plan::stage_layers_for_run(w.config)) {
@@ -66,7 +66,7 @@ Trainer::Trainer(const World& w, const StepComms& comms)
   opt.threads = threads_per_trainer(w);
   opt.loss_chunk = w.config.model.loss_chunk;
   opt.sequence_parallel = w.config.parallel.sequence_parallel;  // a no-op at tp = 1
-  if (tp_ > 1) tp_comm_ = std::make_unique<MpiTpComm>(comms.comm(Axis::tensor));
+  if (tp_ > 1) tp_comm_ = std::make_unique<MpiTpComm>(comms.comm(parallel::Axis::tensor));
   // A TP rank holds its shard of every tensor of its stage (model/params.hpp).
   model_ = std::make_unique<model::Transformer<float>>(whole_layout_.shape(), opt,
                                                        model::TpShard{tp_, tp_rank_},
@@ -89,7 +89,7 @@ Trainer::Trainer(const World& w, const StepComms& comms)
   if (w.config.run.backend == config::Backend::cuda) {
     // One GPU per trainer: the trainer's index among the node's trainers.
     int local = 0;
-    for (int r = w.layout.first_rank(Role::trainer); r < w.rank; ++r)
+    for (int r = w.layout.first_rank(parallel::Role::trainer); r < w.rank; ++r)
       local += w.hosts[size_t(r)] == w.hosts[size_t(w.rank)];
     backend_ = make_cuda_backend(
         model_->shape(),
@@ -109,7 +109,7 @@ void Trainer::start_optimizer() {
   const config::OptimConfig& o = w_.config.optim;
   OptimizerSetup opt;
   opt.trainers = comm_;
-  opt.all_trainers = comms_.comm(Axis::trainers);
+  opt.all_trainers = comms_.comm(parallel::Axis::trainers);
   opt.comm = w_.config.run.gpu_comm;
   opt.beta1 = o.beta1;
   opt.beta2 = o.beta2;
@@ -122,19 +122,20 @@ void Trainer::start_optimizer() {
   opt.timeout_s = w_.config.run.timeout;
   opt.group_cache_bytes = w_.config.run.gpu_group_cache_mib << 20;
   opt.watched = [](const char* what, const std::function<void()>& wait) {
-    WatchScope watch(what);
+    parallel::WatchScope watch(what);
     wait();
   };
   opt.tp = tp_;
-  opt.tensor = comms_.comm(Axis::tensor);
+  opt.tensor = comms_.comm(parallel::Axis::tensor);
   for (const auto& t : model_->layout().tensors())
     if (t.split_dim < 0) opt.replicated.emplace_back(t.offset, t.offset + t.numel);
   opt.pp = pp_;
-  opt.pipeline = comms_.comm(Axis::pipeline);
+  opt.pipeline = comms_.comm(parallel::Axis::pipeline);
   // The norm's parts: every trainer of the HDP rank (its TP group at pp = 1).
   opt.tp_sum = [this](double* value) {
-    WatchScope watch("the gradient norm's sum over the trainers of an HDP rank");
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, value, 1, MPI_DOUBLE, MPI_SUM, comms_.comm(Axis::model)));
+    parallel::WatchScope watch("the gradient norm's sum over the trainers of an HDP rank");
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, value, 1, MPI_DOUBLE, MPI_SUM,
+                            comms_.comm(parallel::Axis::model)));
   };
   const model::ParamLayout& mine = model_->layout();
   if (pp_ > 1 && mine.shape().tied && (stage_ == 0 || stage_ == pp_ - 1)) {
@@ -145,11 +146,11 @@ void Trainer::start_optimizer() {
   // The CPU path's reductions, so that GPU trainers sharing a GPU sum in
   // the same order as CPU trainers.
   opt.host_allreduce = [this](std::span<float> g) {
-    WatchScope watch("the gradient all-reduce over all trainers");
+    parallel::WatchScope watch("the gradient all-reduce over all trainers");
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, g.data(), int(g.size()), MPI_FLOAT, MPI_SUM, comm_));
   };
   opt.host_allgather = [this](std::span<float> shards) {
-    WatchScope watch("the ZeRO-1 all-gather of the weights");
+    parallel::WatchScope watch("the ZeRO-1 all-gather of the weights");
     MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, shards.data(), int(shard_size_),
                             MPI_FLOAT, comm_));
   };
@@ -171,7 +172,8 @@ void Trainer::start_optimizer() {
   // The CUDA backend's start waits on the other trainers (the device memory
   // check, NCCL's bootstrap and set-up) with no deadline of its own. Nothing
   // in it opens a watch of its own (the callbacks above run during steps).
-  WatchScope watch("the start of the trainers' backend (device memory check, NCCL set-up)");
+  parallel::WatchScope watch(
+      "the start of the trainers' backend (device memory check, NCCL set-up)");
   backend_->start_optimizer(opt, model_->params());
 }
 
@@ -194,8 +196,8 @@ std::span<const float> Trainer::params() {
 }
 
 std::vector<float> Trainer::whole(std::span<const float> mine) const {
-  return gather_whole(whole_layout_.shape(), stages_, comms_.comm(Axis::tensor),
-                      comms_.comm(Axis::pipeline), mine);
+  return gather_whole(whole_layout_.shape(), stages_, comms_.comm(parallel::Axis::tensor),
+                      comms_.comm(parallel::Axis::pipeline), mine);
 }
 
 void Trainer::tie_embedding(std::span<float> mine) {
@@ -204,10 +206,11 @@ void Trainer::tie_embedding(std::span<float> mine) {
   std::vector<float> other(mine.size());
   const int partner = stage_ == 0 ? pp_ - 1 : 0;
   {
-    WatchScope watch(strf("the tied embedding's gradient from pipeline stage %d", partner));
+    parallel::WatchScope watch(
+        strf("the tied embedding's gradient from pipeline stage %d", partner));
     MPI_CHECK(MPI_Sendrecv(mine.data(), int(mine.size()), MPI_FLOAT, partner, 0, other.data(),
-                           int(other.size()), MPI_FLOAT, partner, 0, comms_.comm(Axis::pipeline),
-                           MPI_STATUS_IGNORE));
+                           int(other.size()), MPI_FLOAT, partner, 0,
+                           comms_.comm(parallel::Axis::pipeline), MPI_STATUS_IGNORE));
   }
   // Stage 0's plus the last stage's, in that order on both: the same bits.
   const float* first = stage_ == 0 ? mine.data() : other.data();
@@ -224,9 +227,9 @@ std::vector<float> Trainer::full_grads() {
 void Trainer::prepare_groups(const StepInput& in, StepStats& st) {
   std::vector<std::vector<int>> groups;
   for (const auto& g : in.groups) groups.emplace_back(g.begin(), g.end());
-  WatchScope watch("the split of the step's group communicators");
-  const GroupCommStats host = groups_.prepare(groups);
-  const GroupCommStats device = backend_->prepare_groups(groups);
+  parallel::WatchScope watch("the split of the step's group communicators");
+  const comm::GroupCommStats host = groups_.prepare(groups);
+  const comm::GroupCommStats device = backend_->prepare_groups(groups);
   st.group_hits = host.hits;
   st.group_misses = host.misses;
   st.group_split_seconds = host.split_seconds + device.split_seconds;
@@ -254,7 +257,7 @@ RingGroup Trainer::ring_of(const StepInput& in, const MicroInput& mb, double* at
   if (mb.group.size() <= 1) return ring;
   // On the group's own communicator, whose ranks follow the sorted members.
   const std::vector<int> group(mb.group.begin(), mb.group.end());
-  const MemberSet sorted = member_set(group);
+  const comm::MemberSet sorted = comm::member_set(group);
   std::vector<int> ranks;
   for (int m : group)
     ranks.push_back(int(std::lower_bound(sorted.begin(), sorted.end(), m) - sorted.begin()));

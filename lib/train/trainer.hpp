@@ -36,7 +36,7 @@ class Trainer {
  public:
   // Gradients, ZeRO-1 shards and CP rings run on the data axis of `comms`
   // (which must outlive the trainer).
-  Trainer(const World& w, const StepComms& comms);
+  Trainer(const parallel::World& w, const parallel::StepComms& comms);
 
   // One optimizer step on this trainer's part of the global batch. Returns what
   // it measured (loss sum, counts, timings, gradient norm). `delay` seconds are
@@ -79,8 +79,8 @@ class Trainer {
   void load_state(const std::string& path, const ckpt::Checkpoint& meta);
 
  private:
-  const World& w_;
-  const StepComms& comms_;
+  const parallel::World& w_;
+  const parallel::StepComms& comms_;
   MPI_Comm comm_;            // the data axis
   int trainer_ = 0;          // index among all trainers
   int rank_ = 0, size_ = 1;  // on the data axis
@@ -89,7 +89,7 @@ class Trainer {
   int pp_ = 1, stage_ = 0;                  // pipeline stages (parallel.pp)
   std::vector<model::StageLayers> stages_;  // every stage's layers
   std::unique_ptr<MpiTpComm> tp_comm_;      // the model's TP collectives (tp > 1)
-  MpiGroupComms groups_;                    // the step's CP groups, on the data axis
+  comm::MpiGroupComms groups_;              // the step's CP groups, on the data axis
   model::ParamLayout whole_layout_;
   std::unique_ptr<model::Transformer<float>> model_;
   std::unique_ptr<AdamW> adam_;  // this trainer's slice of the moments
@@ -129,6 +129,6 @@ class Trainer {
 
 // Compute threads of each trainer of this rank's node: run.threads, or the
 // node's cores shared out over all its ranks.
-int threads_per_trainer(const World& w);
+int threads_per_trainer(const parallel::World& w);
 
 }  // namespace meshloom::train

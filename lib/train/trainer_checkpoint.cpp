@@ -113,13 +113,13 @@ StateOwner Trainer::state_owner() const {
 
 StateChecksums Trainer::save_state(const std::string& path) {
   sync_host_state();
-  return write_state(path, comms_.comm(Axis::trainers), whole_layout_, state_owner(),
+  return write_state(path, comms_.comm(parallel::Axis::trainers), whole_layout_, state_owner(),
                      model_->params(), adam_->m(), adam_->v());
 }
 
 void Trainer::load_state(const std::string& path, const ckpt::Checkpoint& meta) {
-  read_state(path, comms_.comm(Axis::trainers), whole_layout_, state_owner(), meta.tensor_sums,
-             model_->params(), adam_->m(), adam_->v());
+  read_state(path, comms_.comm(parallel::Axis::trainers), whole_layout_, state_owner(),
+             meta.tensor_sums, model_->params(), adam_->m(), adam_->v());
   adam_->set_step(meta.adam_step);
   step_ = meta.step + 1;
   backend_->load_state(model_->params(), adam_->m(), adam_->v(), meta.adam_step);

@@ -58,13 +58,13 @@ std::vector<int32_t> slots_of(const StepInput& in) {
 }  // namespace
 
 void Trainer::run_pipeline(const StepInput& in, double scale, StepStats& st) {
-  const MPI_Comm comm = comms_.comm(Axis::pipeline);
+  const MPI_Comm comm = comms_.comm(parallel::Axis::pipeline);
   const bool first = stage_ == 0, last = stage_ == pp_ - 1;
   const std::vector<int32_t> slots = slots_of(in);
   // Who a wait is for, worked out only when it times out.
   auto waiting_for = [&](int stage, const char* what, int slot) {
     return [=, this] {
-      const int peer = w_.layout.first_rank(Role::trainer) +
+      const int peer = w_.layout.first_rank(parallel::Role::trainer) +
                        comms_.mesh().trainer_at(rank_, stage * tp_ + tp_rank_);
       return strf("%s of pipeline slot %d, sent by stage %d of pipeline %d (world rank %d),", what,
                   slot, stage, rank_, peer);
@@ -74,7 +74,7 @@ void Trainer::run_pipeline(const StepInput& in, double scale, StepStats& st) {
   const bool on_device = backend_->moves_stages();
   const double timeout = w_.config.run.timeout;
   const size_t count = in.micro.size();
-  std::vector<PendingSend> sends;
+  std::vector<comm::PendingSend> sends;
   std::vector<RingGroup> rings(count);
   std::vector<double> attn_l2(count, 0.0), seconds(count, 0.0);
   std::vector<model::LossSum> losses(count);
@@ -91,7 +91,7 @@ void Trainer::run_pipeline(const StepInput& in, double scale, StepStats& st) {
         if (on_device)
           backend_->recv_stage(Transfer::activations, i, b.size(), timeout, from);
         else
-          input = to_floats(recv_bytes(stage_ - 1, kActivationTag, comm, timeout, from));
+          input = to_floats(comm::recv_bytes(stage_ - 1, kActivationTag, comm, timeout, from));
       }
       const auto start = Clock::now();
       rings[size_t(i)] = ring_of(in, mb, &attn_l2[size_t(i)]);
@@ -118,7 +118,7 @@ void Trainer::run_pipeline(const StepInput& in, double scale, StepStats& st) {
       if (on_device)
         backend_->recv_stage(Transfer::gradients, i, b.size(), timeout, from);
       else
-        d_out = to_floats(recv_bytes(stage_ + 1, kGradientTag, comm, timeout, from));
+        d_out = to_floats(comm::recv_bytes(stage_ + 1, kGradientTag, comm, timeout, from));
       const auto start = Clock::now();
       dx = backend_->backward_stage(d_out, i);
       seconds[size_t(i)] += seconds_since(start);
@@ -131,7 +131,8 @@ void Trainer::run_pipeline(const StepInput& in, double scale, StepStats& st) {
   }
   {
     // Every message is received within the step: the stages run the same slots.
-    WatchScope watch(strf("the last pipeline messages of stage %d of pipeline %d", stage_, rank_));
+    parallel::WatchScope watch(
+        strf("the last pipeline messages of stage %d of pipeline %d", stage_, rank_));
     sends.clear();
     backend_->finish_stage_sends(timeout);
   }

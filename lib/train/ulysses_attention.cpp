@@ -71,7 +71,7 @@ std::string world_ranks_of(MPI_Comm group) {
   std::vector<int> mine(static_cast<size_t>(k));
   std::iota(mine.begin(), mine.end(), 0);
   std::vector<std::string> names;
-  for (int r : world_ranks(group, mine)) names.push_back(std::to_string(r));
+  for (int r : comm::world_ranks(group, mine)) names.push_back(std::to_string(r));
   return join(names, ", ");
 }
 
@@ -109,8 +109,8 @@ template <class T>
 void UlyssesAttention<T>::wait(MPI_Request* reqs, int count, const char* what) const {
   const std::string text =
       strf("%s in a CP group (world ranks %s; this is member %d)", what, members_.c_str(), me_);
-  WatchScope watch(text);
-  wait_requests(reqs, count, timeout_s_, [&] { return text; });
+  parallel::WatchScope watch(text);
+  comm::wait_requests(reqs, count, timeout_s_, [&] { return text; });
 }
 
 template <class T>

@@ -16,7 +16,7 @@
 #include "comm/group_comms.hpp"
 #include "tests/common/mpi_test_util.hpp"
 
-namespace meshloom {
+namespace meshloom::comm {
 namespace {
 
 using test::rank_of;
@@ -125,4 +125,4 @@ TEST(MpiGroupComms, ABoundedCacheEvictsAlikeOnEveryRank) {
 }
 
 }  // namespace
-}  // namespace meshloom
+}  // namespace meshloom::comm

@@ -9,7 +9,7 @@
 
 #include "base/check.hpp"
 
-namespace meshloom {
+namespace meshloom::comm {
 namespace {
 
 struct ThrowOnFail : ::testing::Environment {
@@ -220,4 +220,4 @@ TEST(MemberSetLru, ByteBoundHoldsOverRandomStepsAndTrainersAgree) {
 }
 
 }  // namespace
-}  // namespace meshloom
+}  // namespace meshloom::comm

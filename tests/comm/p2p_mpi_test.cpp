@@ -14,7 +14,7 @@
 #include "comm/p2p.hpp"
 #include "tests/common/mpi_test_util.hpp"
 
-namespace meshloom {
+namespace meshloom::comm {
 namespace {
 
 using test::rank_of;
@@ -79,4 +79,4 @@ TEST(WaitRequests, FailsNamingWhatItWaitedFor) {
 }
 
 }  // namespace
-}  // namespace meshloom
+}  // namespace meshloom::comm

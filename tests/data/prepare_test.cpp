@@ -25,7 +25,7 @@ std::string slurp(const std::string& path) {
 
 // A byte-level tokenizer with knobs, so that the library tests do not depend
 // on the real tokenizers (tested in tests/tokenizer).
-class FakeTokenizer final : public Tokenizer {
+class FakeTokenizer final : public tokenizer::Tokenizer {
  public:
   FakeTokenizer(int32_t vocab, int32_t eot, int32_t offset = 0, bool throw_on_x = false)
       : vocab_(vocab), eot_(eot), offset_(offset), throw_on_x_(throw_on_x) {}

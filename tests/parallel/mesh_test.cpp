@@ -5,6 +5,7 @@
 #include "parallel/roles.hpp"
 
 using namespace meshloom;
+using namespace meshloom::parallel;
 
 TEST(Mesh, TpGroupsAreConsecutiveTrainersAndTheDataAxisLinksEqualTpRanks) {
   const TrainerMesh m{8, 2};

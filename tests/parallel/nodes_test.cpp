@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 using namespace meshloom;
+using namespace meshloom::parallel;
 
 TEST(DescribeNodes, OneHostSaysNothing) {
   const RoleLayout layout{4, 1, 1, 2};

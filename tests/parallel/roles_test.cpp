@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 using namespace meshloom;
+using namespace meshloom::parallel;
 
 TEST(Roles, RoleOrderConstructorsLoadersTrainers) {
   config::Config c;

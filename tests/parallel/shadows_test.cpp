@@ -8,6 +8,7 @@
 #include "tests/common/test_util.hpp"
 
 using namespace meshloom;
+using namespace meshloom::parallel;
 
 namespace {
 

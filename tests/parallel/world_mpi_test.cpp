@@ -7,6 +7,7 @@
 #include "tests/common/test_util.hpp"
 
 using namespace meshloom;
+using namespace meshloom::parallel;
 
 TEST(World, RoleCommunicatorsMatchTheLayout) {
   int size = 0, rank = 0;

@@ -23,7 +23,7 @@ std::vector<std::vector<int>> plan_sets(const Plan& p) {
   std::vector<std::vector<int>> groups;
   for (int32_t s = 0; s < p.sequences(); ++s)
     if (p.group_size(s) > 1) groups.emplace_back(p.group(s).begin(), p.group(s).end());
-  return distinct_member_sets(groups);
+  return comm::distinct_member_sets(groups);
 }
 
 TEST(CacheRelabel, KeepsPlansValidAndTheirTimeWithinNodes) {
@@ -78,7 +78,7 @@ double hit_rate(bool relabel, int steps) {
   o.trainers = 16;
   o.capacity = 16 * K;
   o.seq_len_max = 256 * K;
-  MemberSetLru cache(64);
+  comm::MemberSetLru cache(64);
   int64_t hits = 0, all = 0;
   for (int s = 0; s < steps; ++s) {
     const auto lengths =
@@ -90,7 +90,7 @@ double hit_rate(bool relabel, int steps) {
       p = relabel_ranks(p, cache_relabeling(p, cached, cost.nodes()));
     }
     const auto sets = plan_sets(p);
-    const MemberSetLru::Plan made = cache.prepare(sets);
+    const comm::MemberSetLru::Plan made = cache.prepare(sets);
     all += int64_t(sets.size());
     hits += int64_t(sets.size() - made.create.size());
   }

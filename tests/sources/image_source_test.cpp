@@ -81,7 +81,7 @@ TEST(ImageSource, ServesTokensAndPatchesOfAnyRange) {
   const config::DataConfig d = data_config();
   auto src = open_image_source(source_at(dir.path() + "/s-*.tar"), d);
   ASSERT_EQ(src->docs(), 3);
-  const auto byte = make_tokenizer("byte");
+  const auto byte = tokenizer::make_tokenizer("byte");
   const image::ImageOptions opt = image_options(d.image);
   const int64_t a_patches = image::patch_count(image::image_size(kPng), opt);
   const int64_t b_patches = image::patch_count(image::image_size(kJpeg), opt) +

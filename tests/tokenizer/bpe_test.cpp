@@ -10,7 +10,7 @@
 #include "base/check.hpp"
 #include "tokenizer_test_util.hpp"
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 namespace {
 
 using test::tokenizer;
@@ -169,4 +169,4 @@ TEST(tokenizer, TokenizersOfOneSpecAgree) {
 }
 
 }  // namespace
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

@@ -8,7 +8,7 @@
 
 #include "tokenizer/unicode_class.hpp"
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 namespace {
 
 using Pieces = std::vector<std::string_view>;
@@ -101,4 +101,4 @@ TEST(tokenizer, UnicodeClassesAreUnicode16) {
 }
 
 }  // namespace
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

@@ -6,7 +6,7 @@
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer_test_util.hpp"
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 namespace {
 
 using test::reference_lines;
@@ -108,4 +108,4 @@ TEST(tokenizer, LongPiecesMatchReference) {
 }
 
 }  // namespace
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

@@ -52,10 +52,10 @@ inline std::vector<ReferenceLine> reference_lines(std::string* error) {
 }
 
 // One tokenizer per spec for the whole process (loading takes ~0.1 s).
-inline const Tokenizer& tokenizer(const std::string& spec) {
-  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+inline const tokenizer::Tokenizer& tokenizer(const std::string& spec) {
+  static std::map<std::string, std::unique_ptr<tokenizer::Tokenizer>> cache;
   auto& t = cache[spec];
-  if (!t) t = make_tokenizer(spec);
+  if (!t) t = tokenizer::make_tokenizer(spec);
   return *t;
 }
 

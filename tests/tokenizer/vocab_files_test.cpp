@@ -10,7 +10,7 @@
 #include "../common/test_util.hpp"
 #include "tokenizer_test_util.hpp"
 
-namespace meshloom {
+namespace meshloom::tokenizer {
 namespace {
 
 // Sets MESHLOOM_VOCAB_DIR for one test.
@@ -149,4 +149,4 @@ TEST(tokenizer, Gpt2ByteAlphabet) {
 }
 
 }  // namespace
-}  // namespace meshloom
+}  // namespace meshloom::tokenizer

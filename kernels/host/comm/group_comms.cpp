@@ -24,7 +24,7 @@ GroupComms::GroupComms(ncclComm_t parent, GroupCommsOptions options)
 }
 
 GroupComms::~GroupComms() {
-  for (const MemberSet& set : lru_.sets()) {
+  for (const comm::MemberSet& set : lru_.sets()) {
     ncclComm_t comm = comms_[set];
     if (!comm) continue;
     const ncclResult_t rc = ncclCommDestroy(comm);  // never fail in a destructor
@@ -33,22 +33,22 @@ GroupComms::~GroupComms() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-GroupCommStats GroupComms::prepare(const std::vector<std::vector<int>>& step_groups) {
-  const std::vector<MemberSet> step_sets = distinct_member_sets(step_groups);
-  for (const MemberSet& s : step_sets)
-    ML_CHECK(s.back() < parent_size_,
-             "group " + to_string(s) + " names a trainer beyond " + std::to_string(parent_size_));
-  GroupCommStats stats;
-  for (const MemberSet& s : step_sets) (lru_.contains(s) ? stats.hits : stats.misses) += 1;
-  const MemberSetLru::Plan plan = lru_.prepare(step_sets);
+comm::GroupCommStats GroupComms::prepare(const std::vector<std::vector<int>>& step_groups) {
+  const std::vector<comm::MemberSet> step_sets = comm::distinct_member_sets(step_groups);
+  for (const comm::MemberSet& s : step_sets)
+    ML_CHECK(s.back() < parent_size_, "group " + comm::to_string(s) + " names a trainer beyond " +
+                                          std::to_string(parent_size_));
+  comm::GroupCommStats stats;
+  for (const comm::MemberSet& s : step_sets) (lru_.contains(s) ? stats.hits : stats.misses) += 1;
+  const comm::MemberSetLru::Plan plan = lru_.prepare(step_sets);
   // Evict first (bounded resources), in the plan's order: the same everywhere.
   destroy(plan.evict, stats);
   const auto start = Clock::now();
   if (!plan.create.empty()) {
     agreed_.resize(plan.create.size());  // before any measurement
     std::vector<int64_t> measured(plan.create.size(), 0);
-    for (const auto& round : split_rounds(plan.create)) {
-      const int colour = split_colour(plan.create, round, trainer_);
+    for (const auto& round : comm::split_rounds(plan.create)) {
+      const int colour = comm::split_colour(plan.create, round, trainer_);
       int64_t bytes = 0;
       ncclComm_t comm = split_round(colour, &bytes);
       ++splits_;
@@ -114,10 +114,10 @@ std::vector<int64_t> GroupComms::agree_max(const std::vector<int64_t>& mine) {
   return cost;
 }
 
-void GroupComms::destroy(const std::vector<MemberSet>& sets, GroupCommStats& stats) {
-  for (const MemberSet& set : sets) {
+void GroupComms::destroy(const std::vector<comm::MemberSet>& sets, comm::GroupCommStats& stats) {
+  for (const comm::MemberSet& set : sets) {
     auto it = comms_.find(set);
-    ML_CHECK(it != comms_.end(), "group cache out of step for " + to_string(set));
+    ML_CHECK(it != comms_.end(), "group cache out of step for " + comm::to_string(set));
     if (it->second) NCCL_CHECK(ncclCommDestroy(it->second));
     comms_.erase(it);
     ++stats.evictions;
@@ -125,19 +125,19 @@ void GroupComms::destroy(const std::vector<MemberSet>& sets, GroupCommStats& sta
 }
 
 bool GroupComms::contains(std::span<const int> members) const {
-  return lru_.contains(member_set(members));
+  return lru_.contains(comm::member_set(members));
 }
 
 int64_t GroupComms::bytes_of(std::span<const int> members) const {
-  return lru_.bytes_of(member_set(members));
+  return lru_.bytes_of(comm::member_set(members));
 }
 
 ncclComm_t GroupComms::get(std::span<const int> members) const {
-  const MemberSet set = member_set(members);
+  const comm::MemberSet set = comm::member_set(members);
   auto it = comms_.find(set);
-  ML_CHECK(it != comms_.end(), "group " + to_string(set) + " was not prepared for this step");
-  ML_CHECK(it->second != nullptr,
-           "trainer " + std::to_string(trainer_) + " is not a member of group " + to_string(set));
+  ML_CHECK(it != comms_.end(), "group " + comm::to_string(set) + " was not prepared for this step");
+  ML_CHECK(it->second != nullptr, "trainer " + std::to_string(trainer_) +
+                                      " is not a member of group " + comm::to_string(set));
   return it->second;
 }
 

@@ -64,7 +64,7 @@ class GroupComms {
   // (trainer indices; any order within a group) in the same order. Evicts
   // and destroys old sets beyond the bounds, splits the new ones, measures
   // them, and evicts again what they took beyond the budget.
-  GroupCommStats prepare(const std::vector<std::vector<int>>& step_groups);
+  comm::GroupCommStats prepare(const std::vector<std::vector<int>>& step_groups);
 
   // The communicator of a prepared group that holds this trainer. Its ranks
   // follow the sorted member set (the ring order is the caller's business).
@@ -86,7 +86,7 @@ class GroupComms {
   void connect_peers(ncclComm_t comm);
   // The largest of each entry over the parent's trainers.
   std::vector<int64_t> agree_max(const std::vector<int64_t>& mine);
-  void destroy(const std::vector<MemberSet>& sets, GroupCommStats& stats);
+  void destroy(const std::vector<comm::MemberSet>& sets, comm::GroupCommStats& stats);
 
   ncclComm_t parent_;
   GroupCommsOptions options_;
@@ -94,8 +94,8 @@ class GroupComms {
   cudaStream_t stream_ = nullptr;
   DeviceBuffer<uint8_t> peer_bytes_;  // connect_peers' byte to and from each peer
   DeviceBuffer<int64_t> agreed_;      // agree_max's costs
-  MemberSetLru lru_;
-  std::map<MemberSet, ncclComm_t> comms_;  // null where this trainer is not a member
+  comm::MemberSetLru lru_;
+  std::map<comm::MemberSet, ncclComm_t> comms_;  // null where this trainer is not a member
   size_t splits_ = 0;
 };
 

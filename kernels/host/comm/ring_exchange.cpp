@@ -11,8 +11,8 @@ namespace meshloom::cuda {
 namespace {
 
 // The neighbours of members[me], which must be this rank of `comm`.
-RingPeers this_members_peers(ncclComm_t comm, std::span<const int> members, int me) {
-  const RingPeers peers = ring_peers(members, me);
+comm::RingPeers this_members_peers(ncclComm_t comm, std::span<const int> members, int me) {
+  const comm::RingPeers peers = comm::ring_peers(members, me);
   int self = -1;
   NCCL_CHECK(ncclCommUserRank(comm, &self));
   ML_CHECK(members[size_t(me)] == self, "ring member " + std::to_string(me) + " is rank " +
@@ -25,7 +25,7 @@ RingPeers this_members_peers(ncclComm_t comm, std::span<const int> members, int 
 
 void ring_exchange(ncclComm_t comm, std::span<const int> members, int me, const void* send,
                    size_t send_bytes, void* recv, size_t recv_bytes, cudaStream_t stream) {
-  const RingPeers peers = this_members_peers(comm, members, me);
+  const comm::RingPeers peers = this_members_peers(comm, members, me);
   if (members.size() == 1) {
     ML_CHECK(send_bytes == recv_bytes, "a ring of one receives what it sends");
     if (send_bytes > 0)

@@ -157,8 +157,8 @@ class CudaBackend final : public TrainerBackend {
 
   void zero_grads() override { model_->zero_grads(); }
 
-  GroupCommStats prepare_groups(const std::vector<std::vector<int>>& groups) override {
-    return groups_ ? groups_->prepare(groups) : GroupCommStats{};
+  comm::GroupCommStats prepare_groups(const std::vector<std::vector<int>>& groups) override {
+    return groups_ ? groups_->prepare(groups) : comm::GroupCommStats{};
   }
 
   int64_t optimizer_steps() const override { return optimizer_ ? optimizer_->step() : 0; }

@@ -88,7 +88,7 @@ class MpiRingLink final : public RingLink<T> {
   void shift() {
     const int k = int(ring_.members.size()), me = ring_.me;
     Message next;
-    RingShift transfer(
+    comm::RingShift transfer(
         ring_.comm, ring_.members[size_t((me + 1) % k)], ring_.members[size_t((me + k - 1) % k)],
         with_grads_ ? kTagBackward : kTagForward, cur_.bytes, message_bytes(ring_.max_tokens));
     transfer.wait(&next.bytes, ring_.timeout_s);

@@ -44,7 +44,7 @@ class NcclRingLink final : public RingLink<T> {
     ML_CHECK(nccl_ != nullptr, "ring attention over NCCL without a communicator");
     const int k = int(ring_.members.size());
     ML_CHECK(ring_.me >= 0 && ring_.me < k, "ring member index out of range");
-    member_set(ring_.members);  // fails on a repeated or negative rank
+    comm::member_set(ring_.members);  // fails on a repeated or negative rank
     int ranks = 0, self = -1;
     NCCL_CHECK(ncclCommCount(nccl_, &ranks));
     NCCL_CHECK(ncclCommUserRank(nccl_, &self));

@@ -86,7 +86,7 @@ class MpiUlyssesLink final : public UlyssesLink {
 
  private:
   void wait(MPI_Request* reqs, int count, const char* what) const {
-    wait_requests(reqs, count, timeout_s_, [&] {
+    comm::wait_requests(reqs, count, timeout_s_, [&] {
       return strf("%s in a CP group of %d (this is member %d)", what, k_, me_);
     });
   }

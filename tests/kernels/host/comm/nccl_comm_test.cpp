@@ -110,13 +110,13 @@ TEST(GroupComms, SplitsEachMemberSetOnceAndSumsOverItsMembers) {
   // A step's groups: the same set in two ring orders, singletons, pairs.
   std::vector<std::vector<int>> step = {reversed, {0}, {p - 1}, all};
   for (int i = 0; i + 1 < p; i += 2) step.push_back({i + 1, i});
-  const std::vector<MemberSet> sets = distinct_member_sets(step);
+  const std::vector<comm::MemberSet> sets = comm::distinct_member_sets(step);
   {
     GroupComms groups(trainers.get());
     EXPECT_EQ(groups.trainer(), me);
     groups.prepare(step);
     EXPECT_EQ(groups.size(), sets.size());
-    EXPECT_EQ(groups.splits(), split_rounds(sets).size());
+    EXPECT_EQ(groups.splits(), comm::split_rounds(sets).size());
     EXPECT_EQ(groups.get(reversed), groups.get(all));
     const ncclComm_t whole = groups.get(all);
     const size_t splits = groups.splits();
@@ -125,7 +125,7 @@ TEST(GroupComms, SplitsEachMemberSetOnceAndSumsOverItsMembers) {
     EXPECT_EQ(groups.splits(), splits);
     EXPECT_EQ(groups.get(all), whole);
     // Every set in the same order on every rank; members only take part.
-    for (const MemberSet& set : sets) {
+    for (const comm::MemberSet& set : sets) {
       const bool member = std::binary_search(set.begin(), set.end(), me);
       EXPECT_TRUE(groups.contains(set));
       if (!member) {
@@ -171,7 +171,7 @@ TEST(GroupComms, MeasuresItsCommunicatorsAndKeepsThemWithinTheBudget) {
   int64_t whole = 0;
   {
     GroupComms probe(trainers.get());
-    const GroupCommStats st = probe.prepare({all});
+    const comm::GroupCommStats st = probe.prepare({all});
     whole = probe.bytes_of(all);
     EXPECT_EQ(st.held_bytes, whole);
     EXPECT_EQ(st.misses, 1);
@@ -193,7 +193,7 @@ TEST(GroupComms, MeasuresItsCommunicatorsAndKeepsThemWithinTheBudget) {
   const std::vector<std::vector<std::vector<int>>> steps = {{all},     {{0}, {p - 1}}, {all},
                                                             {{p - 1}}, {all, {0}},     {all}};
   for (size_t s = 0; s < steps.size(); ++s) {
-    const GroupCommStats st = small.prepare(steps[s]);
+    const comm::GroupCommStats st = small.prepare(steps[s]);
     int64_t step_bytes = 0;
     for (const auto& g : steps[s]) step_bytes += small.bytes_of(g);
     EXPECT_EQ(st.held_bytes, small.bytes()) << "step " << s;
@@ -226,7 +226,7 @@ TEST(RingExchange, PassesEachBufferToTheNextMember) {
       ring = {rank};
       me = 0;
     }
-    const RingPeers peers = ring_peers(ring, me);
+    const comm::RingPeers peers = comm::ring_peers(ring, me);
     auto bytes_of = [&](int t) { return size_t(1000 + 37 * t + 101 * step + 1); };
     std::vector<uint8_t> out(bytes_of(rank));
     for (size_t b = 0; b < out.size(); ++b) out[b] = block_byte(rank, b, step);
