@@ -67,6 +67,13 @@ void add_simulate(CLI::App& app, Runner* run) {
                   "Draw trainer x time of step 0: hdp (or the other planner) beside the static "
                   "grid (not with --pp)");
   cmd->add_flag("--no-validate", a.no_validate, "Skip validate() of every plan");
+  cmd->add_option("--checkpoint-fs", a.checkpoint_fs,
+                  "GB/s the file system takes from all writers: instead of planning, what a "
+                  "checkpoint of --model on --gpus (--tp, --pp) costs, gathered on trainer 0 "
+                  "against written by every trainer");
+  cmd->add_option("--checkpoint-writer", a.checkpoint_writer,
+                  "GB/s one process writes (--checkpoint-fs)")
+      ->capture_default_str();
   cmd->callback([run] { *run = [] { return runtime::simulate_command(a); }; });
 }
 

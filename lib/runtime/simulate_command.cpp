@@ -1,5 +1,6 @@
 #include "runtime/simulate_command.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +9,7 @@
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "plan/cost/checkpoint_cost.hpp"
 #include "plan/io/lengths.hpp"
 #include "plan/simulate/simulate_pipeline.hpp"
 #include "runtime/length_input.hpp"
@@ -28,14 +30,19 @@ void append_csv(const std::string& path, const std::string& header, const std::s
 }
 
 // --pp: the three pipeline setups on the same batches (plan/simulate/simulate_pipeline.hpp).
+// --pp N (auto: 0).
+int parse_pp(const std::string& pp_text) {
+  if (pp_text == "auto") return 0;
+  int pp = 0;
+  const auto [end, ec] = std::from_chars(pp_text.data(), pp_text.data() + pp_text.size(), pp);
+  if (ec != std::errc() || end != pp_text.data() + pp_text.size() || pp < 1)
+    throw Error("--pp '" + pp_text + "': give a number of stages >= 1, or auto");
+  return pp;
+}
+
 int simulate_pipelines(const plan::SimulateSpec& s, const std::string& pp_text,
                        const std::string& lengths, const std::string& csv) {
-  int pp = 0;
-  if (pp_text != "auto") {
-    const auto [end, ec] = std::from_chars(pp_text.data(), pp_text.data() + pp_text.size(), pp);
-    if (ec != std::errc() || end != pp_text.data() + pp_text.size() || pp < 1)
-      throw Error("--pp '" + pp_text + "': give a number of stages >= 1, or auto");
-  }
+  const int pp = parse_pp(pp_text);
   const plan::PipeSimResult r = plan::simulate_pipelines(s, length_sampler(lengths), pp);
   std::fputs(plan::pipeline_report(r).c_str(), stdout);
   append_csv(csv, plan::pipeline_csv_header(), plan::pipeline_csv_rows(r));
@@ -95,10 +102,26 @@ plan::SimulateSpec spec_of(const SimulateRequest& request) {
   return s;
 }
 
+// --checkpoint-fs: the checkpoint model on the same machine and model.
+int checkpoint_model(const SimulateRequest& request, const plan::SimulateSpec& s) {
+  plan::CheckpointSetup c;
+  c.model = plan::model_shape(s.model);
+  c.gpus = s.gpus;
+  c.tp = s.tp;
+  if (!request.pp.empty()) c.pp = std::max(1, parse_pp(request.pp));
+  c.fs_bandwidth = request.checkpoint_fs * 1e9;
+  c.writer_bandwidth = request.checkpoint_writer * 1e9;
+  c.network_bandwidth = s.gpu_bandwidth;
+  c.host_bandwidth = s.host_bandwidth;
+  std::fputs(plan::checkpoint_report(c, plan::checkpoint_costs(c)).c_str(), stdout);
+  return kExitOk;
+}
+
 }  // namespace
 
 int simulate_command(const SimulateRequest& request) {
   plan::SimulateSpec s = spec_of(request);
+  if (request.checkpoint_fs > 0) return checkpoint_model(request, s);
   if (!request.pp.empty()) {
     if (!request.png.empty()) throw Error("--png draws HDP against the static grid, not --pp");
     return simulate_pipelines(s, request.pp, request.lengths, request.csv);

@@ -5,7 +5,8 @@
 // (plan/simulate/simulate.hpp). With --pp, HDP ranks are pipelines and the
 // static 3D mesh, DP-Balance and PP-Balance are compared instead
 // (plan/simulate/simulate_pipeline.hpp). --png draws step 0 as `plan --png`
-// draws its batch (runtime/plan_chart.hpp).
+// draws its batch (runtime/plan_chart.hpp). --checkpoint-fs prints what a
+// checkpoint costs instead, gathered against collective.
 #pragma once
 
 #include <string>
@@ -28,6 +29,9 @@ struct SimulateRequest {
   std::string csv;  // append one line per planner (or pipeline setup)
   std::string png;  // draw step 0
   bool no_validate = false;
+  // > 0: the checkpoint model instead of planning (plan/cost/checkpoint_cost.hpp):
+  // the file system's GB/s, one writer's GB/s.
+  double checkpoint_fs = 0, checkpoint_writer = 2;
 };
 
 // Prints the comparison; returns the exit code (kExitBadInput when no

@@ -47,7 +47,7 @@ StateChecksums write_state(const std::string& path, MPI_Comm trainers,
                            std::span<const float> params, std::span<const float> m,
                            std::span<const float> v) {
   const StateShare share =
-      state_share(*me.layout, me.data_rank, me.zero1, me.moment_begin, me.moment_end);
+      state_share(*me.layout, me.data_rank, me.data_ranks, me.moment_begin, me.moment_end);
   const std::vector<Dataset> sets = datasets_of(whole);
   ckpt::H5ParallelFile file(path, "w", trainers);
   for (const Dataset& d : sets) file.create<float>(d.path, whole.find(d.tensor).full_shape);
@@ -74,11 +74,11 @@ void read_state(const std::string& path, MPI_Comm trainers, const model::ParamLa
                int64_t(m.size()) == me.moment_end - me.moment_begin && m.size() == v.size(),
            "read_state: buffers of another size than the layout's");
   // What this trainer holds (copies included), and what it owns (checksums).
-  const std::vector<StatePiece> held_params = pieces_of_range(layout, 0, layout.numel(), true);
+  const std::vector<StatePiece> held_params = pieces_of_range(layout, 0, layout.numel(), 0, true);
   const std::vector<StatePiece> held_moments =
-      pieces_of_range(layout, me.moment_begin, me.moment_end, true);
+      pieces_of_range(layout, me.moment_begin, me.moment_end, me.moment_begin, true);
   const StateShare owned =
-      state_share(layout, me.data_rank, me.zero1, me.moment_begin, me.moment_end);
+      state_share(layout, me.data_rank, me.data_ranks, me.moment_begin, me.moment_end);
   const std::vector<Dataset> sets = datasets_of(whole);
   ckpt::H5ParallelFile file(path, "r", trainers);
   for (const Dataset& d : sets)

@@ -18,12 +18,11 @@
 namespace meshloom::train {
 
 // One trainer's share of the state: its layout (a TP shard of its stage),
-// its data rank, and its AdamW range of the layout's buffer (the whole
-// buffer without ZeRO-1).
+// its data rank among `data_ranks`, and its AdamW range of the layout's
+// buffer (the whole buffer without ZeRO-1).
 struct StateOwner {
   const model::ParamLayout* layout = nullptr;
-  int data_rank = 0;
-  bool zero1 = false;
+  int data_rank = 0, data_ranks = 1;
   int64_t moment_begin = 0, moment_end = 0;
 };
 

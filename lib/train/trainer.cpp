@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <thread>
+#include <tuple>
 
 #include "base/clock.hpp"
 #include "base/log.hpp"
@@ -17,6 +18,7 @@
 #include "plan/cost/device_memory.hpp"
 #include "plan/pipeline/pipeline.hpp"
 #include "train/cpu_backend.hpp"
+#include "train/state_blocks.hpp"
 
 namespace meshloom::train {
 
@@ -77,8 +79,7 @@ Trainer::Trainer(const parallel::World& w, const parallel::StepComms& comms)
   const int64_t n = model_->layout().numel();
   if (w.config.optim.zero1) {
     shard_size_ = (n + size_ - 1) / size_;
-    shard_begin_ = std::min<int64_t>(n, shard_size_ * rank_);
-    shard_end_ = std::min<int64_t>(n, shard_begin_ + shard_size_);
+    std::tie(shard_begin_, shard_end_) = zero_range(n, rank_, size_);
   } else {
     shard_begin_ = 0;
     shard_end_ = n;

@@ -108,7 +108,7 @@ ckpt::Checkpoint Trainer::checkpoint_rest(int64_t step, const std::string& lead_
 }
 
 StateOwner Trainer::state_owner() const {
-  return StateOwner{&model_->layout(), rank_, w_.config.optim.zero1, shard_begin_, shard_end_};
+  return StateOwner{&model_->layout(), rank_, size_, shard_begin_, shard_end_};
 }
 
 StateChecksums Trainer::save_state(const std::string& path) {

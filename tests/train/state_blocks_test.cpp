@@ -10,6 +10,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ckpt/block_checksum.hpp"
@@ -90,12 +91,8 @@ void check_layout(const Layout& l) {
       const int64_t n = mine.numel();
       for (int data = 0; data < l.data; ++data) {
         int64_t begin = 0, end = n;
-        if (l.zero1) {
-          const int64_t size = (n + l.data - 1) / l.data;
-          begin = std::min(n, size * data);
-          end = std::min(n, begin + size);
-        }
-        const StateShare share = state_share(mine, data, l.zero1, begin, end);
+        if (l.zero1) std::tie(begin, end) = zero_range(n, data, l.data);
+        const StateShare share = state_share(mine, data, l.data, begin, end);
         put(share.params, buffer, params, params_hits);
         const std::vector<float> range(buffer.begin() + begin, buffer.begin() + end);
         put(share.moments, range, moments, moment_hits);
@@ -123,12 +120,29 @@ TEST(StateBlocks, EveryElementHasOneOwnerAndItsValueInEveryLayout) {
           }
 }
 
+TEST(StateBlocks, DataRanksWriteEqualShares) {
+  // Untied, tp 1, one stage: nothing is a copy, so each of 3 data ranks owns
+  // its zero_range of the weights and of the moments, whatever ZeRO-1.
+  const model::ParamLayout layout(shape(false, 11));
+  const int64_t n = layout.numel();
+  for (int data = 0; data < 3; ++data) {
+    const auto [first, end] = zero_range(n, data, 3);
+    const StateShare share = state_share(layout, data, 3, 0, n);
+    int64_t params = 0, moments = 0;
+    for (const StatePiece& p : share.params) params += p.numel;
+    for (const StatePiece& p : share.moments) moments += p.numel;
+    EXPECT_EQ(params, end - first);
+    EXPECT_EQ(moments, end - first);
+    EXPECT_EQ(share.params.front().offset, first);  // offsets into the whole buffer
+  }
+}
+
 TEST(StateBlocks, ATiedCopyOffTheFirstStageIsReadButNotOwned) {
   const model::Shape s = shape(true, 11);
   const model::ParamLayout last(s, {}, model::StageLayers{2, 3});
   bool owned = false, read = false;
-  for (const StatePiece& p : pieces_of_range(last, 0, last.numel())) owned |= p.name == "embed";
-  for (const StatePiece& p : pieces_of_range(last, 0, last.numel(), true))
+  for (const StatePiece& p : pieces_of_range(last, 0, last.numel(), 0)) owned |= p.name == "embed";
+  for (const StatePiece& p : pieces_of_range(last, 0, last.numel(), 0, true))
     read |= p.name == "embed";
   EXPECT_FALSE(owned);
   EXPECT_TRUE(read);

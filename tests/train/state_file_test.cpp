@@ -12,11 +12,13 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/check.hpp"
 #include "ckpt/h5.hpp"
 #include "model/params.hpp"
+#include "train/state_blocks.hpp"
 
 namespace meshloom::train {
 namespace {
@@ -85,12 +87,8 @@ Trainer trainer_of(const model::Shape& s, const Layout& l) {
             {}};
   const model::ParamLayout whole(s);
   const int64_t n = t.layout.numel();
-  t.owner = {&t.layout, data, l.zero1, 0, n};
-  if (l.zero1) {
-    const int64_t size = (n + l.data - 1) / l.data;
-    t.owner.moment_begin = std::min(n, size * data);
-    t.owner.moment_end = std::min(n, t.owner.moment_begin + size);
-  }
+  t.owner = {&t.layout, data, l.data, 0, n};
+  if (l.zero1) std::tie(t.owner.moment_begin, t.owner.moment_end) = zero_range(n, data, l.data);
   std::vector<float> all[3];
   for (int which = 0; which < 3; ++which) {
     all[which].resize(size_t(n));

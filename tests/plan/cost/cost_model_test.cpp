@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/plan/plan_test_util.hpp"
 #include "tests/common/test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;
