@@ -6,13 +6,11 @@
 // checkpoints are pruned (`ours` tells them from another run's).
 #pragma once
 
-#include <condition_variable>
+#include <chrono>
 #include <functional>
-#include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
 
+#include "ckpt/background_jobs.hpp"
 #include "ckpt/checkpoint.hpp"
 
 namespace meshloom::ckpt {
@@ -22,26 +20,22 @@ class BackgroundWriter {
   // `done` is called on the writer thread after each write (path, bytes, seconds).
   BackgroundWriter(std::string dir, int64_t keep, IsOurs ours, bool background,
                    std::function<void(const std::string&, int64_t, double)> done);
-  ~BackgroundWriter();  // finishes the pending write
   void write(Checkpoint c);
-  void wait();  // until nothing is pending
+  // Runs `make` on the writer thread, then writes (or, format 2, finishes)
+  // the checkpoint it returns: the trainers' collective part, then the rest.
+  void write(std::function<Checkpoint()> make);
+  void wait() { jobs_.wait(); }  // until nothing is pending
   // The error of a failed background write ("" when none), raised by the caller.
-  std::string error();
+  std::string error() { return jobs_.error(); }
 
  private:
-  void run();
-  void write_one(const Checkpoint& c);
+  using Clock = std::chrono::steady_clock;
+  void write_one(const Checkpoint& c, Clock::time_point start);
   std::string dir_;
   int64_t keep_;
   IsOurs ours_;
-  bool background_;
   std::function<void(const std::string&, int64_t, double)> done_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::optional<Checkpoint> pending_;
-  bool busy_ = false, stop_ = false;
-  std::string error_;
-  std::thread thread_;
+  BackgroundJobs jobs_;  // last: its thread stops before the rest goes
 };
 
 }  // namespace meshloom::ckpt

@@ -44,6 +44,7 @@ void exit_if_stuck(double seconds, const std::atomic<bool>* busy, int code, std:
 // rank. Under mpirun --enable-recovery a rank that dies then leaves the others
 // waiting in those collectives for ever.
 std::atomic<bool> g_starting{false};
+bool g_threads_multiple = false;  // MPI_THREAD_MULTIPLE provided
 // OpenMPI 4.1's MPI_Finalize fences every process of the job. After a loader
 // died (mpirun --enable-recovery) that fence now and then never completes,
 // though the survivors' work is done and written.
@@ -71,9 +72,12 @@ void mpi_start(int* argc, char*** argv) {
                      "MESHLOOM_START_TIMEOUT sets the limit",
                      limit));
   int provided = 0;
-  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
-  // Only the main thread calls MPI; the watchdog, the checkpoint writer and
-  // the loaders' workers never do.
+  // The main thread makes the step's MPI calls; a trainer's checkpoint thread
+  // writes its part of a checkpoint collectively on a communicator of its
+  // own where the library allows calls from several threads at once
+  // (mpi_threads_multiple), else that part is written between two steps.
+  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+  g_threads_multiple = provided >= MPI_THREAD_MULTIPLE;
   if (provided < MPI_THREAD_FUNNELED)
     ML_FAIL(
         strf("this MPI library offers thread level %d, below MPI_THREAD_FUNNELED (%d), which "
@@ -87,6 +91,8 @@ void mpi_start(int* argc, char*** argv) {
 }
 
 void start_finished() { g_starting = false; }
+
+bool mpi_threads_multiple() { return g_threads_multiple; }
 
 std::string launcher_rank() {
   for (const char* name : {"PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})

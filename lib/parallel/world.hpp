@@ -43,6 +43,9 @@ constexpr double kStartTimeoutSeconds = 60;
 void mpi_start(int* argc, char*** argv);
 // Start-up's world-wide collectives are over (after preflight_on_root).
 void start_finished();
+// Whether MPI takes calls from several threads at once (MPI_THREAD_MULTIPLE):
+// trainers then write their part of a checkpoint in the background.
+bool mpi_threads_multiple();
 // mpirun --enable-recovery (OpenMPI 4.1) exits 0 whatever its ranks return,
 // so each rank appends "rank R exit CODE" to $MESHLOOM_EXIT_FILE (when set)
 // on its way out: mpi_finish, the fatal handler, the watchdog, the start-up

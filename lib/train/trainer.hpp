@@ -71,6 +71,13 @@ class Trainer {
   // the state into `path` (train/state_file.hpp). Collective over the
   // trainers; returns every tensor dataset's checksum on each.
   StateChecksums save_state(const std::string& path);
+  // This trainer's part of the state, copied to host memory: what a
+  // background checkpoint writes (write_state) while training goes on.
+  struct HostState {
+    StateOwner owner;
+    std::vector<float> params, m, v;
+  };
+  HostState host_state();
   // What trainer 0 adds to such a file (ckpt::finish_checkpoint): the
   // checkpoint without its tensors. `lead_data` as for snapshot().
   ckpt::Checkpoint checkpoint_rest(int64_t step, const std::string& lead_data) const;

@@ -117,6 +117,13 @@ StateChecksums Trainer::save_state(const std::string& path) {
                      model_->params(), adam_->m(), adam_->v());
 }
 
+Trainer::HostState Trainer::host_state() {
+  sync_host_state();
+  const std::span<const float> params = model_->params();
+  return HostState{state_owner(), std::vector<float>(params.begin(), params.end()), adam_->m(),
+                   adam_->v()};
+}
+
 void Trainer::load_state(const std::string& path, const ckpt::Checkpoint& meta) {
   read_state(path, comms_.comm(parallel::Axis::trainers), whole_layout_, state_owner(),
              meta.tensor_sums, model_->params(), adam_->m(), adam_->v());
