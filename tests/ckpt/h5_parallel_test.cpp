@@ -8,7 +8,6 @@
 
 #include <gtest/gtest.h>
 #include <mpi.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -18,27 +17,14 @@
 #include "base/check.hpp"
 #include "ckpt/block_checksum.hpp"
 #include "ckpt/h5.hpp"
+#include "tests/common/mpi_test_util.hpp"
 
 namespace meshloom::ckpt {
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-// One path for every rank (rank 0's pid), removed at the end of the test.
-std::string shared_path(const char* name) {
-  long pid = getpid();
-  MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-  return "/tmp/meshloom_h5p_" + std::to_string(pid) + "_" + name + ".h5";
-}
+int world_rank() { return test::rank_of(MPI_COMM_WORLD); }
+int world_size() { return test::size_of(MPI_COMM_WORLD); }
+std::string shared_path(const char* name) { return test::shared_tmp_path(name); }
 
 float value_at(int64_t flat) { return float(flat) * 0.25f - 7.0f; }
 

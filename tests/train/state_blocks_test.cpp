@@ -1,4 +1,5 @@
-// train/state_blocks.hpp against the whole model: for every layout (tp 1, 2
+// train/state_blocks.hpp against the whole model (with a patch embedding,
+// which TP does not split): for every layout (tp 1, 2
 // and 4; 1, 2 and 3 stages; tied and untied; with and without ZeRO-1 over 1
 // and 3 data ranks), the pieces every trainer owns cover every element of
 // every whole tensor exactly once, and putting each trainer's own values
@@ -15,24 +16,10 @@
 
 #include "ckpt/block_checksum.hpp"
 #include "model/params.hpp"
+#include "tests/model/tiny_shape.hpp"
 
 namespace meshloom::train {
 namespace {
-
-model::Shape shape(bool tied, int64_t vocab) {
-  model::Shape s;
-  s.vocab = vocab;  // 11: not a multiple of tp, so vocabulary rows split unevenly
-  s.d_model = 16;
-  s.n_layers = 3;
-  s.n_heads = 8;
-  s.n_kv_heads = 4;
-  s.head_dim = 2;
-  s.ffn_dim = 12;
-  s.tied = tied;
-  s.patch_dim = 6;
-  s.validate();
-  return s;
-}
 
 std::vector<model::StageLayers> stages(int pp) {
   if (pp == 1) return {{0, 3}};
@@ -51,7 +38,7 @@ struct Layout {
 // Each trainer's buffer as the model holds it, then its pieces put back
 // into whole tensors; counts how often each element is written.
 void check_layout(const Layout& l) {
-  const model::Shape s = shape(l.tied, 11);
+  const model::Shape s = model::tp4_shape(l.tied, 6);
   const model::ParamLayout whole(s);
   std::map<std::string, std::vector<float>> params, moments;
   std::map<std::string, std::vector<int>> params_hits, moment_hits;
@@ -123,7 +110,7 @@ TEST(StateBlocks, EveryElementHasOneOwnerAndItsValueInEveryLayout) {
 TEST(StateBlocks, DataRanksWriteEqualShares) {
   // Untied, tp 1, one stage: nothing is a copy, so each of 3 data ranks owns
   // its zero_range of the weights and of the moments, whatever ZeRO-1.
-  const model::ParamLayout layout(shape(false, 11));
+  const model::ParamLayout layout(model::tp4_shape(false, 6));
   const int64_t n = layout.numel();
   for (int data = 0; data < 3; ++data) {
     const auto [first, end] = zero_range(n, data, 3);
@@ -138,7 +125,7 @@ TEST(StateBlocks, DataRanksWriteEqualShares) {
 }
 
 TEST(StateBlocks, ATiedCopyOffTheFirstStageIsReadButNotOwned) {
-  const model::Shape s = shape(true, 11);
+  const model::Shape s = model::tp4_shape(true, 6);
   const model::ParamLayout last(s, {}, model::StageLayers{2, 3});
   bool owned = false, read = false;
   for (const StatePiece& p : pieces_of_range(last, 0, last.numel(), 0)) owned |= p.name == "embed";

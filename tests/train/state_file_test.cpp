@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 #include <mpi.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -18,41 +17,16 @@
 #include "base/check.hpp"
 #include "ckpt/h5.hpp"
 #include "model/params.hpp"
+#include "tests/common/mpi_test_util.hpp"
+#include "tests/model/tiny_shape.hpp"
 #include "train/state_blocks.hpp"
 
 namespace meshloom::train {
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-std::string shared_path(const char* name) {
-  long pid = getpid();
-  MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-  return "/tmp/meshloom_state_" + std::to_string(pid) + "_" + name + ".h5";
-}
-
-model::Shape shape(bool tied) {
-  model::Shape s;
-  s.vocab = 11;  // not a multiple of tp: vocabulary rows split unevenly
-  s.d_model = 16;
-  s.n_layers = 3;
-  s.n_heads = 8;
-  s.n_kv_heads = 4;
-  s.head_dim = 2;
-  s.ffn_dim = 12;
-  s.tied = tied;
-  s.validate();
-  return s;
-}
+int world_rank() { return test::rank_of(MPI_COMM_WORLD); }
+int world_size() { return test::size_of(MPI_COMM_WORLD); }
+std::string shared_path(const char* name) { return test::shared_tmp_path(name); }
 
 // The whole state's values: parameters, first and second moments differ.
 float value(const model::TensorInfo& t, int64_t e, int which) {
@@ -108,7 +82,7 @@ Trainer trainer_of(const model::Shape& s, const Layout& l) {
 void write_then_read(const Layout& wrote, const Layout& reads, bool tied) {
   ASSERT_EQ(wrote.tp * wrote.pp * wrote.data, world_size());
   ASSERT_EQ(reads.tp * reads.pp * reads.data, world_size());
-  const model::Shape s = shape(tied);
+  const model::Shape s = model::tp4_shape(tied);
   const model::ParamLayout whole(s);
   const std::string path = shared_path("reshard");
   Trainer writer = trainer_of(s, wrote);
@@ -159,7 +133,7 @@ TEST(StateFile, DataParallelZeroWrittenReadAsTpTimesPp) {
 
 TEST(StateFile, AFlippedByteIsRefusedOnEveryRankNamingTheDataset) {
   if (world_size() != 4) GTEST_SKIP() << "layouts of 4 trainers";
-  const model::Shape s = shape(false);
+  const model::Shape s = model::tp4_shape(false);
   const model::ParamLayout whole(s);
   const std::string path = shared_path("flipped");
   Trainer t = trainer_of(s, {2, 1, 2, true});
