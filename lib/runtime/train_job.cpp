@@ -130,8 +130,10 @@ class CheckpointWriter {
         [this, dir, how](const std::string& path, int64_t bytes, double seconds) {
           ckpt::reset_resume_attempts(dir);
           std::lock_guard<std::mutex> lock(mutex_);
-          note_ = strf("checkpoint %s written (%s): %s in %s", path.c_str(), how.c_str(),
-                       human_bytes(double(bytes)).c_str(), human_seconds(seconds).c_str());
+          // Appended: two checkpoints may finish between acknowledgements.
+          note_ += strf("%scheckpoint %s written (%s): %s in %s", note_.empty() ? "" : "; ",
+                        path.c_str(), how.c_str(), human_bytes(double(bytes)).c_str(),
+                        human_seconds(seconds).c_str());
         });
   }
   ~CheckpointWriter() {
