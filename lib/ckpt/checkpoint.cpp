@@ -148,10 +148,6 @@ std::vector<float> slice(const std::vector<float>& flat, const Tensor& t) {
   return std::vector<float>(flat.begin() + t.offset, flat.begin() + t.offset + t.numel);
 }
 
-}  // namespace
-
-namespace {
-
 // Everything but the tensors: what one process owns.
 void write_rest(Writer& w, const Checkpoint& c) {
   w.put_scalar("meta/format", c.format);

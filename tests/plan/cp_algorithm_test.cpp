@@ -13,8 +13,8 @@
 #include "plan/io/summary.hpp"
 #include "plan/planner.hpp"
 #include "plan/simulate/simulate.hpp"
-#include "tests/plan/plan_test_util.hpp"
 #include "tests/common/test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;

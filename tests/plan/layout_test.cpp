@@ -6,8 +6,8 @@
 
 #include "plan/plan.hpp"
 #include "plan/planner.hpp"
-#include "tests/plan/plan_test_util.hpp"
 #include "tests/common/test_util.hpp"
+#include "tests/plan/plan_test_util.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;
