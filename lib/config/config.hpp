@@ -26,7 +26,7 @@ enum class DataMode { disaggregated, colocated };
 enum class Planner { hdp, bytescale, naive, static_grid };
 enum class Balance { dp, pp };
 enum class CpAlgorithm { ring, ulysses, hybrid, automatic };
-enum class FaultKind { crash, hang, slow };
+enum class FaultKind { crash, hang, slow, crash_writing };
 
 template <>
 struct EnumNames<Backend> {
@@ -62,7 +62,7 @@ struct EnumNames<CpAlgorithm> {
 };
 template <>
 struct EnumNames<FaultKind> {
-  static constexpr std::array<const char*, 3> names{"crash", "hang", "slow"};
+  static constexpr std::array<const char*, 4> names{"crash", "hang", "slow", "crash_writing"};
 };
 template <>
 struct EnumNames<LogLevel> {
@@ -427,15 +427,21 @@ struct FaultConfig {
   int64_t rank = 0;
   int64_t step = 0;
   double seconds = 1.0;
+  int64_t bytes = 0;
   template <class V>
   void visit(V& v) {
     v.field("kind", kind,
             "crash (the process kills itself), hang (stops answering), slow (sleeps each step "
-            "or request)");
+            "or request), crash_writing (a trainer kills itself while writing its part of a "
+            "checkpoint)");
     v.field("rank", rank, "World rank that fails", at_least(0));
     v.field("step", step, "First step at which it fails", at_least(0));
     v.field("seconds", seconds, "slow: seconds added per step (trainer) or request (loader)",
             at_least(0.0));
+    v.field("bytes", bytes,
+            "crash_writing: bytes of its part the trainer writes before it dies (in the first "
+            "checkpoint at or after `step`)",
+            at_least(0));
   }
 };
 

@@ -140,10 +140,24 @@ RoleLayout make_layout(int world, const config::Config& config) {
              "data.seq_len, or launch more ranks",
              (long long)config.data.seq_len, (long long)need, (long long)config.plan.capacity,
              (long long)hdp_ranks, l.trainers, (long long)tp, (long long)pp));
-  for (size_t i = 0; i < config.faults.inject.size(); ++i)
-    if (config.faults.inject[i].rank >= world)
+  for (size_t i = 0; i < config.faults.inject.size(); ++i) {
+    const config::FaultConfig& f = config.faults.inject[i];
+    if (f.rank >= world)
       throw config::ConfigError(strf("faults.inject[%zu].rank is %lld, but the job has %d ranks", i,
-                                     (long long)config.faults.inject[i].rank, world));
+                                     (long long)f.rank, world));
+    // A death mid-write needs a trainer that writes: its part of a format 2 file.
+    if (f.kind != config::FaultKind::crash_writing) continue;
+    if (l.role_of(int(f.rank)) != Role::trainer)
+      throw config::ConfigError(
+          strf("faults.inject[%zu]: crash_writing acts on a trainer, and rank "
+               "%lld is a %s",
+               i, (long long)f.rank, role_name(l.role_of(int(f.rank)))));
+    if (!config.checkpoint.collective)
+      throw config::ConfigError(
+          strf("faults.inject[%zu]: crash_writing needs trainers that write "
+               "their part (checkpoint.collective: true)",
+               i));
+  }
   return l;
 }
 

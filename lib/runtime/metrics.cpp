@@ -12,6 +12,37 @@ namespace meshloom::runtime {
 
 using Json = nlohmann::ordered_json;
 
+std::string describe_checkpoints(const std::vector<wire::Report>& reports) {
+  const wire::Report* first = nullptr;  // trainer 0: the first trainer reporting saves
+  double stall = 0;
+  int64_t bytes_min = INT64_MAX, bytes_max = 0, peak_min = INT64_MAX, peak_max = 0;
+  int64_t before_min = INT64_MAX, before_max = 0;
+  for (const wire::Report& r : reports) {
+    if (r.checkpoints == 0) continue;
+    if (!first || r.rank < first->rank) first = &r;
+    stall = std::max(stall, r.checkpoint_stall_seconds / r.checkpoints);
+    bytes_min = std::min(bytes_min, r.checkpoint_bytes / r.checkpoints);
+    bytes_max = std::max(bytes_max, r.checkpoint_bytes / r.checkpoints);
+    peak_min = std::min(peak_min, r.peak_rss_kib);
+    peak_max = std::max(peak_max, r.peak_rss_kib);
+    before_min = std::min(before_min, r.peak_rss_before_checkpoints_kib);
+    before_max = std::max(before_max, r.peak_rss_before_checkpoints_kib);
+  }
+  if (!first) return "";
+  auto range = [](int64_t lo, int64_t hi, double unit) {
+    return lo == hi ? human_bytes(double(lo) * unit)
+                    : human_bytes(double(lo) * unit) + " to " + human_bytes(double(hi) * unit);
+  };
+  return strf(
+      "checkpoints: %d saved, each in %s (trainer 0, start to file complete); training stood "
+      "still %s for each (the slowest trainer); each wrote %s of state per checkpoint; peak "
+      "memory per trainer %s (%s before the first save)",
+      first->checkpoints,
+      human_seconds(first->checkpoint_save_seconds / first->checkpoints).c_str(),
+      human_seconds(stall).c_str(), range(bytes_min, bytes_max, 1).c_str(),
+      range(peak_min, peak_max, 1024).c_str(), range(before_min, before_max, 1024).c_str());
+}
+
 StepFigures step_figures(const std::vector<wire::Ack>& acks) {
   StepFigures f;
   int64_t predictions = 0;
@@ -275,13 +306,21 @@ void TrainMetrics::finish(std::vector<wire::Report> reports) {
     std::sort(reports.begin(), reports.end(),
               [](const wire::Report& a, const wire::Report& b) { return a.rank < b.rank; });
     Json ranks = Json::array();
-    for (const auto& r : reports)
-      ranks.push_back({{"rank", r.rank},
-                       {"role", parallel::role_name(parallel::Role(r.role))},
-                       {"busy_seconds", r.busy_seconds},
-                       {"tokens", r.tokens},
-                       {"peak_rss_kib", r.peak_rss_kib},
-                       {"pss_kib", r.pss_kib}});
+    for (const auto& r : reports) {
+      Json rank = {{"rank", r.rank},
+                   {"role", parallel::role_name(parallel::Role(r.role))},
+                   {"busy_seconds", r.busy_seconds},
+                   {"tokens", r.tokens},
+                   {"peak_rss_kib", r.peak_rss_kib},
+                   {"pss_kib", r.pss_kib}};
+      if (r.checkpoints > 0)
+        rank["checkpoints"] = {{"saved", r.checkpoints},
+                               {"bytes", r.checkpoint_bytes},
+                               {"stall_seconds", r.checkpoint_stall_seconds},
+                               {"save_seconds", r.checkpoint_save_seconds},
+                               {"peak_rss_before_kib", r.peak_rss_before_checkpoints_kib}};
+      ranks.push_back(std::move(rank));
+    }
     std::fprintf(jsonl_, "%s\n", Json({{"final", true}, {"ranks", ranks}}).dump().c_str());
     std::fflush(jsonl_);
   }
@@ -292,6 +331,8 @@ void TrainMetrics::finish(std::vector<wire::Report> reports) {
       end_ < steps ? strf("; stopped before step %lld (--stop-at)", (long long)end_).c_str() : "");
   if (const std::string by_source = describe_source_losses(); !by_source.empty())
     LOG_INFO("%s", by_source.c_str());
+  if (const std::string checkpoints = describe_checkpoints(reports); !checkpoints.empty())
+    LOG_INFO("%s", checkpoints.c_str());
 }
 
 }  // namespace meshloom::runtime

@@ -65,6 +65,12 @@ class StragglerWatch {
   int64_t steps_;
 };
 
+// The run's checkpoints in one line, from the trainers' final reports: how
+// many, trainer 0's save time (start to file complete), the stall training
+// saw (the slowest trainer), the state bytes each trainer wrote and its
+// memory peak against the peak before the first save. "" when none was saved.
+std::string describe_checkpoints(const std::vector<wire::Report>& reports);
+
 class TrainMetrics {
  public:
   // Steps [first, end) of a run of run.steps; metrics.jsonl is appended to

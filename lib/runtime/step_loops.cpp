@@ -29,7 +29,8 @@ std::vector<wire::Report> lead_steps(roles::Lead& lead, int64_t first, int64_t e
   return lead.stop();
 }
 
-void trainer_steps(const parallel::World& w, const StepAnswer& answer, const int* faults_fired) {
+void trainer_steps(const parallel::World& w, const StepAnswer& answer,
+                   const AddTotals& add_totals) {
   wire::Report report;
   report.role = int(parallel::Role::trainer);
   roles::BatchInbox inbox(w);
@@ -42,7 +43,7 @@ void trainer_steps(const parallel::World& w, const StepAnswer& answer, const int
     report.busy_seconds += ack.step_seconds;  // the step, data wait excluded
     if (b.last) break;
   }
-  if (faults_fired) report.faults_fired = *faults_fired;
+  if (add_totals) add_totals(&report);
   roles::send_final_report(report, inbox.worker_pss_kib());
 }
 

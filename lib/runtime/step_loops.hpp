@@ -26,9 +26,10 @@ std::vector<wire::Report> lead_steps(roles::Lead& lead, int64_t first, int64_t e
 // A trainer: receives its batches until the last one, answers each with
 // answer(batch, seconds waited for it), sends the answer to rank 0, and at the
 // end its final report (tokens received, busy seconds from the answers'
-// step_seconds, memory, and *faults_fired as it is then: drills that fired).
+// step_seconds, memory, and what `add_totals` adds: what the caller counted).
 using StepAnswer = std::function<wire::Ack(const wire::Batch& batch, double wait_seconds)>;
+using AddTotals = std::function<void(wire::Report* report)>;
 void trainer_steps(const parallel::World& w, const StepAnswer& answer,
-                   const int* faults_fired = nullptr);
+                   const AddTotals& add_totals = {});
 
 }  // namespace meshloom::runtime

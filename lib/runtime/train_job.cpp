@@ -6,15 +6,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "base/log.hpp"
 #include "base/strings.hpp"
-#include "ckpt/background_jobs.hpp"
 #include "ckpt/resume.hpp"
-#include "ckpt/writer.hpp"
 #include "comm/mpi_check.hpp"
 #include "comm/mpi_util.hpp"
 #include "parallel/mesh.hpp"
@@ -23,6 +20,7 @@
 #include "parallel/world.hpp"
 #include "roles/faults.hpp"
 #include "roles/lead.hpp"
+#include "runtime/checkpoint_writer.hpp"
 #include "runtime/gemm_peak.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/preflight.hpp"
@@ -93,112 +91,6 @@ double trainer_peak_flops(const parallel::World& w, train::Trainer& trainer, dou
   return peak;
 }
 
-// Checkpoints: with checkpoint.collective every trainer writes its own part
-// of the state into the file (format 2), then trainer 0 adds the rest
-// (checksums, rename); without, trainer 0 gathers the whole state and writes
-// it (format 1). With checkpoint.background both run on a thread while
-// training goes on: the trainers' part on a communicator of its own where
-// MPI takes calls from several threads, else between two steps. What was
-// written is told to rank 0 in the next acknowledgement.
-class CheckpointWriter {
- public:
-  // Collective over the trainers (`trainers`: all of them).
-  CheckpointWriter(const parallel::World& w, MPI_Comm trainers)
-      : collective_(w.config.checkpoint.collective),
-        background_part_(collective_ && w.config.checkpoint.background &&
-                         parallel::mpi_threads_multiple()),
-        dir_(ckpt::checkpoint_dir(w.config)) {
-    if (w.config.checkpoint.every <= 0) return;
-    if (background_part_) MPI_CHECK(MPI_Comm_dup(trainers, &comm_));
-    if (w.role_index != 0) {
-      if (background_part_) jobs_ = std::make_unique<ckpt::BackgroundJobs>(true);
-      return;
-    }
-    const std::string how =
-        !collective_       ? "gathered on trainer 0"
-        : background_part_ ? "every trainer its part, in the background"
-        : w.config.checkpoint.background
-            ? "every trainer its part between two steps (MPI takes no calls from several "
-              "threads at once here)"
-            : "every trainer its part";
-    const std::string dir = dir_;
-    const config::Config& config = w.config;
-    writer_ = std::make_unique<ckpt::BackgroundWriter>(
-        dir, w.config.checkpoint.keep,
-        [&config](const std::string& path) { return ckpt::written_by_this_run(path, config); },
-        w.config.checkpoint.background,
-        [this, dir, how](const std::string& path, int64_t bytes, double seconds) {
-          ckpt::reset_resume_attempts(dir);
-          std::lock_guard<std::mutex> lock(mutex_);
-          // Appended: two checkpoints may finish between acknowledgements.
-          note_ += strf("%scheckpoint %s written (%s): %s in %s", note_.empty() ? "" : "; ",
-                        path.c_str(), how.c_str(), human_bytes(double(bytes)).c_str(),
-                        human_seconds(seconds).c_str());
-        });
-  }
-  ~CheckpointWriter() {
-    wait();
-    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-  }
-  // The state after step `step`; collective over the trainers.
-  void save(train::Trainer& trainer, int64_t step, const std::string& lead_data) {
-    if (!collective_) {
-      if (writer_)
-        writer_->write(trainer.snapshot(step, lead_data));
-      else
-        trainer.snapshot(step, lead_data);  // the others send their shards
-      return;
-    }
-    wait();  // HDF5 serves one user at a time: the last checkpoint first
-    const std::string tmp = ckpt::checkpoint_path(dir_, step) + ".tmp";
-    if (!background_part_) {
-      const train::StateChecksums sums = trainer.save_state(tmp);
-      if (writer_) writer_->write(rest_of(trainer, step, lead_data, sums));
-      return;
-    }
-    auto state = std::make_shared<train::Trainer::HostState>(trainer.host_state());
-    auto part = [state, tmp, comm = comm_, &whole = trainer.whole_layout()] {
-      return train::write_state(tmp, comm, whole, state->owner, state->params, state->m, state->v);
-    };
-    if (!writer_) return jobs_->submit([part] { part(); });
-    auto rest = std::make_shared<ckpt::Checkpoint>(rest_of(trainer, step, lead_data, {}));
-    writer_->write([part, rest] {
-      rest->tensor_sums = part();
-      return std::move(*rest);
-    });
-  }
-  // Waits for the checkpoint being written: HDF5 is not thread-safe, and the
-  // last acknowledgement should tell of the last checkpoint.
-  void wait() {
-    if (writer_) writer_->wait();
-    if (jobs_) jobs_->wait();
-  }
-  // Appends what was written since the last call to `note`; a failed write ends the job.
-  void add_note(std::string* note) {
-    const std::string failed = writer_ ? writer_->error() : jobs_ ? jobs_->error() : "";
-    if (!failed.empty()) ML_FAIL("checkpoint write failed: " + failed);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!note_.empty()) *note += (note->empty() ? "" : "; ") + note_;
-    note_.clear();
-  }
-
- private:
-  static ckpt::Checkpoint rest_of(train::Trainer& trainer, int64_t step,
-                                  const std::string& lead_data, train::StateChecksums sums) {
-    ckpt::Checkpoint c = trainer.checkpoint_rest(step, lead_data);
-    c.format = 2;
-    c.tensor_sums = std::move(sums);
-    return c;
-  }
-  bool collective_, background_part_;
-  std::string dir_;
-  MPI_Comm comm_ = MPI_COMM_NULL;  // the trainers' background part (background_part_)
-  std::unique_ptr<ckpt::BackgroundWriter> writer_;  // trainer 0
-  std::unique_ptr<ckpt::BackgroundJobs> jobs_;      // the others, background_part_
-  std::mutex mutex_;
-  std::string note_;
-};
-
 // Continues from a checkpoint: each trainer reads its own part of a format 2
 // file; a format 1 file is read whole by every trainer.
 void load_checkpoint(train::Trainer& trainer, const std::string& path) {
@@ -227,7 +119,7 @@ int run_train_trainer(const parallel::World& w, const TrainRun& run, const std::
   train::Trainer trainer(w, comms);
   const roles::InjectedFaults faults(w.config, w.rank);
   if (!resume_from.empty()) load_checkpoint(trainer, resume_from);
-  CheckpointWriter writer(w, comms.comm(parallel::Axis::trainers));
+  CheckpointWriter writer(w, comms.comm(parallel::Axis::trainers), faults);
   const double peak = trainer_peak_flops(w, trainer, node_peak);
   int faults_fired = 0;
   trainer_steps(
@@ -256,7 +148,10 @@ int run_train_trainer(const parallel::World& w, const TrainRun& run, const std::
         writer.add_note(&ack.note);
         return ack;
       },
-      &faults_fired);
+      [&](wire::Report* report) {
+        report->faults_fired = faults_fired;
+        writer.add_totals(report);
+      });
   return kExitOk;
 }
 

@@ -34,10 +34,39 @@ const StatePiece* piece_named(const std::vector<StatePiece>& pieces, const std::
   return nullptr;
 }
 
+int64_t block_bytes(const std::vector<ckpt::Block>& blocks) {
+  int64_t n = 0;
+  for (const ckpt::Block& b : blocks) n += b.numel();
+  return n * int64_t(sizeof(float));
+}
+
 std::vector<uint64_t> summed(std::vector<uint64_t> mine, MPI_Comm comm) {
   MPI_CHECK(
       MPI_Allreduce(MPI_IN_PLACE, mine.data(), int(mine.size()), MPI_UINT64_T, MPI_SUM, comm));
   return mine;
+}
+
+StateChecksums write_share(const std::string& path, MPI_Comm trainers,
+                           const model::ParamLayout& whole, const StateShare& share,
+                           const float* params, const float* m, const float* v,
+                           const BytesWritten& wrote) {
+  const std::vector<Dataset> sets = datasets_of(whole);
+  ckpt::H5ParallelFile file(path, "w", trainers);
+  for (const Dataset& d : sets) file.create<float>(d.path, whole.find(d.tensor).full_shape);
+  std::vector<uint64_t> sums;
+  for (const Dataset& d : sets) {
+    const StatePiece* p = piece_named(d.moment ? share.moments : share.params, d.tensor);
+    const float* data = d.moment ? (d.second ? v : m) : params;
+    const std::vector<ckpt::Block> none;
+    file.write_blocks(d.path, p ? p->blocks : none, p ? data + p->offset : data);
+    sums.push_back(p ? ckpt::block_checksum(p->dims, p->blocks, data + p->offset) : 0);
+    if (wrote) wrote(p ? block_bytes(p->blocks) : 0);
+  }
+  file.close();
+  sums = summed(std::move(sums), trainers);
+  StateChecksums out;
+  for (size_t i = 0; i < sets.size(); ++i) out[sets[i].path] = sums[i];
+  return out;
 }
 
 }  // namespace
@@ -45,25 +74,35 @@ std::vector<uint64_t> summed(std::vector<uint64_t> mine, MPI_Comm comm) {
 StateChecksums write_state(const std::string& path, MPI_Comm trainers,
                            const model::ParamLayout& whole, const StateOwner& me,
                            std::span<const float> params, std::span<const float> m,
-                           std::span<const float> v) {
+                           std::span<const float> v, const BytesWritten& wrote) {
   const StateShare share =
       state_share(*me.layout, me.data_rank, me.data_ranks, me.moment_begin, me.moment_end);
-  const std::vector<Dataset> sets = datasets_of(whole);
-  ckpt::H5ParallelFile file(path, "w", trainers);
-  for (const Dataset& d : sets) file.create<float>(d.path, whole.find(d.tensor).full_shape);
-  std::vector<uint64_t> sums;
-  for (const Dataset& d : sets) {
-    const StatePiece* p = piece_named(d.moment ? share.moments : share.params, d.tensor);
-    const float* data = (d.moment ? (d.second ? v : m) : params).data();
-    const std::vector<ckpt::Block> none;
-    file.write_blocks(d.path, p ? p->blocks : none, p ? data + p->offset : data);
-    sums.push_back(p ? ckpt::block_checksum(p->dims, p->blocks, data + p->offset) : 0);
+  return write_share(path, trainers, whole, share, params.data(), m.data(), v.data(), wrote);
+}
+
+OwnedState copy_owned_state(const StateOwner& me, std::span<const float> params,
+                            std::span<const float> m, std::span<const float> v) {
+  OwnedState out;
+  out.share = state_share(*me.layout, me.data_rank, me.data_ranks, me.moment_begin, me.moment_end);
+  for (StatePiece& p : out.share.params) {
+    const auto from = params.begin() + p.offset;
+    p.offset = int64_t(out.params.size());
+    out.params.insert(out.params.end(), from, from + p.numel);
   }
-  file.close();
-  sums = summed(std::move(sums), trainers);
-  StateChecksums out;
-  for (size_t i = 0; i < sets.size(); ++i) out[sets[i].path] = sums[i];
+  for (StatePiece& p : out.share.moments) {
+    const int64_t at = p.offset;
+    p.offset = int64_t(out.m.size());
+    out.m.insert(out.m.end(), m.begin() + at, m.begin() + at + p.numel);
+    out.v.insert(out.v.end(), v.begin() + at, v.begin() + at + p.numel);
+  }
   return out;
+}
+
+StateChecksums write_owned_state(const std::string& path, MPI_Comm trainers,
+                                 const model::ParamLayout& whole, const OwnedState& state,
+                                 const BytesWritten& wrote) {
+  return write_share(path, trainers, whole, state.share, state.params.data(), state.m.data(),
+                     state.v.data(), wrote);
 }
 
 void read_state(const std::string& path, MPI_Comm trainers, const model::ParamLayout& whole,

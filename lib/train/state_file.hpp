@@ -9,11 +9,13 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
 
 #include "model/params.hpp"
+#include "train/state_blocks.hpp"
 
 namespace meshloom::train {
 
@@ -32,11 +34,29 @@ using StateChecksums = std::map<std::string, uint64_t>;
 // Collective over `trainers` (every trainer once): creates `path` and writes
 // the whole state, each trainer its own blocks of `params` (its layout's
 // buffer) and of `m` and `v` (its AdamW range). `whole` is the whole model's
-// layout. Returns every dataset's checksum on every rank.
+// layout. Returns every dataset's checksum on every rank. `wrote`, when
+// given, is called after each dataset with the bytes this rank wrote into it
+// (what a checkpoint costs each rank; a drill's death mid-write).
+using BytesWritten = std::function<void(int64_t bytes)>;
 StateChecksums write_state(const std::string& path, MPI_Comm trainers,
                            const model::ParamLayout& whole, const StateOwner& me,
                            std::span<const float> params, std::span<const float> m,
-                           std::span<const float> v);
+                           std::span<const float> v, const BytesWritten& wrote = {});
+
+// This trainer's own part of the state (StateShare), copied out of its
+// buffers: what a background checkpoint writes while training goes on. It
+// holds 12 bytes a parameter / data ranks, not the copies every data rank
+// keeps. The pieces' offsets point into these vectors (moments: m and v).
+struct OwnedState {
+  StateShare share;
+  std::vector<float> params, m, v;
+};
+OwnedState copy_owned_state(const StateOwner& me, std::span<const float> params,
+                            std::span<const float> m, std::span<const float> v);
+// write_state for such a copy: the same file, the same checksums.
+StateChecksums write_owned_state(const std::string& path, MPI_Comm trainers,
+                                 const model::ParamLayout& whole, const OwnedState& state,
+                                 const BytesWritten& wrote = {});
 
 // Collective: reads this trainer's parameters and its AdamW range from
 // `path`, verifying every dataset against `expected` (the owners' blocks,

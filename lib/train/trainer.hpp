@@ -69,15 +69,12 @@ class Trainer {
 
   // Format 2 (checkpoint.collective): every trainer writes its own part of
   // the state into `path` (train/state_file.hpp). Collective over the
-  // trainers; returns every tensor dataset's checksum on each.
-  StateChecksums save_state(const std::string& path);
-  // This trainer's part of the state, copied to host memory: what a
-  // background checkpoint writes (write_state) while training goes on.
-  struct HostState {
-    StateOwner owner;
-    std::vector<float> params, m, v;
-  };
-  HostState host_state();
+  // trainers; returns every tensor dataset's checksum on each. `wrote` as
+  // for write_state.
+  StateChecksums save_state(const std::string& path, const BytesWritten& wrote = {});
+  // What this trainer owns of the state, copied to host memory: what a
+  // background checkpoint writes (write_owned_state) while training goes on.
+  OwnedState owned_state();
   // What trainer 0 adds to such a file (ckpt::finish_checkpoint): the
   // checkpoint without its tensors. `lead_data` as for snapshot().
   ckpt::Checkpoint checkpoint_rest(int64_t step, const std::string& lead_data) const;

@@ -111,17 +111,15 @@ StateOwner Trainer::state_owner() const {
   return StateOwner{&model_->layout(), rank_, size_, shard_begin_, shard_end_};
 }
 
-StateChecksums Trainer::save_state(const std::string& path) {
+StateChecksums Trainer::save_state(const std::string& path, const BytesWritten& wrote) {
   sync_host_state();
   return write_state(path, comms_.comm(parallel::Axis::trainers), whole_layout_, state_owner(),
-                     model_->params(), adam_->m(), adam_->v());
+                     model_->params(), adam_->m(), adam_->v(), wrote);
 }
 
-Trainer::HostState Trainer::host_state() {
+OwnedState Trainer::owned_state() {
   sync_host_state();
-  const std::span<const float> params = model_->params();
-  return HostState{state_owner(), std::vector<float>(params.begin(), params.end()), adam_->m(),
-                   adam_->v()};
+  return copy_owned_state(state_owner(), model_->params(), adam_->m(), adam_->v());
 }
 
 void Trainer::load_state(const std::string& path, const ckpt::Checkpoint& meta) {

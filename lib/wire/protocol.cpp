@@ -230,7 +230,8 @@ template <class IO, Is<Report> M>
 void layout(IO& io, M& m) {
   fields(io, m.rank, m.role, m.peak_rss_kib, m.pss_kib, m.worker_pss_kib, m.busy_seconds, m.tokens,
          m.faults_fired, m.decodes, m.decoded_docs, m.decodes_at_read, m.decode_seconds, m.replies,
-         m.reply_bytes);
+         m.reply_bytes, m.checkpoints, m.checkpoint_bytes, m.checkpoint_stall_seconds,
+         m.checkpoint_save_seconds, m.peak_rss_before_checkpoints_kib);
 }
 
 template <class IO, Is<Ack> M>

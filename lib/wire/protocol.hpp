@@ -197,6 +197,13 @@ struct Report {
   double decode_seconds = 0;
   // Loaders: the token replies sent (tokens and patches), and their bytes.
   int64_t replies = 0, reply_bytes = 0;
+  // Trainers: checkpoints saved; the state's bytes this rank wrote into them;
+  // seconds training stood still for them; seconds from each save's start to
+  // its file complete (trainer 0); the peak RSS before the first save began.
+  int32_t checkpoints = 0;
+  int64_t checkpoint_bytes = 0;
+  double checkpoint_stall_seconds = 0, checkpoint_save_seconds = 0;
+  int64_t peak_rss_before_checkpoints_kib = 0;
 };
 
 // `all` with only the samples `work`'s segments touch kept (the others

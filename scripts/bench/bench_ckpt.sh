@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# bench_ckpt.sh: the cost of checkpoints. Trains the same run three ways —
-# no checkpoints, a background checkpoint every step, a synchronous one every
-# step — and reports the mean step time, the overhead, and the checkpoint
-# sizes (full vs delta document lengths). Writes bench/results/ckpt.csv, a
-# markdown table on stdout and bench/results/ckpt.png.
+# bench_ckpt.sh: what checkpoints cost, gathered on trainer 0 (format 1,
+# checkpoint.collective: false, yesterday's path kept for this comparison)
+# against every trainer writing its own part (format 2, the default), side by
+# side in one run:
+#  1. scale: at 4, 8 and 16 trainers, a background checkpoint every 4 steps:
+#     each trainer's peak RSS against its peak before the first save, the
+#     state bytes each wrote, trainer 0's save time (start to file complete)
+#     and the stall training saw (the slowest trainer);
+#  2. overhead: 4 trainers, $STEPS steps: none, a background checkpoint every
+#     10 steps (both formats) and a synchronous one every step: mean step
+#     time, and the stall as a share of the time trained.
+# The figures come from each run's metrics.jsonl (the trainers' final
+# reports). Writes bench/results/ckpt_scale.csv, ckpt.csv, ckpt.png and
+# markdown tables on stdout.
+#   TRAINERS="4 8 16" STEPS=30 scripts/bench/bench_ckpt.sh
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-MESHLOOM=${MESHLOOM:-build/app/meshloom}
-[[ -x $MESHLOOM ]] || scripts/setup.sh >/dev/null
-[[ -f data/prepared/pydocs.idx ]] || scripts/data/prepare_data.sh >/dev/null
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-out=bench/results
+source "$(dirname "$0")/train_common.sh"
 mkdir -p "$out"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+TRAINERS=${TRAINERS:-4 8 16}
 STEPS=${STEPS:-30}
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 cat >"$work/c.yaml" <<YAML
-run: {steps: $STEPS, timeout: 120}
+run: {steps: $STEPS, timeout: 300}
 cluster: {roles: {constructors: 1, loaders: 1}}
 model: {vocab_size: 50257, d_model: 256, n_layers: 4, n_heads: 8, n_kv_heads: 4, ffn_dim: 688}
 data:
@@ -25,47 +30,107 @@ data:
   sources:
     - {name: pydocs, path: $PWD/data/prepared/pydocs}
     - {name: bible, path: $PWD/data/prepared/bible}
-checkpoint: {keep: 3, full_every: 4}
+checkpoint: {keep: 2, full_every: 4}
 YAML
-run() {  # name sets...
-  local name=$1; shift
-  timeout 600 mpirun --oversubscribe --bind-to none -np 4 "$MESHLOOM" train -c "$work/c.yaml" \
-    --set run.dir="$work/$name" "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; exit 1; }
-  # Mean step time over steps 5.. (the first steps warm up).
-  /usr/bin/python3 -c '
-import json, sys
-rows = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r][5:]
-print(sum(max(t["step"] + t["wait"] for t in r["trainers"]) for r in rows) / len(rows))' "$work/$name/metrics.jsonl"
+# summary RUN MODE TRAINERS: one CSV row of RUN's figures (see the header below).
+summary() {
+  /usr/bin/python3 - "$work/$1/metrics.jsonl" "$2" "$3" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in rows if "step" in r]
+final = [r for r in rows if r.get("final")][-1]
+trainers = sorted((r for r in final["ranks"] if r["role"] == "trainer"), key=lambda r: r["rank"])
+walls = [max(t["step"] + t["wait"] for t in r["trainers"]) for r in steps]
+mean_step = statistics.mean(walls[5:]) if len(walls) > 5 else statistics.mean(walls)
+ck = [t.get("checkpoints", {}) for t in trainers]
+saved = ck[0].get("saved", 0)
+mib = lambda kib: kib / 1024
+peaks = [mib(t["peak_rss_kib"]) for t in trainers]
+before = [mib(c.get("peak_rss_before_kib", t["peak_rss_kib"])) for c, t in zip(ck, trainers)]
+others = statistics.median(peaks[1:]) if len(peaks) > 1 else peaks[0]
+stall = max(c.get("stall_seconds", 0) for c in ck)
+per = lambda x: x / saved if saved else 0
+print(",".join(str(x) for x in [
+    sys.argv[2], sys.argv[3], len(steps), saved, f"{mean_step:.4f}",
+    f"{per(ck[0].get('save_seconds', 0)):.3f}", f"{per(stall):.4f}",
+    f"{100 * stall / sum(walls):.2f}",
+    f"{per(ck[0].get('bytes', 0)) / 2**20:.1f}",
+    f"{per(min(c.get('bytes', 0) for c in ck[1:] or ck)) / 2**20:.1f}",
+    f"{per(max(c.get('bytes', 0) for c in ck[1:] or ck)) / 2**20:.1f}",
+    f"{peaks[0]:.0f}", f"{others:.0f}", f"{100 * (peaks[0] / others - 1):.1f}",
+    f"{max(100 * (p / b - 1) for p, b in zip(peaks, before)):.1f}"]))
+PY
 }
-none=$(run none --set checkpoint.every=0)
-bg10=$(run background10 --set checkpoint.every=10 --set checkpoint.background=true)
-bg=$(run background --set checkpoint.every=1 --set checkpoint.background=true)
-sync=$(run sync --set checkpoint.every=1 --set checkpoint.background=false)
-sizes=$(grep -o 'written: [0-9.]* [KMG]iB' "$work/background.log" | awk '{print $2 $3}' | sort | uniq -c | tr '\n' ' ' || true)
-lengths=$(for f in "$work"/background/checkpoints/step_*.h5; do "$MESHLOOM" inspect "$f" | sed -n "s/^  lengths *//p"; done || true)
-echo "mode,mean_step_s,overhead_pct" >"$out/ckpt.csv"
-printf '| checkpoints | mean step (s) | overhead |\n| --- | --- | --- |\n'
-for row in "none $none" "background-every-10-steps $bg10" "background-every-step $bg" "synchronous-every-step $sync"; do
-  read -r mode t <<<"$row"
-  pct=$(awk -v a="$t" -v b="$none" 'BEGIN{printf "%.1f", 100*(a-b)/b}')
-  echo "$mode,$t,$pct" >>"$out/ckpt.csv"
-  printf '| %s | %.4f | %s%% |\n' "$mode" "$t" "$pct"
+header=trainers,mode,steps,checkpoints,mean_step_s,save_s,stall_s,stall_pct,trainer0_mib_written,others_min_mib_written,others_max_mib_written,trainer0_peak_mib,others_median_peak_mib,trainer0_over_others_pct,saving_over_training_peak_pct
+echo "$header" >"$out/ckpt_scale.csv"
+for t in $TRAINERS; do
+  for mode in gathered collective; do
+    collective=$([[ $mode == collective ]] && echo true || echo false)
+    bench_train "scale-$t-$mode" $((t + 2)) --set run.steps=12 --set checkpoint.every=4 \
+      --set checkpoint.collective=$collective
+    summary "scale-$t-$mode" "$mode" "$t" >>"$out/ckpt_scale.csv"
+  done
 done
-echo
-echo "checkpoint file sizes (every step): $sizes"
-echo "document lengths in the last checkpoints:"
-echo "$lengths" | sed 's/^/  /'
-/usr/bin/python3 - "$out/ckpt.csv" "$out/ckpt.png" <<'PY'
+echo "$header" >"$out/ckpt.csv"
+bench_train none 6
+summary none none 4 >>"$out/ckpt.csv"
+for mode in gathered collective; do
+  collective=$([[ $mode == collective ]] && echo true || echo false)
+  bench_train "bg10-$mode" 6 --set checkpoint.every=10 --set checkpoint.collective=$collective
+  summary "bg10-$mode" "background-every-10-steps-$mode" 4 >>"$out/ckpt.csv"
+done
+bench_train sync 6 --set checkpoint.every=1 --set checkpoint.background=false
+summary sync synchronous-every-step-collective 4 >>"$out/ckpt.csv"
+
+/usr/bin/python3 - "$out" "$commit" <<'PY'
 import csv, sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-rows = list(csv.DictReader(open(sys.argv[1])))
-plt.figure(figsize=(7, 3.4))
-plt.bar([r["mode"] for r in rows], [float(r["mean_step_s"]) for r in rows], color=["#888", "#2a7", "#7c4", "#c54"])
-plt.ylabel("mean step time (s)")
-plt.title("cost of checkpoints")
+out, commit = sys.argv[1:]
+scale = list(csv.DictReader(open(f"{out}/ckpt_scale.csv")))
+over = list(csv.DictReader(open(f"{out}/ckpt.csv")))
+print(f"at commit {commit}\n")
+print("| trainers | checkpoints | save (trainer 0) | stall per save | written: trainer 0 / others (MiB) "
+      "| peak RSS: trainer 0 / others (MiB) | trainer 0 over others | saving over training peak |")
+print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+for r in scale:
+    print(f"| {r['trainers']} | {r['mode']} | {float(r['save_s']):.2f} s | {float(r['stall_s']) * 1e3:.0f} ms "
+          f"| {r['trainer0_mib_written']} / {r['others_min_mib_written']}-{r['others_max_mib_written']} "
+          f"| {r['trainer0_peak_mib']} / {r['others_median_peak_mib']} | {r['trainer0_over_others_pct']}% "
+          f"| {r['saving_over_training_peak_pct']}% |")
+base = float(over[0]["mean_step_s"])
+print("\n| 4 trainers | mean step | overhead | stall per save | stall share of time trained |")
+print("| --- | ---: | ---: | ---: | ---: |")
+for r in over:
+    t = float(r["mean_step_s"])
+    print(f"| {r['mode']} | {t:.3f} s | {100 * (t - base) / base:+.1f}% | {float(r['stall_s']) * 1e3:.0f} ms "
+          f"| {r['stall_pct']}% |")
+fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+ts = sorted({int(r["trainers"]) for r in scale})
+width = 0.2
+for i, (mode, key, colour) in enumerate([("gathered", "trainer0_peak_mib", "#c54"),
+                                         ("gathered", "others_median_peak_mib", "#e99"),
+                                         ("collective", "trainer0_peak_mib", "#2a7"),
+                                         ("collective", "others_median_peak_mib", "#8d8")]):
+    ys = [float(next(r[key] for r in scale if r["mode"] == mode and int(r["trainers"]) == t)) for t in ts]
+    who = "trainer 0" if key.startswith("trainer0") else "others (median)"
+    a.bar([x + (i - 1.5) * width for x in range(len(ts))], ys, width, color=colour, label=f"{mode}: {who}")
+a.set_xticks(range(len(ts)), [f"{t} trainers" for t in ts])
+a.set_ylabel("peak RSS (MiB)")
+a.set_title("memory with checkpoints")
+a.legend(fontsize=7)
+for mode, colour in [("gathered", "#c54"), ("collective", "#2a7")]:
+    rows = [r for r in scale if r["mode"] == mode]
+    b.plot([int(r["trainers"]) for r in rows], [float(r["save_s"]) for r in rows], "o-", color=colour,
+           label=f"{mode}: save")
+    b.plot([int(r["trainers"]) for r in rows], [float(r["stall_s"]) for r in rows], "s--", color=colour,
+           label=f"{mode}: stall")
+b.set_xlabel("trainers")
+b.set_ylabel("seconds per checkpoint")
+b.set_title(f"save time and stall (commit {commit})")
+b.legend(fontsize=7)
 plt.tight_layout()
-plt.savefig(sys.argv[2], dpi=110)
+plt.savefig(f"{out}/ckpt.png", dpi=110)
+print(f"\nwrote {out}/ckpt_scale.csv, {out}/ckpt.csv and {out}/ckpt.png")
 PY
-echo "wrote $out/ckpt.csv and $out/ckpt.png"

@@ -131,6 +131,44 @@ TEST(StateFile, DataParallelZeroWrittenReadAsTpTimesPp) {
   write_then_read({1, 1, 4, true}, {2, 2, 1, true}, true);
 }
 
+// A background checkpoint copies only what its trainer owns, then writes
+// it: the same file as write_state from the live buffers (which change
+// meanwhile), each element once over the trainers, each rank's bytes told.
+TEST(StateFile, OwnedCopyWritesTheSameStateEachElementOnce) {
+  if (world_size() != 4) GTEST_SKIP() << "layouts of 4 trainers";
+  const model::Shape s = model::tp4_shape(true);
+  const model::ParamLayout whole(s);
+  const Layout l{2, 1, 2, false};
+  Trainer t = trainer_of(s, l);
+  t.owner.layout = &t.layout;
+  const std::string direct = shared_path("direct"), copied = shared_path("copied");
+  const StateChecksums want =
+      write_state(direct, MPI_COMM_WORLD, whole, t.owner, t.params, t.m, t.v);
+  const OwnedState own = copy_owned_state(t.owner, t.params, t.m, t.v);
+  std::fill(t.params.begin(), t.params.end(), -1.0f);  // training goes on
+  std::fill(t.m.begin(), t.m.end(), -1.0f);
+  int64_t bytes = 0;
+  const StateChecksums got =
+      write_owned_state(copied, MPI_COMM_WORLD, whole, own, [&](int64_t b) { bytes += b; });
+  EXPECT_EQ(got, want);
+  // Without ZeRO-1 each rank holds every moment of its shard, but copies 1/2.
+  int64_t held[3] = {int64_t(own.params.size()), int64_t(own.m.size()), bytes};
+  EXPECT_EQ(own.m.size(), own.v.size());
+  EXPECT_LT(own.params.size(), t.params.size());
+  MPI_Allreduce(MPI_IN_PLACE, held, 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(held[0], whole.numel());
+  EXPECT_EQ(held[1], whole.numel());
+  EXPECT_EQ(held[2], 3 * whole.numel() * int64_t(sizeof(float)));
+  Trainer reader = trainer_of(s, {1, 2, 2, true});
+  reader.owner.layout = &reader.layout;
+  const Trainer expected = trainer_of(s, {1, 2, 2, true});
+  read_state(copied, MPI_COMM_WORLD, whole, reader.owner, got, reader.params, reader.m, reader.v);
+  EXPECT_EQ(reader.params, expected.params);
+  EXPECT_EQ(reader.v, expected.v);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) std::remove(direct.c_str()), std::remove(copied.c_str());
+}
+
 TEST(StateFile, AFlippedByteIsRefusedOnEveryRankNamingTheDataset) {
   if (world_size() != 4) GTEST_SKIP() << "layouts of 4 trainers";
   const model::Shape s = model::tp4_shape(false);
