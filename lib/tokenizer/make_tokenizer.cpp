@@ -70,7 +70,13 @@ std::string hf_path(const std::string& spec, const std::string& file) {
   if (fs::is_regular_file(file, ec)) return file;
   if (fs::path(file).is_absolute())
     throw Error("tokenizer '" + spec + "': tokenizer file " + file + " not found");
-  return find_vocab_file(spec, {file});
+  try {
+    return find_vocab_file(spec, {file});
+  } catch (const Error& e) {
+    throw Error("tokenizer '" + spec + "': " + file + " is not a file in " +
+                fs::current_path(ec).string() + " nor in the vocabulary folders (" + e.what() +
+                ")");
+  }
 }
 
 }  // namespace

@@ -259,6 +259,54 @@ TEST(hf_tokenizer, NfcComposesAndKeepsInvalidBytes) {
   EXPECT_EQ(out, "\xEA\xB0\x80");
 }
 
+// Random bytes (invalid UTF-8 among them) and random code points: ids in
+// range; decode gives the text back (Qwen3: its NFC, which is idempotent).
+TEST(hf_tokenizer, RandomTextRoundTrips) {
+  for (const char* file : {kLlama3, kQwen3}) {
+    if (installed(file).empty()) GTEST_SKIP() << file << " is not installed; run scripts/setup.sh";
+    const auto tok = make_tokenizer(std::string("hf:") + file);
+    const bool qwen = std::string(file) == kQwen3;
+    uint64_t state = 42;
+    auto next = [&] {
+      return (state = state * 6364136223846793005ull + 1442695040888963407ull) >> 33;
+    };
+    const uint32_t kPicks[] = {0x301,  0x308,  0x327,   0x1100, 0x1161, 0x11A8, 0xAC00, 0x0958,
+                               0x1E0A, 0x3099, 0x1F600, 0x4E2D, 0x0915, 0x093C, 0xFB01, 0x212B};
+    for (int round = 0; round < 300; ++round) {
+      std::string text;
+      const size_t n = next() % 64;
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t r = next();
+        if (round % 3 == 0) {
+          text.push_back(static_cast<char>(r & 0xFF));  // any byte
+        } else if (r % 3 == 0) {
+          text.push_back(static_cast<char>(" aZ1'\n<|>"[r % 9]));
+        } else {
+          const uint32_t cp = kPicks[(r >> 8) % 16];
+          std::string u;
+          if (cp < 0x800)
+            u = {char(0xC0 | cp >> 6), char(0x80 | (cp & 0x3F))};
+          else if (cp < 0x10000)
+            u = {char(0xE0 | cp >> 12), char(0x80 | ((cp >> 6) & 0x3F)), char(0x80 | (cp & 0x3F))};
+          else
+            u = {char(0xF0 | cp >> 18), char(0x80 | ((cp >> 12) & 0x3F)),
+                 char(0x80 | ((cp >> 6) & 0x3F)), char(0x80 | (cp & 0x3F))};
+          text += u;
+        }
+      }
+      const std::vector<int32_t> ids = tok->encode(text);
+      for (const int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok->vocab_size()) << id;
+      std::string want = text, again;
+      if (qwen) {
+        nfc(text, &want);
+        nfc(want, &again);
+        EXPECT_EQ(again, want) << "NFC is not idempotent, round " << round;
+      }
+      EXPECT_EQ(tok->decode(ids), want) << file << " round " << round;
+    }
+  }
+}
+
 TEST(hf_tokenizer, Qwen2PatternSplitsDigitsOneByOne) {
   EXPECT_EQ(split_pieces(SplitPattern::kQwen2, "ab 1234"),
             (std::vector<std::string_view>{"ab", " ", "1", "2", "3", "4"}));
