@@ -17,6 +17,20 @@ using nlohmann::json;
 // Ids stay below 2^24, as for the other vocabularies (vocab_files.cpp).
 constexpr int64_t kMaxId = int64_t(1) << 24;
 
+// A key as a JSON pointer token (RFC 6901: "~" is "~0", "/" is "~1").
+std::string pointer_token(const std::string& key) {
+  std::string t;
+  for (const char c : key) {
+    if (c == '~')
+      t += "~0";
+    else if (c == '/')
+      t += "~1";
+    else
+      t += c;
+  }
+  return t;
+}
+
 // A value of the file, with its JSON pointer for error messages.
 struct Node {
   const std::string& file;
@@ -26,7 +40,7 @@ struct Node {
   Node at(const std::string& key) const {
     static const json kNull;
     const json* v = j.is_object() && j.contains(key) ? &j[key] : &kNull;
-    return Node{file, *v, ptr + "/" + key};
+    return Node{file, *v, ptr + "/" + pointer_token(key)};
   }
   Node at(size_t i) const { return Node{file, j.at(i), ptr + "/" + std::to_string(i)}; }
 
@@ -81,7 +95,7 @@ void read_model(const Node& model, HfConfig* c) {
   const Node vocab = model.at("vocab");
   if (!vocab.j.is_object() || vocab.j.empty()) vocab.fail("must be an object {token: id}");
   for (const auto& [text, id_json] : vocab.j.items()) {
-    const Node entry{vocab.file, id_json, vocab.ptr + "/" + text};
+    const Node entry{vocab.file, id_json, vocab.ptr + "/" + pointer_token(text)};
     const int32_t id = entry.id();
     if (static_cast<size_t>(id) >= c->vocab.tokens.size()) c->vocab.tokens.resize(id + 1);
     c->vocab.tokens[id] = bytes_of(entry, text);
@@ -236,6 +250,16 @@ HfConfig read_hf_tokenizer_json(const std::string& path) {
   if (!decoder.j.is_null() && decoder.at("type").str() != "ByteLevel")
     decoder.at("type").unsupported("null, ByteLevel");
   read_added_tokens(root.at("added_tokens"), &c);
+  // The template's ids must be tokens: of the model or added.
+  for (const auto* ids : {&c.template_prefix, &c.template_suffix}) {
+    for (const int32_t id : *ids) {
+      bool known = static_cast<size_t>(id) < c.vocab.tokens.size() && !c.vocab.tokens[id].empty();
+      for (const HfAddedToken& a : c.added) known |= a.id == id;
+      if (!known)
+        root.at("post_processor")
+            .fail(strf("adds id %d, which is neither a token nor an added token", id));
+    }
+  }
   return c;
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 namespace meshloom::tokenizer {
@@ -19,6 +20,7 @@ struct ComposeEntry {
   uint32_t first, second, composite;
 };
 #include "tokenizer/nfc_tables.inc"
+static_assert(std::size(kDecompData) < 65536, "DecompEntry::offset is 16 bits");
 
 // Hangul syllables compose and decompose by arithmetic.
 constexpr uint32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;

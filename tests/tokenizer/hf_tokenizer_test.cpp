@@ -236,6 +236,15 @@ TEST(hf_tokenizer, UnsupportedPartsAreRefusedByJsonPointer) {
   j["model"]["vocab"]["tab\t"] = 400;
   expect_refused("alphabet", j, "/model/vocab/tab\t \"tab\t\" is not in the byte-level alphabet");
   j = tiny_tokenizer();
+  j["model"]["vocab"]["a/b~ "] = 400;  // a space is not in the alphabet
+  expect_refused("pointer", j, "/model/vocab/a~1b~0  \"a/b~ \" is not in the byte-level alphabet");
+  j = tiny_tokenizer();
+  j["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", {{{"SpecialToken", {{"id", "<s>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
+      {"special_tokens", {{"<s>", {{"ids", {999}}}}}}};
+  expect_refused("template_id", j, "/post_processor adds id 999, which is neither");
+  j = tiny_tokenizer();
   j["model"]["merges"][0] = "he";
   expect_refused("merge", j, "/model/merges/0 must be \"LEFT RIGHT\"");
 }
