@@ -210,9 +210,15 @@ void read_added_tokens(const Node& n, HfConfig* c) {
     for (const char* key : {"lstrip", "rstrip", "single_word"})
       if (t.at(key).flag(false)) t.at(key).unsupported("false");
     if (c->nfc && t.at("normalized").flag(!a.special)) t.at("normalized").unsupported("false");
-    // A token of the model keeps its bytes; any other decodes to its content.
+    // A token of the model must be that token (tokenizers would decode the
+    // model's token as the added one's text); any other decodes to its content.
     const bool in_model =
         static_cast<size_t>(a.id) < c->vocab.tokens.size() && !c->vocab.tokens[a.id].empty();
+    for (const HfAddedToken& b : c->added)
+      if (b.id == a.id && b.content != a.content)
+        t.at("id").fail(strf("%d is also the id of added token ", a.id) + b.content);
+    if (in_model && c->vocab.tokens[a.id] != a.content)
+      t.at("id").fail(strf("%d is the model's token for other text than ", a.id) + a.content);
     if (!in_model) c->vocab.specials.emplace_back(a.content, a.id);
     c->added.push_back(std::move(a));
   }

@@ -15,7 +15,8 @@
 //                  template), or a Sequence of those
 //   decoder        null or ByteLevel
 //   added_tokens   matched in the text (leftmost, longest), never lstrip,
-//                  rstrip or single_word; normalized only without normalizer
+//                  rstrip or single_word; normalized only without normalizer;
+//                  an id of the model only for the model's token of that text
 //   truncation, padding: null
 //
 // Encoding follows tokenizers' order: added tokens are cut out of the raw

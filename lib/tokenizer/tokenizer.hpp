@@ -22,7 +22,8 @@
 // differs from Unicode White_Space, which tiktoken and we use; for hf: the
 // tokenizers library's encode(text, add_special_tokens=false) with its special
 // tokens taken as text).
-// decode(encode(x)) == x for every byte string x.
+// decode(encode(x)) == x for every byte string x (for an hf: tokenizer that
+// normalizes, Qwen3's NFC: the normalized x; nfc.hpp).
 //
 // The text of a special token ("<|endoftext|>") is ordinary text to encode(),
 // as in tiktoken's encode_ordinary: a document cannot forge a document
