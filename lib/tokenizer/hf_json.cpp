@@ -1,5 +1,6 @@
 // read_hf_tokenizer_json (see hf_tokenizer.hpp): tokenizer.json to HfConfig.
 // Every refusal names the file and the JSON pointer of the offending value.
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -200,9 +201,26 @@ void read_post_processor(const Node& n, HfConfig* c) {
   for (size_t i = 0; i < seq.j.size(); ++i) read_post_processor(seq.at(i), c);
 }
 
-void read_added_tokens(const Node& n, HfConfig* c) {
+// The id tokenizers gives an added token, whatever the file says (it warns
+// and goes on when they differ): an earlier added token's with that text,
+// else the model's token with that text as its vocab key, else the next id
+// after the vocabulary (its entry count) and the added tokens given so far.
+int64_t tokenizers_id(const std::string& content, const json& vocab,
+                      const std::vector<HfAddedToken>& added, int64_t* max_added) {
+  for (const HfAddedToken& b : added)
+    if (b.content == content) return b.id;
+  const auto it = vocab.find(content);
+  const int64_t id = it != vocab.end()                                  ? it->get<int64_t>()
+                     : *max_added >= static_cast<int64_t>(vocab.size()) ? *max_added + 1
+                                                                        : vocab.size();
+  *max_added = std::max(*max_added, id);
+  return id;
+}
+
+void read_added_tokens(const Node& n, const json& vocab, HfConfig* c) {
   if (n.j.is_null()) return;
   if (!n.j.is_array()) n.fail("must be an array");
+  int64_t max_added = -1;
   for (size_t i = 0; i < n.j.size(); ++i) {
     const Node t = n.at(i);
     HfAddedToken a{t.at("content").str(), t.at("id").id(), t.at("special").flag(false)};
@@ -210,6 +228,11 @@ void read_added_tokens(const Node& n, HfConfig* c) {
     for (const char* key : {"lstrip", "rstrip", "single_word"})
       if (t.at(key).flag(false)) t.at(key).unsupported("false");
     if (c->nfc && t.at("normalized").flag(!a.special)) t.at("normalized").unsupported("false");
+    // The file's id must be the one tokenizers would give it.
+    const int64_t expected = tokenizers_id(a.content, vocab, c->added, &max_added);
+    if (a.id != expected)
+      t.at("id").fail(strf("%d is not the id tokenizers gives this token (%lld)", a.id,
+                           static_cast<long long>(expected)));
     // A token of the model must be that token (tokenizers would decode the
     // model's token as the added one's text); any other decodes to its content.
     const bool in_model =
@@ -255,7 +278,7 @@ HfConfig read_hf_tokenizer_json(const std::string& path) {
   const Node decoder = root.at("decoder");
   if (!decoder.j.is_null() && decoder.at("type").str() != "ByteLevel")
     decoder.at("type").unsupported("null, ByteLevel");
-  read_added_tokens(root.at("added_tokens"), &c);
+  read_added_tokens(root.at("added_tokens"), root.at("model").at("vocab").j, &c);
   // The template's ids must be tokens: of the model or added.
   for (const auto* ids : {&c.template_prefix, &c.template_suffix}) {
     for (const int32_t id : *ids) {

@@ -16,7 +16,9 @@
 //   decoder        null or ByteLevel
 //   added_tokens   matched in the text (leftmost, longest), never lstrip,
 //                  rstrip or single_word; normalized only without normalizer;
-//                  an id of the model only for the model's token of that text
+//                  each id the one tokenizers gives it (the model's token of
+//                  that text, else the next after the vocabulary and the added
+//                  tokens before it), where tokenizers would only warn
 //   truncation, padding: null
 //
 // Encoding follows tokenizers' order: added tokens are cut out of the raw

@@ -160,8 +160,8 @@ json tiny_tokenizer() {
           {"truncation", nullptr},
           {"padding", nullptr},
           {"added_tokens",
-           {{{"id", 300}, {"content", "<|endoftext|>"}, {"special", true}},
-            {{"id", 301}, {"content", "<x>"}, {"special", false}}}},
+           {{{"id", 260}, {"content", "<|endoftext|>"}, {"special", true}},
+            {{"id", 261}, {"content", "<x>"}, {"special", false}}}},
           {"normalizer", nullptr},
           {"pre_tokenizer",
            {{"type", "Sequence"},
@@ -187,15 +187,15 @@ TEST(hf_tokenizer, MergesAsStringsOrPairsAgree) {
   EXPECT_EQ(a->encode("hello"), std::vector<int32_t>{259});
   EXPECT_EQ(b->encode("hello hi"), a->encode("hello hi"));
   // Special text is text for encode(); the non-special <x> is always matched.
-  EXPECT_EQ(a->encode("<x>"), std::vector<int32_t>{301});
+  EXPECT_EQ(a->encode("<x>"), std::vector<int32_t>{261});
   EXPECT_EQ(a->encode("<|endoftext|>").size(), 13u);
   EXPECT_EQ(a->encode_with_special("o<|endoftext|>", {"<|endoftext|>"}),
-            (std::vector<int32_t>{'o', 300}));
-  EXPECT_EQ(a->encode_templated("<|endoftext|><x>"), (std::vector<int32_t>{300, 301}));
+            (std::vector<int32_t>{'o', 260}));
+  EXPECT_EQ(a->encode_templated("<|endoftext|><x>"), (std::vector<int32_t>{260, 261}));
   EXPECT_THROW(a->encode_with_special("x", {"<x>"}), Error);  // not a special token
-  EXPECT_EQ(a->eot_id(), 300);
-  EXPECT_EQ(a->vocab_size(), 302);
-  EXPECT_EQ(a->decode({300, 259}), "<|endoftext|>hello");
+  EXPECT_EQ(a->eot_id(), 260);
+  EXPECT_EQ(a->vocab_size(), 262);
+  EXPECT_EQ(a->decode({260, 259}), "<|endoftext|>hello");
 }
 
 // Each unsupported value is refused at load, naming the file and its JSON pointer.
@@ -244,6 +244,10 @@ TEST(hf_tokenizer, UnsupportedPartsAreRefusedByJsonPointer) {
       {"single", {{{"SpecialToken", {{"id", "<s>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
       {"special_tokens", {{"<s>", {{"ids", {999}}}}}}};
   expect_refused("template_id", j, "/post_processor adds id 999, which is neither");
+  j = tiny_tokenizer();  // tokenizers numbers added tokens on from the vocabulary
+  j["added_tokens"][0]["id"] = 300;
+  expect_refused("added_id", j,
+                 "/added_tokens/0/id 300 is not the id tokenizers gives this token (260)");
   j = tiny_tokenizer();
   j["model"]["merges"][0] = "he";
   expect_refused("merge", j, "/model/merges/0 must be \"LEFT RIGHT\"");
