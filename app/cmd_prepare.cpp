@@ -110,7 +110,8 @@ void add_prepare(CLI::App& app, Runner* run) {
       ->check(CLI::IsMember({"text", "jsonl", "tar"}))
       ->capture_default_str();
   cmd->add_option("--tokenizer", prep.tokenizer,
-                  "byte, gpt2, or tiktoken:NAME|FILE (cl100k_base, o200k_base or a rank file)")
+                  "byte, gpt2, tiktoken:NAME|FILE (cl100k_base, o200k_base or a rank file) or "
+                  "hf:FILE (a Hugging Face tokenizer.json)")
       ->required();
   cmd->add_option("--out,-o", prep.out, "Output prefix: writes PREFIX.bin and PREFIX.idx")
       ->required();

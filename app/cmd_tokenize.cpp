@@ -20,6 +20,7 @@ struct TokenizeArgs {
   std::vector<std::string> files;
   bool bench = false;
   bool special = false;
+  bool templated = false;
   int reps = 1;
 };
 
@@ -47,6 +48,7 @@ int run_tokenize(const TokenizeArgs& a) {
   std::vector<std::string> specials;
   if (a.special && tok->eot_id() >= 0) specials.push_back("<|endoftext|>");
   auto encode = [&](const std::string& t) {
+    if (a.templated) return tok->encode_templated(t);
     return a.special ? tok->encode_with_special(t, specials) : tok->encode(t);
   };
   if (!a.bench) {
@@ -82,7 +84,8 @@ void add_tokenize(CLI::App& app, Runner* run) {
   CLI::App* cmd = app.add_subcommand(
       "tokenize", "Print the token ids of text or files (one line each), or measure encode speed");
   cmd->add_option("--tokenizer,-t", args.spec,
-                  "byte, gpt2, or tiktoken:NAME|FILE (cl100k_base, o200k_base or a rank file)")
+                  "byte, gpt2, tiktoken:NAME|FILE (cl100k_base, o200k_base or a rank file) or "
+                  "hf:FILE (a Hugging Face tokenizer.json)")
       ->capture_default_str();
   cmd->add_option("--text", args.text, "Text to tokenize");
   cmd->add_option("files", args.files, "Files to tokenize")->check(CLI::ExistingFile);
@@ -90,6 +93,9 @@ void add_tokenize(CLI::App& app, Runner* run) {
   cmd->add_option("--reps", args.reps, "With --bench: passes over the input")
       ->check(at_least_one());
   cmd->add_flag("--special", args.special, "Map the text <|endoftext|> to its id (default: text)");
+  cmd->add_flag("--templated", args.templated,
+                "Hugging Face's encode with special tokens: every special token's text is its id, "
+                "and an hf: tokenizer's template adds its tokens (Llama 3.1: BOS)");
   cmd->callback([run] { *run = [] { return run_tokenize(args); }; });
 }
 

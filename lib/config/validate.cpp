@@ -73,9 +73,10 @@ void validate(const Config& c, const Origin& origin) {
       origin.error(at + ".name", "source name '" + s.name + "' is used twice");
     name_list.push_back(s.name);
     const std::string& t = s.tokenizer;
-    if (t != "byte" && t != "gpt2" && !(starts_with(t, "tiktoken:") && t.size() > 9))
-      origin.error(at + ".tokenizer",
-                   "'" + at + ".tokenizer' is '" + t + "', one of: byte, gpt2, tiktoken:NAME|FILE");
+    if (t != "byte" && t != "gpt2" && !(starts_with(t, "tiktoken:") && t.size() > 9) &&
+        !(starts_with(t, "hf:") && t.size() > 3))
+      origin.error(at + ".tokenizer", "'" + at + ".tokenizer' is '" + t +
+                                          "', one of: byte, gpt2, tiktoken:NAME|FILE, hf:FILE");
   }
   int64_t last_step = -1;
   for (size_t i = 0; i < d.schedule.size(); ++i) {

@@ -184,7 +184,8 @@ class BpeModel {
  public:
   std::string name, source;
   SplitPattern pattern = SplitPattern::kGpt2;
-  bool by_pairs = true;  // GPT-2 merges table; false: tiktoken's concatenation rule
+  bool by_pairs = true;      // GPT-2 merges table; false: tiktoken's concatenation rule
+  bool whole_tokens = true;  // a piece that is a token is that token, unmerged
   int32_t vocab_size = 0, eot_id = -1;
   uint64_t serial = 0;
   std::string arena;              // all token bytes
@@ -289,6 +290,7 @@ std::shared_ptr<const BpeModel> build_bpe_model(BpeVocab vocab) {
   m->name = vocab.name;
   m->source = vocab.source;
   m->pattern = vocab.pattern;
+  m->whole_tokens = vocab.whole_tokens;
   m->serial = g_next_serial.fetch_add(1);
   const std::string where = "tokenizer '" + vocab.name + "' (" + vocab.source + ")";
 
@@ -469,10 +471,12 @@ inline void encode_piece(Rank rank, const BpeModel& m, PieceCache& cache, const 
     return;
   }
   const PieceKey key = piece_key(p, n);
-  const int32_t id = m.find_token(p, n, key);
-  if (id >= 0) {
-    out->push_back(id);
-    return;
+  if (m.whole_tokens) {
+    const int32_t id = m.find_token(p, n, key);
+    if (id >= 0) {
+      out->push_back(id);
+      return;
+    }
   }
   if (n > kMaxCachedPiece) return merge_piece(rank, m, p, n, out);
   if (cache.find(p, n, key, out)) return;
@@ -502,6 +506,8 @@ void encode_with(Rank rank, const BpeModel& m, const uint8_t* s, size_t n,
       return encode_text<next_piece_cl100k>(rank, m, s, n, out);
     case SplitPattern::kO200k:
       return encode_text<next_piece_o200k>(rank, m, s, n, out);
+    case SplitPattern::kQwen2:
+      return encode_text<next_piece_qwen2>(rank, m, s, n, out);
   }
 }
 

@@ -44,6 +44,10 @@ struct BpeVocab {
   std::vector<std::pair<std::string, std::string>> merges;
   std::vector<std::pair<std::string, int32_t>> specials;  // text, id
   int32_t vocab_size = 0;                                 // 0: max id + 1
+  // A piece that is a whole token encodes as that token without merging (true
+  // for GPT-2 and tiktoken, whose merges always rebuild their tokens, and for
+  // tokenizer.json's "ignore_merges"); false: always merge (Qwen3).
+  bool whole_tokens = true;
 };
 
 // Builds the indexed model; throws meshloom::Error naming vocab.source when the

