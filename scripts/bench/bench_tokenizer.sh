@@ -26,20 +26,10 @@ OUT=bench/results/tokenizer.csv
 command -v node >/dev/null || { echo "bench_tokenizer: node not found (scripts/setup.sh)" >&2; exit 2; }
 [[ -d third_party/npm/node_modules/tiktoken ]] || { echo "bench_tokenizer: npm tiktoken missing (scripts/setup.sh)" >&2; exit 2; }
 
-PIN_CMD=()
-if [[ ${PIN:-0} == 1 ]] && command -v taskset >/dev/null; then PIN_CMD=(taskset -c "$(($(nproc) - 1))"); fi
-
-declare -A CORPUS
-CORPUS[python-docs]=$(find /usr/share/doc/python3.11/html/_sources -name '*.rst.txt' 2>/dev/null | sort)
-CORPUS[python-stdlib]=$(ls /usr/lib/python3.11/*.py 2>/dev/null | sort)
-
-# field NAME LINE: the value of NAME=... in a key=value line
-field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
+source scripts/bench/tokenizer_common.sh
 
 mkdir -p "$(dirname "$OUT")"
 echo "corpus,encoding,files,bytes,tokens,meshloom_mb_s,tiktoken_wasm_mb_s,ratio,cpu,date" >"$OUT"
-cpu=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1 | tr ',' ' ')
-date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 rows=()
 for corpus in python-docs python-stdlib; do
   mapfile -t files < <(printf '%s\n' "${CORPUS[$corpus]}" | sed '/^$/d')

@@ -27,20 +27,11 @@ NPM=third_party/npm/node_modules
 [[ -x $BIN ]] || { echo "bench_tokenizer_hf: $BIN not built" >&2; exit 2; }
 [[ -d $NPM/tokenizers ]] || { echo "bench_tokenizer_hf: npm tokenizers missing (scripts/setup.sh)" >&2; exit 2; }
 
-PIN_CMD=()
-if [[ ${PIN:-0} == 1 ]] && command -v taskset >/dev/null; then PIN_CMD=(taskset -c "$(($(nproc) - 1))"); fi
+source scripts/bench/tokenizer_common.sh
 export RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
-
-declare -A CORPUS
-CORPUS[python-docs]=$(find /usr/share/doc/python3.11/html/_sources -name '*.rst.txt' 2>/dev/null | sort)
-CORPUS[python-stdlib]=$(ls /usr/lib/python3.11/*.py 2>/dev/null | sort)
-
-field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
 
 mkdir -p "$(dirname "$OUT")"
 echo "corpus,model,files,bytes,tokens,meshloom_mb_s,hf_tokenizers_mb_s,ratio,cpu,date" >"$OUT"
-cpu=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1 | tr ',' ' ')
-date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 rows=()
 for corpus in python-docs python-stdlib; do
   mapfile -t files < <(printf '%s\n' "${CORPUS[$corpus]}" | sed '/^$/d')
