@@ -38,7 +38,8 @@ cd "$(dirname "$0")/../.."
 t_start=$(date +%s)
 BUILD_DIR=${BUILD_DIR:-build}
 BIN=$BUILD_DIR/app/meshloom
-WORK=${WORK:-data/bench}
+# Absolute: a relative path written in a config resolves against the config's folder.
+WORK=$(realpath -m "${WORK:-data/bench}")
 RES=${RESULTS:-bench/results}
 RUNS=${RUNS:-3}            # part 1: best of RUNS
 REPS=${REPS:-3}            # part 2: median of REPS
