@@ -21,6 +21,7 @@ PKGS=(
   libyaml-cpp-dev libcli11-dev libgtest-dev                # config, CLI, tests
   libopenblas-dev                                          # CPU GEMMs
   libarchive-dev nlohmann-json3-dev libicu-dev             # tar/.gz/.xz sources, JSON, Unicode
+  zstd                                                     # .zst test inputs (prepare_cli)
   libjpeg62-turbo-dev libpng-dev python3-pil               # image sources; PIL checks lib/image
   python3-torch                                            # torch reference of step dumps
   python3-numpy python3-h5py python3-matplotlib            # plots and h5py readers

@@ -62,6 +62,18 @@ cmp -s "$dir/t1.bin" "$dir/t3.bin" && cmp -s "$dir/t1.idx" "$dir/t3.idx" ||
 expect_ok prepare --input "$dir/data.jsonl" --format jsonl --tokenizer byte --out "$dir/j"
 grep -q 'documents   2$' "$dir/out" || fail "jsonl: expected 2 documents"
 grep -qF "$dir/data.jsonl:2: not valid JSON" "$dir/out" || fail "jsonl: bad line not named"
+# JSON Lines as datasets are shipped, gzip and zstd: the same dataset as the
+# plain file; a truncated stream is refused, naming the file.
+for z in gz zst; do
+  case $z in gz) gzip -c ;; zst) zstd -q -c ;; esac <"$dir/data.jsonl" >"$dir/data.jsonl.$z"
+  expect_ok prepare --input "$dir/data.jsonl.$z" --format jsonl --tokenizer byte --out "$dir/j$z"
+  grep -qF "$dir/data.jsonl.$z:2: not valid JSON" "$dir/out" || fail "jsonl.$z: bad line not named"
+  cmp -s "$dir/j.bin" "$dir/j$z.bin" && cmp -s "$dir/j.idx" "$dir/j$z.idx" ||
+    fail "jsonl.$z: another dataset than the plain file's"
+  head -c 20 "$dir/data.jsonl.$z" >"$dir/cut.jsonl.$z"
+  expect_error "cannot read input $dir/cut.jsonl.$z: cannot decompress" \
+    prepare --input "$dir/cut.jsonl.$z" --format jsonl --tokenizer byte --out "$dir/x"
+done
 expect_ok prepare --input "$dir/docs.tar.gz" --format tar --tokenizer byte --out "$dir/tar"
 grep -q 'documents   2$' "$dir/out" || fail "tar: expected 2 documents"
 expect_ok inspect "$dir/tar" --show 0
