@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 say() { printf '[fuzz] %s\n' "$*"; }
 
-TARGETS=(config indexed_dataset jsonl tar tiktoken gpt2_vocab hf_json checkpoint protocol image webdataset)
+TARGETS=(config indexed_dataset jsonl tar tiktoken gpt2_vocab hf_json checkpoint protocol image webdataset safetensors)
 target=${1:-all}
 seconds=${2:-60}
 if [[ $target != all && ! " ${TARGETS[*]} " == *" $target "* ]]; then
