@@ -236,6 +236,30 @@ TEST(HfLlama, CheckpointRefusals) {
   // Old checkpoints' rotary buffers are skipped.
   rewrite("", "model.layers.0.self_attn.rotary_emb.inv_freq", {2});
   EXPECT_EQ(error(), "no error");
+
+  // A tied checkpoint may store lm_head.weight only as the embedding itself.
+  std::string cfg;
+  {
+    std::ifstream in(dir.file("config.json"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    cfg = ss.str();
+  }
+  const size_t at = cfg.find("\"tie_word_embeddings\": false");
+  ASSERT_NE(at, std::string::npos);
+  write_file(dir.file("config.json"), cfg.replace(at, 28, "\"tie_word_embeddings\": true"));
+  rewrite("lm_head.weight", "", {});
+  EXPECT_EQ(error(), "no error");
+  const std::vector<int64_t> head = orig.find("model.embed_tokens.weight")->shape;
+  ASSERT_EQ(vals[0].first, "lm_head.weight");  // sorted: the untied head's values
+  rewrite("lm_head.weight", "lm_head.weight", head);
+  EXPECT_EQ(error(), file +
+                         ": tensor 'lm_head.weight' differs from model.embed_tokens.weight but "
+                         "tie_word_embeddings is true");
+  ASSERT_EQ(vals[1].first, "model.embed_tokens.weight");
+  vals[0].second = vals[1].second;
+  rewrite("lm_head.weight", "lm_head.weight", head);
+  EXPECT_EQ(error(), "no error");
 }
 
 }  // namespace
