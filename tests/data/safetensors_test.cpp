@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "tests/common/test_util.hpp"
@@ -55,6 +56,24 @@ TEST(Safetensors, RoundTripF32AndBf16) {
     }
     EXPECT_TRUE(f.read("e").empty());
   }
+}
+
+// The writer's files as an independent numpy reader sees them.
+TEST(Safetensors, WriterMatchesPythonReader) {
+  if (std::system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0)
+    GTEST_SKIP() << "needs /usr/bin/python3 with numpy";
+  TempDir dir;
+  std::vector<float> a(300), b(7);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = std::sin(float(i) * 0.37f) * std::ldexp(1.0f, int(i % 40) - 20);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 1.0f + float(i) * std::ldexp(1.0f, -8);  // ties
+  const std::vector<StWriteTensor> ts = {{"w.a", {10, 30}, a.data()}, {"b", {7}, b.data()}};
+  write_safetensors(dir.file("f32.safetensors"), ts, StDtype::F32, {{"format", "pt"}});
+  write_safetensors(dir.file("bf16.safetensors"), ts, StDtype::BF16);
+  const std::string cmd = "/usr/bin/python3 " MESHLOOM_SOURCE_DIR
+                          "/tests/data/check_safetensors.py " +
+                          dir.file("f32.safetensors") + " " + dir.file("bf16.safetensors");
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
 TEST(Safetensors, Conversions) {
