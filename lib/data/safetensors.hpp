@@ -8,8 +8,8 @@
 // with model.safetensors.index.json, whose "weight_map" maps each tensor to
 // the shard file (in the same folder) that holds it.
 //
-// Files are memory-mapped and read as float (F32, F16 and BF16; other dtypes
-// are listed but refused on read). Every bad input is one meshloom::Error
+// Files are memory-mapped and read as float (F32, F16 and BF16; a file with
+// another dtype is refused when opened). Every bad input is one meshloom::Error
 // naming the file and the tensor or key.
 #pragma once
 
