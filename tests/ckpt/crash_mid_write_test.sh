@@ -27,11 +27,6 @@ train() {  # run-dir args...
   timeout 180 "$mpiexec" --oversubscribe --bind-to none -np 5 "$meshloom" train \
     -c "$dir/c.yaml" --set run.dir="$dir/$run" "$@" >>"$dir/$run.log" 2>&1
 }
-table() { /usr/bin/python3 -c '
-import json, sys
-for l in open(sys.argv[1]):
-    r = json.loads(l)
-    if "step" in r: print(r["step"], r["data_hash"], repr(r["loss"]))' "$dir/$1/metrics.jsonl"; }
 
 train full || { cat "$dir/full.log"; fail "uninterrupted run"; }
 # Each element of the state is written once: the bytes the trainers report
@@ -65,7 +60,7 @@ echo "ok: $(grep -o 'fault injected: .*' "$dir/cut.log" | head -1); step 2's che
 train cut --resume auto || { cat "$dir/cut.log"; fail "resume after the death"; }
 grep -q "resuming from .*step_00000002.h5" "$dir/cut.log" || { cat "$dir/cut.log"; fail "did not resume from step 2"; }
 [[ -f $ck/step_00000005.h5.tmp ]] && fail "the torn .tmp was left behind"
-diff <(table full | awk '$1 >= 3') <(table cut | tail -n 6) ||
+diff <(metrics_table full | awk '$1 >= 3') <(metrics_table cut | tail -n 6) ||
   fail "losses or batches after the resume are not bit-identical"
 echo "ok: --resume auto took step 2's checkpoint; steps 3-8 bit-identical (losses and data)"
 

@@ -37,19 +37,13 @@ train() {  # run-dir trainers args...
   timeout 180 "$mpiexec" --oversubscribe --bind-to none -np $((2 + t)) "$meshloom" train \
     -c "$dir/c.yaml" --set run.dir="$dir/$run" "$@" >>"$dir/$run.log" 2>&1
 }
-# step -> "data_hash loss" for a run
-table() { /usr/bin/python3 -c '
-import json, sys
-for l in open(sys.argv[1]):
-    r = json.loads(l)
-    if "step" in r: print(r["step"], r["data_hash"], repr(r["loss"]))' "$dir/$1/metrics.jsonl"; }
 
 train full 2 || { cat "$dir/full.log"; fail "uninterrupted run"; }
 train cut 2 --stop-at 7 || { cat "$dir/cut.log"; fail "run stopped at 7"; }
 train cut 2 --resume auto || { cat "$dir/cut.log"; fail "resumed run"; }
 grep -q "resuming from .*step_00000005.h5" "$dir/cut.log" || { cat "$dir/cut.log"; fail "did not resume from step 5"; }
 # Steps 6.. of the resumed run (the last lines) equal the uninterrupted run's.
-diff <(table full | awk '$1 >= 6') <(table cut | tail -n 8) ||
+diff <(metrics_table full | awk '$1 >= 6') <(metrics_table cut | tail -n 8) ||
   fail "resumed losses or batches are not bit-identical"
 echo "ok: stop at 7, resume from step 5: steps 6-13 bit-identical (losses and data)"
 

@@ -19,6 +19,16 @@ expect_error() {
   (($(grep -c '^meshloom: error' <<<"$out") == 1)) || fail "$*: not one error line: $out"
 }
 
+# metrics_table RUN: "step data_hash loss" for each step of $dir/RUN's
+# metrics.jsonl, the loss exact (repr): what bit-identical resumes compare.
+metrics_table() {
+  /usr/bin/python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "step" in r: print(r["step"], r["data_hash"], repr(r["loss"]))' "$dir/$1/metrics.jsonl"
+}
+
 # job_exit FILE: the exit code of a job run under `mpirun --enable-recovery`
 # (which exits 0 whatever its ranks return) from the lines the ranks append to
 # MESHLOOM_EXIT_FILE: the largest code written, or 1 when rank 0 wrote none.
