@@ -4,6 +4,7 @@
 
 #include "app/commands.hpp"
 #include "config/config.hpp"
+#include "runtime/model_init.hpp"
 
 namespace meshloom::app {
 
@@ -22,7 +23,7 @@ void add_config(CLI::App& app, Runner* run) {
   show_cmd->add_option("--set", show.sets, "Override a key: --set data.seq_len=8192 (repeatable)");
   show_cmd->callback([run] {
     *run = [] {
-      config::Config c = config::load_config(show.file, show.sets);
+      config::Config c = runtime::load_run_config(show.file, show.sets);
       std::fputs(config::to_yaml(c).c_str(), stdout);
       return kExitOk;
     };

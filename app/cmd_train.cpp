@@ -5,6 +5,7 @@
 #include "app/commands.hpp"
 #include "base/strings.hpp"
 #include "parallel/world.hpp"
+#include "runtime/model_init.hpp"
 #include "runtime/preflight.hpp"
 #include "runtime/train_job.hpp"
 
@@ -37,7 +38,7 @@ int train(TrainArgs* a, int* argc, char*** argv) {
   check_args(a);
   parallel::mpi_start(argc, argv);
   parallel::World w;
-  if (!parallel::world_from_config(a->file, a->sets, &w))
+  if (!parallel::world_from_config(a->file, a->sets, &w, runtime::load_run_config))
     return parallel::mpi_finish(kExitBadInput);
   if (!parallel::preflight_on_root(w, [&] { runtime::check_train_start(w, a->run); }))
     return parallel::mpi_finish(kExitBadInput);

@@ -34,6 +34,7 @@ void add_prepare(CLI::App& app, Runner* run);  // prepare and inspect
 void add_data(CLI::App& app, Runner* run, int* argc, char*** argv);
 void add_simulate(CLI::App& app, Runner* run);
 void add_plan(CLI::App& app, Runner* run);
+void add_hf(CLI::App& app, Runner* run);  // import-hf and export-hf
 
 // `meshloom inspect CKPT.h5` (app/inspect_checkpoint.cpp).
 int inspect_checkpoint(const std::string& path);

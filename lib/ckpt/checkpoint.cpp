@@ -42,6 +42,12 @@ uint64_t checksum(const void* data, size_t n) {
   return (h ^ uint64_t(n)) * 1099511628211ULL;
 }
 
+std::string checksum_dataset(const std::string& dataset) {
+  std::string s = dataset;
+  std::replace(s.begin(), s.end(), '/', '|');
+  return "checksums/" + s;
+}
+
 std::string checkpoint_path(const std::string& dir, int64_t step) {
   return dir + strf("/step_%08lld.h5", (long long)step);
 }
@@ -55,12 +61,6 @@ int64_t checkpoint_step(const std::string& path) {
 }
 
 namespace {
-
-std::string checksum_name(const std::string& dataset) {
-  std::string s = dataset;
-  std::replace(s.begin(), s.end(), '/', '|');
-  return "checksums/" + s;
-}
 
 // Writes a dataset and its checksum.
 class Writer {
@@ -86,12 +86,12 @@ class Writer {
   }
   // A dataset written by others, and its checksum.
   void put_checksum(const std::string& name, uint64_t value) {
-    f_.write_scalar(checksum_name(name), value);
+    f_.write_scalar(checksum_dataset(name), value);
   }
 
  private:
   void sum(const std::string& name, const void* p, size_t n) {
-    f_.write_scalar(checksum_name(name), checksum(p, n));
+    f_.write_scalar(checksum_dataset(name), checksum(p, n));
   }
   H5File& f_;
 };
@@ -112,7 +112,7 @@ class Reader {
   }
   // The checksum stored for dataset `name`.
   uint64_t stored(const std::string& name) {
-    const std::string c = checksum_name(name);
+    const std::string c = checksum_dataset(name);
     if (!f_.exists(c)) throw Error(path_ + ": no checksum for /" + name);
     return f_.read_scalar<uint64_t>(c);
   }

@@ -114,6 +114,9 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 using IsOurs = std::function<bool(const std::string& path)>;
 void prune_checkpoints(const std::string& dir, int64_t keep, const IsOurs& ours);
 
+// "checksums/model|layers.0.wq": where dataset "model/layers.0.wq"'s checksum lies.
+std::string checksum_dataset(const std::string& dataset);
+
 uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ULL);
 // The datasets' checksum: FNV-1a over 64-bit little-endian words (the last
 // one zero-padded), then mixed with the byte count.

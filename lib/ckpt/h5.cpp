@@ -122,6 +122,24 @@ void H5File::write_string(const std::string& name, const std::string& text) {
 
 bool H5File::exists(const std::string& name) const { return h5_exists(file_, name); }
 
+std::vector<std::string> H5File::children(const std::string& group) const {
+  const H5Id g(exists(group) ? H5Gopen2(file_, group.c_str(), H5P_DEFAULT) : -1, H5Gclose);
+  H5G_info_t info{};
+  if (g.get() < 0 || H5Gget_info(g.get(), &info) < 0)
+    throw Error("'" + path_ + "': no readable group '" + group + "'");
+  std::vector<std::string> out;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t m =
+        H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (m < 0) throw Error("'" + path_ + "': cannot list group '" + group + "'");
+    std::string name(size_t(m), '\0');
+    H5_CHECK(H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
+                                size_t(m) + 1, H5P_DEFAULT));
+    out.push_back(name);
+  }
+  return out;
+}
+
 // Reading trusts nothing in the file: every failure throws Error naming the
 // file and the dataset (a corrupt checkpoint is skipped by resume, not fatal).
 hid_t H5File::open_dataset(const std::string& name) const {

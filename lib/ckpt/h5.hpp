@@ -112,6 +112,9 @@ class H5File {
   void write_string(const std::string& name, const std::string& text);
 
   bool exists(const std::string& name) const;
+  // The names of a group's members, sorted by name; throws naming the
+  // file when `group` is no group.
+  std::vector<std::string> children(const std::string& group) const;
   // Reads never trust the file: a dataset's element count must match what is
   // read into (one for a scalar), and its stored bytes must hold its elements
   // (a 2^40-element dataset in a 1 KiB file fails, naming the file and the

@@ -27,6 +27,7 @@ enum class Planner { hdp, bytescale, naive, static_grid };
 enum class Balance { dp, pp };
 enum class CpAlgorithm { ring, ulysses, hybrid, automatic };
 enum class FaultKind { crash, hang, slow, crash_writing };
+enum class RopeScaling { none, linear, llama3 };
 
 template <>
 struct EnumNames<Backend> {
@@ -63,6 +64,10 @@ struct EnumNames<CpAlgorithm> {
 template <>
 struct EnumNames<FaultKind> {
   static constexpr std::array<const char*, 4> names{"crash", "hang", "slow", "crash_writing"};
+};
+template <>
+struct EnumNames<RopeScaling> {
+  static constexpr std::array<const char*, 3> names{"none", "linear", "llama3"};
 };
 template <>
 struct EnumNames<LogLevel> {
@@ -166,8 +171,37 @@ struct ParallelConfig {
   }
 };
 
+// RoPE's frequencies stretched for a longer context, as Hugging Face's
+// rope_scaling computes them (docs/design.md "The model"): linear divides
+// every frequency by `factor` (position interpolation); llama3 divides the
+// low frequencies, keeps the high ones and blends those between.
+struct RopeScalingConfig {
+  ML_CONFIG_SECTION;
+  RopeScaling type = RopeScaling::none;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+  template <class V>
+  void visit(V& v) {
+    v.field("type", type, "none, linear (every frequency / factor) or llama3 (Llama 3.1's)");
+    v.field("factor", factor, "How many times longer the context becomes", in_range(1.0, 1e6));
+    v.field("low_freq_factor", low_freq_factor,
+            "llama3: wavelengths above original_max_position_embeddings / this are divided "
+            "by factor",
+            in_range(1e-6, 1e6));
+    v.field("high_freq_factor", high_freq_factor,
+            "llama3: wavelengths below original_max_position_embeddings / this are kept "
+            "(must exceed low_freq_factor)",
+            in_range(1e-6, 1e6));
+    v.field("original_max_position_embeddings", original_max_position_embeddings,
+            "llama3: the context length the model was trained at", in_range(1, 1 << 30));
+  }
+};
+
 struct ModelConfig {
   ML_CONFIG_SECTION;
+  std::string init;
   int64_t vocab_size = 50257;
   int64_t d_model = 256;
   int64_t n_layers = 4;
@@ -176,10 +210,20 @@ struct ModelConfig {
   int64_t ffn_dim = 688;
   bool tied_embeddings = true;
   double rope_theta = 10000.0;
+  RopeScalingConfig rope_scaling;
+  double rms_norm_eps = 1e-5;
   double init_std = 0.02;
   int64_t loss_chunk = 512;
+  // The model keys written in the file or with --set (not a key itself):
+  // with `init`, they must agree with the imported model's.
+  std::vector<std::string> written;
   template <class V>
   void visit(V& v) {
+    v.field("init", init,
+            "Start from pretrained weights instead of random ones: hf:DIR (a Hugging Face "
+            "Llama checkpoint: config.json and safetensors) or FILE.h5 (meshloom import-hf's "
+            "output, or a checkpoint's weights). The model keys come from it; keys given "
+            "beside it must agree. A resume ignores it");
     v.field("vocab_size", vocab_size, "Vocabulary size V (must cover the tokenizer's ids)",
             in_range(2, 1 << 24));
     v.field("d_model", d_model, "Hidden size d", in_range(1, 1 << 16));
@@ -190,6 +234,9 @@ struct ModelConfig {
     v.field("ffn_dim", ffn_dim, "SwiGLU hidden size", in_range(1, 1 << 20));
     v.field("tied_embeddings", tied_embeddings, "LM head shares the embedding matrix");
     v.field("rope_theta", rope_theta, "Rotary embedding base", at_least(1.0));
+    v.field("rope_scaling", rope_scaling,
+            "RoPE scaling for context extension (as Hugging Face's rope_scaling)");
+    v.field("rms_norm_eps", rms_norm_eps, "RMSNorm's epsilon", in_range(1e-12, 1.0));
     v.field("init_std", init_std, "Std of the normal initialization of matrices",
             in_range(0.0, 1.0));
     v.field("loss_chunk", loss_chunk,
@@ -527,6 +574,10 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
 // paths stay as written.
 Config parse_config(const std::string& text, const std::string& name,
                     const std::vector<std::string>& overrides = {});
+
+// The `model:` section alone of a config's text (a checkpoint's or weights
+// file's stored config), its keys checked; the other sections are ignored.
+ModelConfig parse_model_section(const std::string& text, const std::string& name);
 
 // The effective config as YAML (every key, defaults included).
 std::string to_yaml(const Config& config);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "base/strings.hpp"
 #include "base/utf8.hpp"
@@ -296,6 +297,9 @@ Config parse(const std::string& text, const std::string& name,
     Reader reader(root, "", &origin);
     config.visit(reader);
     reader.finish();
+    const YAML::Node& model = std::as_const(root)["model"];
+    if (model.IsMap())
+      for (const auto& key : model) config.model.written.push_back(key.first.as<std::string>());
     validate(config, origin);
     if (file_paths) resolve_relative_paths(&config, origin, name);
     return config;
@@ -311,6 +315,23 @@ Config parse(const std::string& text, const std::string& name,
 Config parse_config(const std::string& text, const std::string& name,
                     const std::vector<std::string>& overrides) {
   return parse(text, name, overrides, /*file_paths=*/false);
+}
+
+ModelConfig parse_model_section(const std::string& text, const std::string& name) {
+  Origin origin(name);
+  try {
+    const YAML::Node root = YAML::Load(text);
+    if (!root.IsMap() || !root["model"] || !root["model"].IsMap())
+      throw ConfigError(name + ": no model section");
+    ModelConfig model;
+    Reader reader(root["model"], "model", &origin);
+    model.visit(reader);
+    reader.finish();
+    return model;
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(strf("%s:%d:%d: %s", name.c_str(), e.mark.line + 1, e.mark.column + 1,
+                           e.msg.c_str()));
+  }
 }
 
 Config load_config(const std::string& file, const std::vector<std::string>& overrides) {

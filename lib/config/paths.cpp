@@ -51,6 +51,11 @@ void resolve_relative_paths(Config* c, const Origin& origin, const std::string& 
   resolve(&c->run.dir, "run.dir", origin, dir);
   resolve(&c->checkpoint.dir, "checkpoint.dir", origin, dir);
   resolve(&c->plan.calibration, "plan.calibration", origin, dir);
+  // model.init: "hf:DIR" or a file.
+  const bool hf = starts_with(c->model.init, "hf:");
+  std::string init = hf ? c->model.init.substr(3) : c->model.init;
+  resolve(&init, "model.init", origin, dir);
+  c->model.init = (hf ? "hf:" : "") + init;
   for (size_t i = 0; i < c->data.sources.size(); ++i) {
     const std::string key = strf("data.sources[%zu].", i);
     resolve(&c->data.sources[i].path, key + "path", origin, dir);

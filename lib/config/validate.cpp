@@ -23,6 +23,12 @@ void validate(const Config& c, const Origin& origin) {
                  strf("model.n_heads (%lld) must be a multiple of model.n_kv_heads (%lld)",
                       (long long)m.n_heads, (long long)m.n_kv_heads));
 
+  const RopeScalingConfig& rs = m.rope_scaling;
+  if (rs.type == RopeScaling::llama3 && !(rs.high_freq_factor > rs.low_freq_factor))
+    origin.error("model.rope_scaling.high_freq_factor",
+                 strf("model.rope_scaling.high_freq_factor (%g) must exceed low_freq_factor (%g)",
+                      rs.high_freq_factor, rs.low_freq_factor));
+
   // Megatron's split: whole query and KV heads and FFN columns per TP rank.
   const int64_t tp = c.parallel.tp;
   for (const auto& [key, value] : {std::pair<const char*, int64_t>{"model.n_heads", m.n_heads},

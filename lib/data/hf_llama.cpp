@@ -76,13 +76,46 @@ void refuse_features(const std::string& path, const json& j) {
   for (const char* key : {"num_local_experts", "num_experts", "num_experts_per_tok",
                           "n_routed_experts", "moe_intermediate_size"})
     if (present(j, key)) bad_key(path, key, "mixture of experts: meshloom's MLP is dense");
-  if (present(j, "rope_scaling")) {
-    const json& s = j.at("rope_scaling");
-    std::string type = s.dump();
-    for (const char* k : {"rope_type", "type"})
-      if (s.is_object() && s.contains(k) && s.at(k).is_string()) type = s.at(k).get<std::string>();
-    bad_key(path, "rope_scaling", "type '" + type + "': meshloom has only unscaled RoPE");
+}
+
+// rope_scaling: null, or {"rope_type" (or "type"): "linear" | "llama3", ...}
+// with the keys those types use; any other type (yarn, dynamic, longrope) is
+// refused. HF's llama3 defaults: none (every key is required).
+config::RopeScalingConfig parse_rope_scaling(const std::string& path, const json& j) {
+  config::RopeScalingConfig out;
+  if (!present(j, "rope_scaling")) return out;
+  const json& s = j.at("rope_scaling");
+  if (!s.is_object()) bad_key(path, "rope_scaling", "is not an object or null: " + s.dump());
+  std::string type;
+  for (const char* k : {"rope_type", "type"})
+    if (s.contains(k) && s.at(k).is_string()) type = s.at(k).get<std::string>();
+  const std::string key = "rope_scaling";
+  if (type == "default") return out;
+  if (type != "linear" && type != "llama3")
+    bad_key(path, key + ".rope_type",
+            "'" + type + "': meshloom implements linear and llama3 RoPE scaling");
+  out.type = type == "linear" ? config::RopeScaling::linear : config::RopeScaling::llama3;
+  const auto number = [&](const char* k) {
+    if (!s.contains(k) || !s.at(k).is_number())
+      bad_key(path, key + "." + k, "missing or not a number");
+    return s.at(k).get<double>();
+  };
+  out.factor = number("factor");
+  if (!(out.factor >= 1.0) || !std::isfinite(out.factor))
+    bad_key(path, key + ".factor", "must be a finite number >= 1");
+  if (out.type == config::RopeScaling::llama3) {
+    out.low_freq_factor = number("low_freq_factor");
+    out.high_freq_factor = number("high_freq_factor");
+    const double original = number("original_max_position_embeddings");
+    if (!(out.low_freq_factor > 0) || !(out.high_freq_factor > out.low_freq_factor))
+      bad_key(path, key + ".high_freq_factor", "must exceed low_freq_factor > 0");
+    if (!(original >= 1) || original != std::floor(original))
+      bad_key(path, key + ".original_max_position_embeddings", "must be a positive integer");
+    out.original_max_position_embeddings = int64_t(original);
   }
+  for (const char* k : {"attention_factor", "beta_fast", "beta_slow", "mscale", "long_factor"})
+    if (s.contains(k)) bad_key(path, key + "." + k, "is not used by " + type + " scaling");
+  return out;
 }
 
 }  // namespace
@@ -120,13 +153,10 @@ HfLlamaConfig parse_hf_llama_config(const std::string& path, const std::string& 
     bad_key(path, "vocab_size", "must be in [2, 2^24] for meshloom");
   if (!(m.rope_theta >= 1.0) || !std::isfinite(m.rope_theta))
     bad_key(path, "rope_theta", "must be a finite number >= 1");
-  // HF's default epsilon is 1e-6; meshloom's is fixed (no model key).
-  const double eps = get_number(path, j, "rms_norm_eps", 1e-6);
-  if (std::abs(eps - kMeshloomNormEps) > 1e-12)
-    bad_key(
-        path, "rms_norm_eps",
-        (present(j, "rms_norm_eps") ? j.at("rms_norm_eps").dump() : "absent (HF default 1e-6)") +
-            ": meshloom's RMSNorm epsilon is fixed at 1e-05");
+  m.rms_norm_eps = get_number(path, j, "rms_norm_eps", 1e-6);  // HF's default
+  if (!(m.rms_norm_eps >= 1e-12 && m.rms_norm_eps <= 1.0))
+    bad_key(path, "rms_norm_eps", "must be in [1e-12, 1]");
+  m.rope_scaling = parse_rope_scaling(path, j);
   return out;
 }
 
@@ -177,14 +207,12 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-HfLlamaModel read_hf_llama(const std::string& dir) {
-  HfLlamaModel out;
-  out.config = read_hf_llama_config(dir + "/config.json");
-  const SafetensorsCheckpoint ckpt(dir);
-  const std::vector<HfTensorName> names = hf_llama_tensor_names(out.config.model);
+void check_hf_llama_tensors(const std::string& dir, const config::ModelConfig& model,
+                            const SafetensorsCheckpoint& ckpt) {
+  const std::vector<HfTensorName> names = hf_llama_tensor_names(model);
   std::set<std::string> known;
   for (const HfTensorName& n : names) known.insert(n.hf_name);
-  const bool tied = out.config.model.tied_embeddings;
+  const bool tied = model.tied_embeddings;
   for (const std::string& name : ckpt.names())
     if (!known.count(name) && !hf_llama_skipped_tensor(name) && !(tied && name == "lm_head.weight"))
       throw Error(ckpt.file_of(name) + ": tensor '" + name +
@@ -195,15 +223,23 @@ HfLlamaModel read_hf_llama(const std::string& dir) {
     if (t->shape != n.shape)
       throw Error(ckpt.file_of(n.hf_name) + ": tensor '" + n.hf_name + "' has shape " +
                   shape_text(t->shape) + ", config.json says " + shape_text(n.shape));
-    out.tensors.emplace_back(n.name, ckpt.read(n.hf_name));
   }
   // A tied checkpoint may store the head anyway; it must be the embedding.
   if (tied && ckpt.find("lm_head.weight") &&
       (ckpt.find("lm_head.weight")->shape != names[0].shape ||
-       ckpt.read("lm_head.weight") != out.tensors[0].second))
+       ckpt.read("lm_head.weight") != ckpt.read(names[0].hf_name)))
     throw Error(ckpt.file_of("lm_head.weight") +
                 ": tensor 'lm_head.weight' differs from model.embed_tokens.weight but "
                 "tie_word_embeddings is true");
+}
+
+HfLlamaModel read_hf_llama(const std::string& dir) {
+  HfLlamaModel out;
+  out.config = read_hf_llama_config(dir + "/config.json");
+  const SafetensorsCheckpoint ckpt(dir);
+  check_hf_llama_tensors(dir, out.config.model, ckpt);
+  for (const HfTensorName& n : hf_llama_tensor_names(out.config.model))
+    out.tensors.emplace_back(n.name, ckpt.read(n.hf_name));
   return out;
 }
 

@@ -4,10 +4,10 @@
 //
 // Only what meshloom's model computes is accepted; anything else is one
 // meshloom::Error naming the file and the key, never a silently different
-// model. meshloom's RMSNorm epsilon is fixed at 1e-5, so rms_norm_eps must be
-// 1e-5 (HF's default when absent is 1e-6, refused too). rope_scaling must be
-// null: meshloom has no scaled RoPE. max_position_embeddings is returned but
-// maps to no model key (meshloom's RoPE has no table and no length limit).
+// model. rms_norm_eps (HF's default 1e-6 when absent), rope_theta and
+// rope_scaling (linear, llama3) map to the model keys of the same names.
+// max_position_embeddings is returned but maps to no model key (meshloom's
+// RoPE has no table and no length limit).
 //
 // RoPE: HF Llama applies rotate_half (dimension i pairs with i + D/2 in each
 // head), which is meshloom's convention too, so q_proj and k_proj rows are
@@ -24,9 +24,6 @@
 #include "config/config.hpp"
 
 namespace meshloom::data {
-
-// meshloom's fixed RMSNorm epsilon (docs/design.md "The model").
-constexpr double kMeshloomNormEps = 1e-5;
 
 struct HfLlamaConfig {
   config::ModelConfig model;
@@ -58,10 +55,18 @@ struct HfLlamaModel {
   std::vector<std::pair<std::string, std::vector<float>>> tensors;
 };
 
+class SafetensorsCheckpoint;
+
+// Checks DIR's checkpoint against `model` (its config.json's) without
+// reading the tensors: throws naming the file and tensor when one is
+// missing, has the wrong shape, or is no parameter meshloom knows; with tied
+// embeddings a stored lm_head.weight must equal the embedding.
+void check_hf_llama_tensors(const std::string& dir, const config::ModelConfig& model,
+                            const SafetensorsCheckpoint& ckpt);
+
 // Reads DIR/config.json and the safetensors checkpoint in DIR (sharded or
-// not). Throws naming the file and tensor when one is missing, has the
-// wrong shape, or is no parameter meshloom knows; with tied embeddings a
-// stored lm_head.weight must equal the embedding.
+// not), checked as above. Holds the whole model: for tests and small models
+// (import-hf reads one tensor at a time).
 HfLlamaModel read_hf_llama(const std::string& dir);
 
 }  // namespace meshloom::data

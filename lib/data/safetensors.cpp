@@ -181,11 +181,20 @@ std::string_view SafetensorsFile::raw(const StTensor& t) const {
 std::vector<float> SafetensorsFile::read(const std::string& name) const {
   const StTensor* t = find(name);
   if (!t) bad(path_, "no tensor '" + name + "'");
+  std::vector<float> out(size_t(t->numel()));
+  read_range(name, 0, t->numel(), out.data());
+  return out;
+}
+
+void SafetensorsFile::read_range(const std::string& name, int64_t first, int64_t n,
+                                 float* out) const {
+  const StTensor* t = find(name);
+  if (!t) bad(path_, "no tensor '" + name + "'");
+  ML_CHECK(first >= 0 && n >= 0 && first + n <= t->numel(), "read_range outside the tensor");
   const std::string_view b = raw(*t);
-  const size_t n = size_t(t->numel());
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const auto* p = reinterpret_cast<const uint8_t*>(b.data()) + i * st_dtype_size(t->dtype);
+  for (size_t i = 0; i < size_t(n); ++i) {
+    const auto* p = reinterpret_cast<const uint8_t*>(b.data()) +
+                    (size_t(first) + i) * st_dtype_size(t->dtype);
     if (t->dtype == StDtype::F32) {
       const uint32_t u =
           uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
@@ -195,7 +204,6 @@ std::vector<float> SafetensorsFile::read(const std::string& name) const {
       out[i] = t->dtype == StDtype::BF16 ? bf16_to_float(u) : f16_to_float(u);
     }
   }
-  return out;
 }
 
 SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& path) : path_(path) {
@@ -262,6 +270,13 @@ std::vector<float> SafetensorsCheckpoint::read(const std::string& name) const {
   const auto it = where_.find(name);
   if (it == where_.end()) bad(path_, "no tensor '" + name + "'");
   return it->second->read(name);
+}
+
+void SafetensorsCheckpoint::read_range(const std::string& name, int64_t first, int64_t n,
+                                       float* out) const {
+  const auto it = where_.find(name);
+  if (it == where_.end()) bad(path_, "no tensor '" + name + "'");
+  it->second->read_range(name, first, n, out);
 }
 
 void write_safetensors(const std::string& path, const std::vector<StWriteTensor>& tensors,

@@ -68,6 +68,8 @@ class SafetensorsFile {
   std::string_view raw(const StTensor& t) const;
   // The tensor as float; throws naming the file and tensor if it is absent.
   std::vector<float> read(const std::string& name) const;
+  // Its flat elements [first, first + n) as float: only their pages are read.
+  void read_range(const std::string& name, int64_t first, int64_t n, float* out) const;
 
  private:
   std::string path_;
@@ -90,6 +92,7 @@ class SafetensorsCheckpoint {
   // The file that holds `name` (the index names it in errors).
   const std::string& file_of(const std::string& name) const;
   std::vector<float> read(const std::string& name) const;
+  void read_range(const std::string& name, int64_t first, int64_t n, float* out) const;
 
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;

@@ -35,6 +35,8 @@ Shape Shape::from_config(const config::ModelConfig& c, int64_t patch_dim) {
   s.ffn_dim = c.ffn_dim;
   s.tied = c.tied_embeddings;
   s.rope_theta = c.rope_theta;
+  s.rope_scaling = c.rope_scaling;
+  s.norm_eps = c.rms_norm_eps;
   s.init_std = c.init_std;
   s.patch_dim = patch_dim;
   s.validate();

@@ -76,6 +76,8 @@ struct Shape {
   int64_t ffn_dim = 0;
   bool tied = true;
   double rope_theta = 10000.0;
+  config::RopeScalingConfig rope_scaling;
+  double norm_eps = 1e-5;  // RMSNorm's epsilon
   double init_std = 0.02;
   // Values of one image patch (p·p·3); 0: a text-only model, no patch_embed.
   int64_t patch_dim = 0;

@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "model/math.hpp"
-#include "model/transformer.hpp"  // kNormEps
 
 namespace meshloom::model {
 namespace {
@@ -16,11 +15,11 @@ namespace {
 
 // y = x / sqrt(mean(x²) + eps) · g; returns 1/sqrt(mean(x²) + eps).
 template <class T>
-ML_SIMD_CLONES T rmsnorm_row(int64_t d, const T* x, const T* g, T* y) {
+ML_SIMD_CLONES T rmsnorm_row(int64_t d, const T* x, const T* g, T* y, T eps) {
   T ss = 0;
 #pragma omp simd reduction(+ : ss)
   for (int64_t c = 0; c < d; ++c) ss += x[c] * x[c];
-  const T r = T(1) / std::sqrt(ss / static_cast<T>(d) + static_cast<T>(kNormEps));
+  const T r = T(1) / std::sqrt(ss / static_cast<T>(d) + eps);
   for (int64_t c = 0; c < d; ++c) y[c] = x[c] * r * g[c];
   return r;
 }
@@ -89,9 +88,11 @@ ML_SIMD_CLONES void swiglu_backward_row(int64_t f, const T* a, const T* b, const
 }  // namespace
 
 template <class T>
-void rmsnorm_forward(int threads, int64_t n, int64_t d, const T* x, const T* g, T* y, T* rstd) {
+void rmsnorm_forward(int threads, int64_t n, int64_t d, const T* x, const T* g, T* y, T* rstd,
+                     double eps) {
 #pragma omp parallel for num_threads(threads) schedule(static) if (n * d > kParallelElems)
-  for (int64_t i = 0; i < n; ++i) rstd[i] = rmsnorm_row(d, x + i * d, g, y + i * d);
+  for (int64_t i = 0; i < n; ++i)
+    rstd[i] = rmsnorm_row(d, x + i * d, g, y + i * d, static_cast<T>(eps));
 }
 
 template <class T>
@@ -165,7 +166,7 @@ void copy_rows(int threads, int64_t count, const T* src, T* dst) {
 }
 
 #define ML_ROW_OPS_FOR(T)                                                                          \
-  template void rmsnorm_forward<T>(int, int64_t, int64_t, const T*, const T*, T*, T*);             \
+  template void rmsnorm_forward<T>(int, int64_t, int64_t, const T*, const T*, T*, T*, double);     \
   template void rmsnorm_backward<T>(int, int64_t, int64_t, const T*, const T*, const T*, const T*, \
                                     const T*, T*);                                                 \
   template void rmsnorm_gain_grad<T>(int, int64_t, int64_t, const T*, const T*, const T*, T*);     \

@@ -11,8 +11,10 @@ namespace meshloom::model {
 // Elementwise loops go parallel above this many elements.
 constexpr int64_t kParallelElems = 1 << 15;
 
+// y = x / sqrt(mean(x²) + eps) · g per row; rstd = 1 / sqrt(mean(x²) + eps).
 template <class T>
-void rmsnorm_forward(int threads, int64_t n, int64_t d, const T* x, const T* g, T* y, T* rstd);
+void rmsnorm_forward(int threads, int64_t n, int64_t d, const T* x, const T* g, T* y, T* rstd,
+                     double eps);
 
 template <class T>
 void rmsnorm_backward(int threads, int64_t n, int64_t d, const T* dy, const T* x, const T* g,

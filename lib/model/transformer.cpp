@@ -136,7 +136,8 @@ void Transformer<T>::fill_rope(int64_t n) {
   fit(rope_sin_, n * half);
   std::vector<double> freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
-    freq[static_cast<size_t>(i)] = rope_frequency(i, shape().head_dim, shape().rope_theta);
+    freq[static_cast<size_t>(i)] =
+        rope_frequency(i, shape().head_dim, shape().rope_theta, shape().rope_scaling);
   }
   T* cs = rope_cos_.data();
   T* sn = rope_sin_.data();
@@ -266,7 +267,7 @@ const T* Transformer<T>::forward_states(const Batch& batch, AttentionBackend<T>*
   {
     Timer t(&profile_, &Times::other, threads_);
     rmsnorm_forward(threads_, rows_.count(), d, x_[static_cast<size_t>(s.n_layers)].data(),
-                    params_.data() + layout_.final_norm(), xf_.data(), rstdf_.data());
+                    params_.data() + layout_.final_norm(), xf_.data(), rstdf_.data(), s.norm_eps);
   }
   // The head (vocabulary-parallel at tp > 1) runs on all n tokens.
   return all_rows(xf_.data(), n);
@@ -311,7 +312,8 @@ void Transformer<T>::layer_forward(int64_t l, int64_t n) {
   const int64_t m = rows_.count();  // this rank's rows of x, h and the norms
   {
     Timer t(&profile_, &Times::other, threads_);
-    rmsnorm_forward(threads_, m, d, x, P + o.attn_norm, A.xn1.data(), A.rstd1.data());
+    rmsnorm_forward(threads_, m, d, x, P + o.attn_norm, A.xn1.data(), A.rstd1.data(),
+                    shape().norm_eps);
   }
   {
     const T* xn1 = all_rows(A.xn1.data(), n);
@@ -337,7 +339,8 @@ void Transformer<T>::layer_forward(int64_t l, int64_t n) {
   row_parallel_residual(A.o.data(), qd, P + o.wo, x, A.h.data(), n);
   {
     Timer t(&profile_, &Times::other, threads_);
-    rmsnorm_forward(threads_, m, d, A.h.data(), P + o.mlp_norm, A.xn2.data(), A.rstd2.data());
+    rmsnorm_forward(threads_, m, d, A.h.data(), P + o.mlp_norm, A.xn2.data(), A.rstd2.data(),
+                    shape().norm_eps);
   }
   {
     const T* xn2 = all_rows(A.xn2.data(), n);

@@ -106,9 +106,6 @@
 
 namespace meshloom::model {
 
-// RMSNorm's epsilon: x / sqrt(mean(x²) + kNormEps) · g (design.md, "The model").
-inline constexpr double kNormEps = 1e-5;
-
 struct ModelOptions {
   int threads = 0;  // 0: OpenMP's default (OMP_NUM_THREADS or the cores)
   int64_t attn_tile_q = 64;

@@ -129,7 +129,7 @@ int mpi_finish(int code) {
 }
 
 bool world_from_config(const std::string& file, const std::vector<std::string>& overrides,
-                       World* w) {
+                       World* w, const ConfigLoader& load) {
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &w->rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &w->size));
   const int world_size = w->size;
@@ -137,7 +137,7 @@ bool world_from_config(const std::string& file, const std::vector<std::string>& 
   bool ok = comm::run_on_root(
       MPI_COMM_WORLD,
       [&] {
-        config::Config c = config::load_config(file, overrides);
+        config::Config c = load(file, overrides);
         make_layout(world_size, c);  // throws when the roles do not fit
         return config::to_yaml(c);
       },

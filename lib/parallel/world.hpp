@@ -61,11 +61,14 @@ std::string launcher_rank();
 constexpr int kFinalizeGraceSeconds = 10;
 int mpi_finish(int code);
 
-// Rank 0 loads `file` with `overrides`, checks the layout for the world size;
-// all ranks get the result. Returns false on every rank when it failed (rank 0
-// has printed the one message).
+// Rank 0 loads `file` with `overrides` (through `load`: config::load_config,
+// or one that also resolves model.init), checks the layout for the world
+// size; all ranks get the result. Returns false on every rank when it failed
+// (rank 0 has printed the one message).
+using ConfigLoader =
+    std::function<config::Config(const std::string&, const std::vector<std::string>&)>;
 bool world_from_config(const std::string& file, const std::vector<std::string>& overrides,
-                       World* world);
+                       World* world, const ConfigLoader& load = config::load_config);
 
 // Start-up checks that only rank 0 needs to run (e.g. that every source file
 // opens): every rank learns the outcome; on failure rank 0 prints the one

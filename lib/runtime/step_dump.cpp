@@ -60,7 +60,14 @@ void write_step_dump(const std::string& path, MPI_Comm trainers, const wire::Bat
   f.write_scalar("model/n_heads", int64_t(shape.n_heads));
   f.write_scalar("model/n_kv_heads", int64_t(shape.n_kv_heads));
   f.write_scalar("model/rope_theta", double(shape.rope_theta));
-  f.write_scalar("model/norm_eps", model::kNormEps);
+  f.write_scalar("model/norm_eps", shape.norm_eps);
+  const config::RopeScalingConfig& rs = shape.rope_scaling;
+  f.write_string("model/rope_scaling/type", config::enum_name(rs.type));
+  f.write_scalar("model/rope_scaling/factor", rs.factor);
+  f.write_scalar("model/rope_scaling/low_freq_factor", rs.low_freq_factor);
+  f.write_scalar("model/rope_scaling/high_freq_factor", rs.high_freq_factor);
+  f.write_scalar("model/rope_scaling/original_max_position_embeddings",
+                 rs.original_max_position_embeddings);
   f.write_scalar("loss", batch.global_predictions ? total / double(batch.global_predictions) : 0.0);
   for (const auto& t : layout.tensors()) {
     std::vector<float> p(params.begin() + t.offset, params.begin() + t.offset + t.numel);

@@ -21,6 +21,7 @@
 #include "roles/faults.hpp"
 #include "roles/lead.hpp"
 #include "runtime/checkpoint_writer.hpp"
+#include "runtime/model_init.hpp"
 #include "runtime/gemm_peak.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/preflight.hpp"
@@ -118,7 +119,10 @@ int run_train_trainer(const parallel::World& w, const TrainRun& run, const std::
   const parallel::StepComms comms(w.role_comm, w.mesh);
   train::Trainer trainer(w, comms);
   const roles::InjectedFaults faults(w.config, w.rank);
-  if (!resume_from.empty()) load_checkpoint(trainer, resume_from);
+  if (!resume_from.empty())
+    load_checkpoint(trainer, resume_from);
+  else
+    load_init_weights(trainer, w.config);
   CheckpointWriter writer(w, comms.comm(parallel::Axis::trainers), faults);
   const double peak = trainer_peak_flops(w, trainer, node_peak);
   int faults_fired = 0;

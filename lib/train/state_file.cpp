@@ -105,12 +105,16 @@ StateChecksums write_owned_state(const std::string& path, MPI_Comm trainers,
                      state.v.data(), wrote);
 }
 
-void read_state(const std::string& path, MPI_Comm trainers, const model::ParamLayout& whole,
-                const StateOwner& me, const StateChecksums& expected, std::span<float> params,
-                std::span<float> m, std::span<float> v) {
+namespace {
+
+// read_state, or with !with_moments read_params (m and v empty).
+void read_sets(const std::string& path, MPI_Comm trainers, const model::ParamLayout& whole,
+               const StateOwner& me, const StateChecksums& expected, std::span<float> params,
+               std::span<float> m, std::span<float> v, bool with_moments) {
   const model::ParamLayout& layout = *me.layout;
   ML_CHECK(int64_t(params.size()) == layout.numel() &&
-               int64_t(m.size()) == me.moment_end - me.moment_begin && m.size() == v.size(),
+               (!with_moments || int64_t(m.size()) == me.moment_end - me.moment_begin) &&
+               m.size() == v.size(),
            "read_state: buffers of another size than the layout's");
   // What this trainer holds (copies included), and what it owns (checksums).
   const std::vector<StatePiece> held_params = pieces_of_range(layout, 0, layout.numel(), 0, true);
@@ -118,7 +122,8 @@ void read_state(const std::string& path, MPI_Comm trainers, const model::ParamLa
       pieces_of_range(layout, me.moment_begin, me.moment_end, me.moment_begin, true);
   const StateShare owned =
       state_share(layout, me.data_rank, me.data_ranks, me.moment_begin, me.moment_end);
-  const std::vector<Dataset> sets = datasets_of(whole);
+  std::vector<Dataset> sets = datasets_of(whole);
+  if (!with_moments) std::erase_if(sets, [](const Dataset& d) { return d.moment; });
   ckpt::H5ParallelFile file(path, "r", trainers);
   for (const Dataset& d : sets)
     if (file.dims(d.path) != whole.find(d.tensor).full_shape)
@@ -143,6 +148,19 @@ void read_state(const std::string& path, MPI_Comm trainers, const model::ParamLa
       throw Error("'" + path + "': dataset '" + sets[i].path +
                   "' does not match its checksum (a corrupt or torn checkpoint)");
   }
+}
+
+}  // namespace
+
+void read_state(const std::string& path, MPI_Comm trainers, const model::ParamLayout& whole,
+                const StateOwner& me, const StateChecksums& expected, std::span<float> params,
+                std::span<float> m, std::span<float> v) {
+  read_sets(path, trainers, whole, me, expected, params, m, v, true);
+}
+
+void read_params(const std::string& path, MPI_Comm trainers, const model::ParamLayout& whole,
+                 const StateOwner& me, const StateChecksums& expected, std::span<float> params) {
+  read_sets(path, trainers, whole, me, expected, params, {}, {}, false);
 }
 
 }  // namespace meshloom::train

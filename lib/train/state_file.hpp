@@ -67,4 +67,9 @@ void read_state(const std::string& path, MPI_Comm trainers, const model::ParamLa
                 const StateOwner& me, const StateChecksums& expected, std::span<float> params,
                 std::span<float> m, std::span<float> v);
 
+// read_state's parameters alone (model.init): /model from a format 2
+// checkpoint or a weights file (ckpt/weights_file.hpp), verified the same way.
+void read_params(const std::string& path, MPI_Comm trainers, const model::ParamLayout& whole,
+                 const StateOwner& me, const StateChecksums& expected, std::span<float> params);
+
 }  // namespace meshloom::train

@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -81,6 +82,15 @@ class Trainer {
   // Continues from a format 2 checkpoint, reading only this trainer's part
   // (any layout wrote it); `meta` is its read_checkpoint_meta(). Collective.
   void load_state(const std::string& path, const ckpt::Checkpoint& meta);
+
+  // Starting weights (model.init), not a resume: the step, moments and data
+  // stay fresh. From a weights file or a format 2 checkpoint's /model
+  // (`sums`: its tensor checksums, verified), collective over the trainers:
+  void load_weights(const std::string& path, const StateChecksums& sums);
+  // or filled by `fill` (this trainer's layout and its parameter buffer,
+  // copies of others' tensors included), then handed to the backend.
+  using WeightsFill = std::function<void(const model::ParamLayout&, std::span<float>)>;
+  void set_weights(const WeightsFill& fill);
 
  private:
   const parallel::World& w_;

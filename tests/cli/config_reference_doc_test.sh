@@ -22,6 +22,7 @@ while IFS='|' read -r _ key type default _; do
   [[ $type == section || $type == list || $type == "mapname:number" ]] && continue
   path=${key//\[\]/.0}
   [[ $default == '""' ]] && default=x
+  [[ $key == model.init ]] && default='""'  # names weights that must exist (model_init_test.sh)
   [[ $key == data.sources\[\].name ]] && default=a        # the schedule names source a
   [[ $key == data.sources\[\].path || $key == data.sources\[\].tokenizer ]] && [[ $default == x ]] && default=gpt2
   "$meshloom" config show -c "$dir/min.yaml" --set "$path=$default" >"$dir/out" 2>&1 ||

@@ -167,12 +167,16 @@ TEST(HfLlama, ConfigRefusalsNameFileAndKey) {
       {R"(, "sliding_window": 4096)", "key 'sliding_window': 4096"},
       {R"(, "use_qk_norm": true)", "key 'use_qk_norm'"},
       {R"(, "num_local_experts": 8)", "key 'num_local_experts': mixture of experts"},
+      {R"(, "rope_scaling": {"rope_type": "yarn", "factor": 8.0})",
+       "key 'rope_scaling.rope_type': 'yarn': meshloom implements linear and llama3"},
       {R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0})",
-       "key 'rope_scaling': type 'llama3'"},
-      {R"(, "rope_scaling": {"type": "linear", "factor": 2.0})",
-       "key 'rope_scaling': type 'linear'"},
-      {R"(, "rms_norm_eps": 1e-06)",
-       "key 'rms_norm_eps': 1e-06: meshloom's RMSNorm epsilon is fixed at 1e-05"},
+       "key 'rope_scaling.low_freq_factor': missing"},
+      {R"(, "rope_scaling": {"type": "linear", "factor": 0.5})",
+       "key 'rope_scaling.factor': must be"},
+      {R"(, "rope_scaling": {"type": "linear", "factor": 2, "attention_factor": 1})",
+       "key 'rope_scaling.attention_factor'"},
+      {R"(, "rope_scaling": 3)", "key 'rope_scaling': is not an object"},
+      {R"(, "rms_norm_eps": 0)", "key 'rms_norm_eps': must be in"},
       {R"(, "num_key_value_heads": 3)", "key 'num_key_value_heads': 3 does not divide"},
       {R"(, "num_attention_heads": 5)",
        "key 'num_attention_heads': 5 does not divide hidden_size 16"},
@@ -189,16 +193,27 @@ TEST(HfLlama, ConfigRefusalsNameFileAndKey) {
     EXPECT_EQ(msg.rfind("cfg/config.json: ", 0), 0u) << msg;
     EXPECT_NE(msg.find(want), std::string::npos) << "want '" << want << "' in: " << msg;
   }
+}
+
+TEST(HfLlama, ConfigNormAndRopeScaling) {
   // rms_norm_eps absent is HF's 1e-6.
-  try {
-    parse_hf_llama_config("c.json", R"({"model_type": "llama", "hidden_size": 16,
-      "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 24, "vocab_size": 40})");
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("key 'rms_norm_eps': absent (HF default 1e-6)"),
-              std::string::npos)
-        << e.what();
-  }
+  const HfLlamaConfig absent = parse_hf_llama_config("c.json", R"({"model_type": "llama",
+    "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 24, "vocab_size": 40})");
+  EXPECT_EQ(absent.model.rms_norm_eps, 1e-6);
+  EXPECT_EQ(absent.model.rope_scaling.type, config::RopeScaling::none);
+  const HfLlamaConfig l3 = parse_hf_llama_config(
+      "c.json", std::string(kGood) + R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})");
+  EXPECT_EQ(l3.model.rms_norm_eps, 1e-5);
+  EXPECT_EQ(l3.model.rope_scaling.type, config::RopeScaling::llama3);
+  EXPECT_EQ(l3.model.rope_scaling.factor, 8.0);
+  EXPECT_EQ(l3.model.rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(l3.model.rope_scaling.original_max_position_embeddings, 8192);
+  const HfLlamaConfig lin = parse_hf_llama_config(
+      "c.json", std::string(kGood) + R"(, "rope_scaling": {"type": "linear", "factor": 4}})");
+  EXPECT_EQ(lin.model.rope_scaling.type, config::RopeScaling::linear);
+  EXPECT_EQ(lin.model.rope_scaling.factor, 4.0);
 }
 
 TEST(HfLlama, CheckpointRefusals) {

@@ -8,7 +8,15 @@ expected.f32 (every tensor's values as little-endian float32, in the order
 of expected.txt) and expected.txt ("NAME DTYPE D0xD1... OFFSET COUNT" a line).
 
 usage: make_hf_llama.py OUT_DIR [--dtype bf16|f16|f32] [--tied] [--shards N]
-                        [--seed S]
+                        [--seed S] [--d-model D] [--vocab V] [--theta T]
+                        [--eps E] [--rope-scaling none|linear|llama3]
+                        [--std S]
+
+--std S: matrices N(0, S^2) and norm gains 1 + N(0, S^2), as a trained model's
+(default: everything N(0, 1)).
+--rope-scaling linear has factor 2; llama3 has factor 4, low_freq_factor 1,
+high_freq_factor 4 and original_max_position_embeddings 64 (with head size 8
+and theta 10000, one frequency of each head is kept, one blended, two divided).
 """
 import argparse
 import json
@@ -59,16 +67,26 @@ def main():
     ap.add_argument("--tied", action="store_true")
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--d-model", type=int, default=16)
+    ap.add_argument("--vocab", type=int, default=40)
+    ap.add_argument("--theta", type=float, default=500000.0)
+    ap.add_argument("--eps", type=float, default=1e-05)
+    ap.add_argument("--rope-scaling", default="none", choices=["none", "linear", "llama3"])
+    ap.add_argument("--std", type=float, default=0)
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
-    d, layers, heads, kv_heads, ffn, vocab = 16, 2, 4, 2, 24, 40
+    d, layers, heads, kv_heads, ffn, vocab = a.d_model, 2, 4, 2, 24, a.vocab
+    scaling = {"none": None, "linear": {"rope_type": "linear", "factor": 2.0},
+               "llama3": {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+                          "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}
     hd = d // heads
     config = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama",
         "hidden_size": d, "num_hidden_layers": layers, "num_attention_heads": heads,
         "num_key_value_heads": kv_heads, "intermediate_size": ffn, "vocab_size": vocab,
-        "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": a.tied,
-        "max_position_embeddings": 128, "rope_scaling": None, "hidden_act": "silu",
+        "rms_norm_eps": a.eps, "rope_theta": a.theta, "tie_word_embeddings": a.tied,
+        "max_position_embeddings": 128, "rope_scaling": scaling[a.rope_scaling],
+        "hidden_act": "silu",
         "attention_bias": False, "mlp_bias": False, "torch_dtype": "bfloat16",
         "bos_token_id": 1, "eos_token_id": 2, "pretraining_tp": 1,
     }
@@ -87,7 +105,13 @@ def main():
     shapes.append(("model.norm.weight", (d,)))
     if not a.tied:
         shapes.append(("lm_head.weight", (vocab, d)))
-    tensors = [(n, rng.standard_normal(s).astype(np.float32)) for n, s in shapes]
+    def values(name, shape):
+        x = rng.standard_normal(shape)
+        if a.std > 0:
+            x = (1 + a.std * x) if len(shape) == 1 else a.std * x
+        return x.astype(np.float32)
+
+    tensors = [(n, values(n, s)) for n, s in shapes]
 
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "config.json"), "w") as f:

@@ -17,14 +17,14 @@ namespace {
 
 using namespace ops_detail;
 
-constexpr float kNormEps = 1e-5f;  // the CPU's static_cast<float>(1e-5)
 constexpr int64_t kMaxChunks = 256;
 constexpr int kColumnThreads = 256;
 
 // One block per row; each thread takes V consecutive columns at a time
 // (V = 8: 16-byte bf16 accesses, see run_rows below).
 template <class T, int V>
-__global__ void rmsnorm_forward_rows(const T* x, const T* g, int d, T* y, float* rstd) {
+__global__ void rmsnorm_forward_rows(const T* x, const T* g, int d, T* y, float* rstd,
+                                     float eps) {
   const int64_t row = blockIdx.x;
   const T* xr = x + row * d;
   T* yr = y + row * d;
@@ -37,7 +37,7 @@ __global__ void rmsnorm_forward_rows(const T* x, const T* g, int d, T* y, float*
     for (int k = 0; k < V; ++k) ss += v[k] * v[k];
   }
   ss = block_sum(ss);
-  const float r = 1.0f / sqrtf(ss / float(d) + kNormEps);
+  const float r = 1.0f / sqrtf(ss / float(d) + eps);
   if (threadIdx.x == 0) rstd[row] = r;
   for (int c = int(threadIdx.x) * V; c < d; c += step) {
     float v[V], gv[V], out[V];
@@ -121,19 +121,20 @@ bool use_vector_path(int64_t d, std::initializer_list<const void*> bases) {
 
 template <class T>
 void rmsnorm_forward(const T* x, const T* g, int64_t n, int64_t d, T* y, float* rstd,
-                     cudaStream_t stream) {
+                     double eps, cudaStream_t stream) {
   if (n == 0 || d == 0) return;
   ML_CHECK(d < (int64_t(1) << 31), "RMSNorm row too wide for 32-bit column indices");
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     if (use_vector_path<T>(d, {x, g, y})) {
       rmsnorm_forward_rows<T, 8>
-          <<<unsigned(n), threads_for(d / 8, 512), 0, stream>>>(x, g, int(d), y, rstd);
+          <<<unsigned(n), threads_for(d / 8, 512), 0, stream>>>(x, g, int(d), y, rstd,
+                                                                float(eps));
       CUDA_CHECK(cudaGetLastError());
       return;
     }
   }
   rmsnorm_forward_rows<T, 1>
-      <<<unsigned(n), threads_for(d, 512), 0, stream>>>(x, g, int(d), y, rstd);
+      <<<unsigned(n), threads_for(d, 512), 0, stream>>>(x, g, int(d), y, rstd, float(eps));
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -170,7 +171,7 @@ void rmsnorm_backward(const T* dy, const T* x, const T* g, const float* rstd, co
 }
 
 #define ML_RMSNORM(T)                                                                              \
-  template void rmsnorm_forward<T>(const T*, const T*, int64_t, int64_t, T*, float*,               \
+  template void rmsnorm_forward<T>(const T*, const T*, int64_t, int64_t, T*, float*, double,       \
                                    cudaStream_t);                                                  \
   template void rmsnorm_backward<T>(const T*, const T*, const T*, const float*, const T*, int64_t, \
                                     int64_t, T*, float*, cudaStream_t);

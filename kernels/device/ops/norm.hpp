@@ -20,8 +20,9 @@
 
 namespace meshloom::cuda {
 
+// eps: model.rms_norm_eps, rounded to float as the CPU's float model does.
 template <class T>
-void rmsnorm_forward(const T* x, const T* g, int64_t n, int64_t d, T* y, float* rstd,
+void rmsnorm_forward(const T* x, const T* g, int64_t n, int64_t d, T* y, float* rstd, double eps,
                      cudaStream_t stream);
 
 // dx as above (base may be null, or alias dx), and dg += the gain gradient.

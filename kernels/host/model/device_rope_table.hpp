@@ -18,7 +18,8 @@ namespace meshloom::cuda {
 
 class DeviceRopeTable {
  public:
-  DeviceRopeTable(int64_t head_dim, double theta) : head_dim_(head_dim), theta_(theta) {}
+  DeviceRopeTable(int64_t head_dim, double theta, const config::RopeScalingConfig& scaling = {})
+      : head_dim_(head_dim), theta_(theta), scaling_(scaling) {}
 
   // Covers every position of `positions` (host values, all ≥ 0).
   void cover(std::span<const int32_t> positions) {
@@ -26,7 +27,7 @@ class DeviceRopeTable {
         positions.empty() ? 0 : *std::max_element(positions.begin(), positions.end());
     if (int64_t(last) < positions_) return;
     positions_ = int64_t(std::bit_ceil(uint64_t(last) + 1));
-    const model::RopeTable table = model::rope_table(positions_, head_dim_, theta_);
+    const model::RopeTable table = model::rope_table(positions_, head_dim_, theta_, scaling_);
     cos_.upload(table.cos);
     sin_.upload(table.sin);
   }
@@ -36,6 +37,7 @@ class DeviceRopeTable {
  private:
   int64_t head_dim_;
   double theta_;
+  config::RopeScalingConfig scaling_;
   int64_t positions_ = 0;
   DeviceBuffer<float> cos_, sin_;
 };

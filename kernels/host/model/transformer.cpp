@@ -51,7 +51,7 @@ Transformer<T>::Transformer(const model::Shape& shape, cudaStream_t stream, int6
       blas_(stream),
       local_attention_(make_local_device_attention<T>()),
       store_(shape, shard, stream, end_ - first_),
-      rope_(shape.head_dim, shape.rope_theta),
+      rope_(shape.head_dim, shape.rope_theta, shape.rope_scaling),
       loss_(loss_chunk, blas_, stream) {
   shape.validate();
   ML_CHECK(flash_attention_supports_head_dim(int(shape.head_dim)),
@@ -194,7 +194,7 @@ model::LossSum Transformer<T>::forward(const model::Batch& batch, DeviceAttentio
   if (!layout_.last_stage()) return {};  // output() goes to the next stage
 
   rmsnorm_forward<T>(x_final_.data(), P + layout_.final_norm(), n, d, xf_.data(), rstdf_.data(),
-                     stream_);
+                     layout_.shape().norm_eps, stream_);
   const DeviceHead<T> head{P + layout_.head(), vocab_, d};
   loss_.forward(xf_.data(), n, head, targets_.data(), tp_, row_loss_.data());
   lm_loss_total(row_loss_.data(), targets_.data(), n, loss_sum_.data(), count_.data(), stream_);
@@ -217,7 +217,8 @@ void Transformer<T>::layer_forward(int64_t l, int64_t n) {
   const T* x = A.x.data();
   T* x_next = l + 1 < end_ ? acts(l + 1).x.data() : x_final_.data();
 
-  rmsnorm_forward<T>(x, P + o.attn_norm, n, d, A.xn1.data(), A.rstd1.data(), stream_);
+  rmsnorm_forward<T>(x, P + o.attn_norm, n, d, A.xn1.data(), A.rstd1.data(), layout_.shape().norm_eps,
+                     stream_);
   mm(Op::N, Op::T, n, qkvd, d, 1.0f, A.xn1.data(), d, P + o.wq, d, 0.0f, A.qkv.data(), qkvd);
   rope_forward<T>(A.qkv.data(), qkvd, positions_.data(), n, my_.heads + my_.kv_heads, s.head_dim,
                   rope_.angles(), stream_);
@@ -226,7 +227,8 @@ void Transformer<T>::layer_forward(int64_t l, int64_t n) {
                       samples_.data(),   positions_.data(),       n};
   attention_->forward(int(l), dims(), q, kv, FlashOut<T>{A.o.data(), qd, A.lse.data()}, stream_);
   add_row_parallel(x, A.o.data(), qd, P + o.wo, A.h.data(), n);  // h = x + o·woᵀ
-  rmsnorm_forward<T>(A.h.data(), P + o.mlp_norm, n, d, A.xn2.data(), A.rstd2.data(), stream_);
+  rmsnorm_forward<T>(A.h.data(), P + o.mlp_norm, n, d, A.xn2.data(), A.rstd2.data(),
+                     layout_.shape().norm_eps, stream_);
   mm(Op::N, Op::T, n, 2 * f, d, 1.0f, A.xn2.data(), d, P + o.w1, d, 0.0f, A.ab.data(), 2 * f);
   swiglu_forward<T>(A.ab.data(), n, f, u_.data(), stream_);
   // Only now wait for the slot of layer l + 1 (layer l − 1's, on its way to
