@@ -143,4 +143,20 @@ expect_error "key 'sliding_window'" job -c "$dir/untied.yaml" \
 expect_error "nothere.h5" job -c "$dir/untied.yaml" --set model.init="$dir/nothere.h5" \
   --set run.dir="$dir/bad6"
 echo "bad input: one message naming the file and key, exit 2"
+# configs/extend_context.yaml on a tiny model: its RoPE scaling replaces the
+# checkpoint's, and documents of seq_len 256 split over rings of capacity 64.
+prepare_docs long argparse
+make_hf "$dir/base" --dtype bf16 --d-model 32 --vocab 257 --theta 10000 --std 0.1 --seed 7
+timeout 300 "$mpiexec" --oversubscribe --bind-to none -np 7 "$meshloom" train \
+  -c "$root/configs/extend_context.yaml" --set model.init="hf:$dir/base" \
+  --set data.sources.0.path="$dir/long" --set data.sources.0.tokenizer=byte \
+  --set model.rope_scaling.original_max_position_embeddings=64 --set data.seq_len=256 \
+  --set data.tokens_per_step=1024 --set plan.capacity=64 --set run.steps=3 \
+  --set run.dir="$dir/extend" --set checkpoint.every=0 >"$dir/extend.txt" 2>&1 ||
+  { cat "$dir/extend.txt"; fail "configs/extend_context.yaml did not train"; }
+grep -q "model.rope_scaling (llama3, factor 4) replaces model.init's (none" "$dir/extend.txt" ||
+  { cat "$dir/extend.txt"; fail "extend_context: no line saying the RoPE scaling was replaced"; }
+grep -q "original_max_position_embeddings: 64" "$dir/extend/config.yaml" ||
+  fail "extend_context: the effective config lacks the scaling"
+echo "configs/extend_context.yaml: trains a tiny import at 4x context with llama3 scaling"
 echo "Hugging Face import, export and training from an import: OK"
