@@ -11,38 +11,6 @@
 
 namespace meshloom::model {
 
-void Shape::validate() const {
-  ML_CHECK(vocab >= 2 && d_model >= 1 && n_layers >= 1 && ffn_dim >= 1,
-           "model dimensions must be positive");
-  ML_CHECK(n_heads >= 1 && n_kv_heads >= 1 && n_heads % n_kv_heads == 0,
-           strf("n_heads (%lld) must be a multiple of n_kv_heads (%lld)",
-                static_cast<long long>(n_heads), static_cast<long long>(n_kv_heads)));
-  ML_CHECK(head_dim >= 2 && head_dim % 2 == 0 && n_heads * head_dim == d_model,
-           strf("d_model (%lld) must be n_heads (%lld) x an even head size",
-                static_cast<long long>(d_model), static_cast<long long>(n_heads)));
-  ML_CHECK(rope_theta > 0 && init_std >= 0, "rope_theta must be positive, init_std not negative");
-  ML_CHECK(patch_dim >= 0, "patch_dim must not be negative");
-}
-
-Shape Shape::from_config(const config::ModelConfig& c, int64_t patch_dim) {
-  Shape s;
-  s.vocab = c.vocab_size;
-  s.d_model = c.d_model;
-  s.n_layers = c.n_layers;
-  s.n_heads = c.n_heads;
-  s.n_kv_heads = c.n_kv_heads;
-  s.head_dim = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
-  s.ffn_dim = c.ffn_dim;
-  s.tied = c.tied_embeddings;
-  s.rope_theta = c.rope_theta;
-  s.rope_scaling = c.rope_scaling;
-  s.norm_eps = c.rms_norm_eps;
-  s.init_std = c.init_std;
-  s.patch_dim = patch_dim;
-  s.validate();
-  return s;
-}
-
 int64_t TpShard::vocab_begin(int64_t vocab) const {
   return std::min(vocab, rank * ceil_div(vocab, size));
 }

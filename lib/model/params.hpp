@@ -61,37 +61,9 @@
 #include <utility>
 #include <vector>
 
-#include "config/config.hpp"
+#include "model/shape.hpp"
 
 namespace meshloom::model {
-
-// The transformer's dimensions, checked once.
-struct Shape {
-  int64_t vocab = 0;
-  int64_t d_model = 0;
-  int64_t n_layers = 0;
-  int64_t n_heads = 0;
-  int64_t n_kv_heads = 0;
-  int64_t head_dim = 0;
-  int64_t ffn_dim = 0;
-  bool tied = true;
-  double rope_theta = 10000.0;
-  config::RopeScalingConfig rope_scaling;
-  double norm_eps = 1e-5;  // RMSNorm's epsilon
-  double init_std = 0.02;
-  // Values of one image patch (p·p·3); 0: a text-only model, no patch_embed.
-  int64_t patch_dim = 0;
-
-  int64_t q_dim() const { return n_heads * head_dim; }
-  int64_t kv_dim() const { return n_kv_heads * head_dim; }
-  int64_t qkv_dim() const { return q_dim() + 2 * kv_dim(); }
-
-  // Fails (ML_CHECK) unless d_model = n_heads·head_dim, n_heads is a multiple
-  // of n_kv_heads and head_dim is even (rotate-half RoPE pairs i with i+D/2).
-  void validate() const;
-  // patch_dim: config::patch_dim(config), 0 for a text-only run.
-  static Shape from_config(const config::ModelConfig& c, int64_t patch_dim = 0);
-};
 
 // Which share of the model a tensor-parallel rank holds (see above).
 struct TpShard {

@@ -5,70 +5,37 @@
 
 namespace meshloom::plan {
 
-double ModelShape::linear_flops_per_token() const {
-  const double d = double(hidden);
-  const double q_dim = double(heads) * double(head_dim());
-  const double kv_dim = double(kv_heads) * double(head_dim());
-  // wq, wk, wv, wo, then SwiGLU w1, w3, w2 for each active expert.
-  const double per_layer = d * q_dim + 2.0 * d * kv_dim + q_dim * d + 3.0 * d * double(ffn) * top_k;
-  return 2.0 *
-         (double(layers) * per_layer + d * double(vocab) + d * double(patch_dim) * image_share);
-}
-
-double ModelShape::attention_flops_per_token2() const {
-  // q.k and p.v are 2 FLOPs per multiply-add over heads x head_dim, for the
-  // L^2 / 2 (query, key) pairs of the causal triangle: 2 * 2 * (1/2) = 2.
-  return 2.0 * double(layers) * double(heads) * double(head_dim());
-}
-
-double ModelShape::kv_bytes_per_token_layer() const {
-  return 2.0 * double(kv_heads) * double(head_dim()) * 2.0;
-}
-
-double ModelShape::act_bytes_per_token_layer() const { return 34.0 * double(hidden); }
-
-double ModelShape::parameters() const {
-  const double d = double(hidden);
-  const double q_dim = double(heads) * double(head_dim());
-  const double kv_dim = double(kv_heads) * double(head_dim());
-  const double per_layer =
-      d * q_dim * 2.0 + 2.0 * d * kv_dim + 3.0 * d * double(ffn) * experts + 2.0 * d;
-  return double(layers) * per_layer + 2.0 * d * double(vocab) + d * double(patch_dim);
-}
-
-ModelShape::TpShare ModelShape::tp_share(int tp) const {
-  auto part = [tp](int64_t x) { return (x + tp - 1) / tp; };
-  return {part(heads), part(kv_heads), part(ffn), part(vocab)};
-}
-
-int64_t ModelShape::numel(int tp) const { return stage_numel(tp, layers, true, true); }
-
-int64_t ModelShape::stage_numel(int tp, int64_t stage_layers, bool first, bool last) const {
-  const TpShare my = tp_share(tp);
-  const int64_t d = hidden, q_dim = my.heads * head_dim();
-  const int64_t kv_dim = my.kv_heads * head_dim(), f = my.ffn, rows = my.vocab_rows;
-  // attn_norm, wq, wk, wv, wo, mlp_norm, w1, w3, w2.
-  const int64_t per_layer = 2 * d + (q_dim + 2 * kv_dim) * d + d * q_dim + 3 * d * f;
-  const bool embed = first || (last && tied);
-  return (embed ? rows * d : 0) + stage_layers * per_layer +
-         (last ? d + (tied ? 0 : rows * d) : 0) + (first ? d * patch_dim : 0);
-}
-
 namespace {
 
-struct Named {
-  const char* name;
-  ModelShape shape;
-};
+// Every named model is dense text with an untied head; head_dim is hidden /
+// heads (128 for all of them), stated rather than derived.
+model::Shape named(const char* name, int64_t layers, int64_t heads, int64_t kv_heads,
+                   int64_t hidden, int64_t head_dim, int64_t ffn, int64_t vocab, int64_t experts,
+                   int64_t top_k) {
+  model::Shape s;
+  s.name = name;
+  s.vocab = vocab;
+  s.d_model = hidden;
+  s.n_layers = layers;
+  s.n_heads = heads;
+  s.n_kv_heads = kv_heads;
+  s.head_dim = head_dim;
+  s.ffn_dim = ffn;
+  s.tied = false;
+  s.experts = experts;
+  s.top_k = top_k;
+  return s;
+}
 
-const std::vector<Named>& table() {
-  static const std::vector<Named> t = {
-      {"llama-7b", {"llama-7b", 32, 32, 8, 4096, 11008, 32000, 1, 1}},
-      {"llama-13b", {"llama-13b", 40, 40, 8, 5120, 13824, 32000, 1, 1}},
-      {"llama-30b", {"llama-30b", 60, 52, 8, 6656, 17920, 32000, 1, 1}},
-      {"llama-70b", {"llama-70b", 80, 64, 8, 8192, 28672, 32000, 1, 1}},
-      {"mixtral-8x7b", {"mixtral-8x7b", 32, 32, 8, 4096, 14336, 32000, 8, 2}},
-      {"mixtral-8x22b", {"mixtral-8x22b", 56, 48, 8, 6144, 16384, 32768, 8, 2}},
+const std::vector<model::Shape>& table() {
+  // name, layers, heads, KV heads, hidden, head size, FFN, vocabulary, experts, top-k
+  static const std::vector<model::Shape> t = {
+      named("llama-7b", 32, 32, 8, 4096, 128, 11008, 32000, 1, 1),
+      named("llama-13b", 40, 40, 8, 5120, 128, 13824, 32000, 1, 1),
+      named("llama-30b", 60, 52, 8, 6656, 128, 17920, 32000, 1, 1),
+      named("llama-70b", 80, 64, 8, 8192, 128, 28672, 32000, 1, 1),
+      named("mixtral-8x7b", 32, 32, 8, 4096, 128, 14336, 32000, 8, 2),
+      named("mixtral-8x22b", 56, 48, 8, 6144, 128, 16384, 32768, 8, 2),
   };
   return t;
 }
@@ -77,34 +44,25 @@ const std::vector<Named>& table() {
 
 std::vector<std::string> model_shape_names() {
   std::vector<std::string> names;
-  for (const Named& n : table()) names.push_back(n.name);
+  for (const model::Shape& s : table()) names.push_back(s.name);
   return names;
 }
 
-ModelShape model_shape(const std::string& name) {
+model::Shape model_shape(const std::string& name) {
   const std::string full = (name.size() <= 4 && !name.empty() && name.back() == 'b')
                                ? "llama-" + name
                                : name;  // "7b" -> "llama-7b"
-  for (const Named& n : table())
-    if (full == n.name) return n.shape;
+  for (const model::Shape& s : table())
+    if (full == s.name) return s;
   const std::string hint = nearest(name, model_shape_names());
   throw Error(strf("unknown model shape '%s'%s; known: %s", name.c_str(),
                    hint.empty() ? "" : (" (did you mean '" + hint + "'?)").c_str(),
                    join(model_shape_names(), ", ").c_str()));
 }
 
-ModelShape shape_from_config(const config::Config& c) {
-  const config::ModelConfig& model = c.model;
-  ModelShape s;
+model::Shape shape_from_config(const config::Config& c) {
+  model::Shape s = model::Shape::from_config(c.model, config::patch_dim(c));
   s.name = "config";
-  s.layers = int(model.n_layers);
-  s.heads = int(model.n_heads);
-  s.kv_heads = int(model.n_kv_heads);
-  s.hidden = model.d_model;
-  s.ffn = model.ffn_dim;
-  s.vocab = model.vocab_size;
-  s.tied = model.tied_embeddings;
-  s.patch_dim = config::patch_dim(c);
   double images = 0, all = 0;
   for (const config::SourceConfig& source : c.data.sources) {
     all += source.weight;

@@ -11,6 +11,7 @@
 #include "plan/io/lengths.hpp"
 #include "plan/io/plan_io.hpp"
 #include "plan/io/summary.hpp"
+#include "plan/model_shape.hpp"
 #include "plan/pipeline/pp_balance.hpp"
 #include "plan/planner.hpp"
 #include "plan/simulate/simulate.hpp"
@@ -26,7 +27,7 @@ namespace {
 // 1F1B time and bubble share (plan/pipeline/pp_balance.hpp).
 int plan_pipelines(const PlanRequest& a, const std::vector<int64_t>& lengths,
                    const plan::CostModel& cost) {
-  const plan::ModelShape shape = plan::model_shape(a.model);
+  const model::Shape shape = plan::model_shape(a.model);
   plan::PipelineBalanceOptions o;
   o.pipelines = a.trainers;
   o.capacity = plan::parse_tokens(a.capacity);

@@ -11,6 +11,7 @@
 #include "base/strings.hpp"
 #include "plan/cost/checkpoint_cost.hpp"
 #include "plan/io/lengths.hpp"
+#include "plan/model_shape.hpp"
 #include "plan/simulate/simulate_pipeline.hpp"
 #include "runtime/length_input.hpp"
 #include "runtime/plan_chart.hpp"

@@ -11,6 +11,7 @@
 #include "base/bytes.hpp"
 #include "plan/io/plan_io.hpp"
 #include "plan/io/summary.hpp"
+#include "plan/model_shape.hpp"
 #include "plan/planner.hpp"
 #include "plan/simulate/simulate.hpp"
 #include "tests/common/test_util.hpp"

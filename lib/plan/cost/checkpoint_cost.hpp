@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "plan/model_shape.hpp"
+#include "model/shape.hpp"
 
 namespace meshloom::plan {
 
 struct CheckpointSetup {
-  ModelShape model;
+  model::Shape model;
   int64_t gpus = 1024;
   int tp = 1, pp = 1;               // each trainer is a TP x PP group's member
   bool zero1 = true;                // moments sharded over the data ranks

@@ -7,6 +7,7 @@
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "plan/cost/model_cost.hpp"
 
 namespace meshloom::plan {
 
@@ -28,12 +29,12 @@ std::vector<int32_t> uniform_nodes(int32_t ranks, int32_t per_node) {
   return out;
 }
 
-HeadShape head_shape(const ModelShape& shape, int tp) {
-  const ModelShape::TpShare my = shape.tp_share(std::max(1, tp));
+HeadShape head_shape(const model::Shape& shape, int tp) {
+  const model::Shape::TpShare my = shape.tp_share(std::max(1, tp));
   HeadShape h;
   h.heads = int32_t(my.heads);
   h.kv_heads = int32_t(my.kv_heads);
-  h.head_bytes = 2.0 * double(shape.head_dim()) * std::max(1, tp);
+  h.head_bytes = 2.0 * double(shape.head_dim) * std::max(1, tp);
   return h;
 }
 
@@ -65,15 +66,15 @@ double cp_ring_block_bytes(const HeadShape& h, double kv_bytes, int u) {
   return double(u) * 2.0 * ulysses_kv_heads(h, u) * h.head_bytes;
 }
 
-CostModel CostModel::from_shape(const ModelShape& shape, const Hardware& hw) {
+CostModel CostModel::from_shape(const model::Shape& shape, const Hardware& hw) {
   ML_CHECK(hw.flops > 0 && hw.bandwidth > 0, "FLOP rate and bandwidth must be positive");
   CostModel m;
-  m.a = 3.5 * shape.attention_flops_per_token2() / hw.flops;
-  m.b = 3.0 * shape.linear_flops_per_token() / hw.flops;
+  m.a = 3.5 * attention_flops_per_token2(shape) / hw.flops;
+  m.b = 3.0 * linear_flops_per_token(shape) / hw.flops;
   m.g = hw.micro_batch_overhead;
-  m.layers = shape.layers;
-  m.kv_bytes = shape.kv_bytes_per_token_layer();
-  m.act_bytes = shape.act_bytes_per_token_layer();
+  m.layers = shape.n_layers;
+  m.kv_bytes = kv_bytes_per_token_layer(shape);
+  m.act_bytes = act_bytes_per_token_layer(shape);
   m.bandwidth = hw.bandwidth;
   m.intra_bandwidth = hw.intra_bandwidth > 0 ? hw.intra_bandwidth : hw.bandwidth;
   m.trainers_per_node = hw.trainers_per_node;
@@ -85,8 +86,8 @@ CostModel CostModel::from_shape(const ModelShape& shape, const Hardware& hw) {
   if (m.tp > 1) {
     ML_CHECK(hw.tp_link_bandwidth > 0, "the TP link bandwidth must be positive");
     const double ring_share = 2.0 * double(m.tp - 1) / double(m.tp);
-    m.tp_seconds_per_token =
-        double(shape.layers) * 4 * ring_share * 2.0 * double(shape.hidden) / hw.tp_link_bandwidth;
+    m.tp_seconds_per_token = double(shape.n_layers) * 4 * ring_share * 2.0 * double(shape.d_model) /
+                             hw.tp_link_bandwidth;
     m.b += m.tp_seconds_per_token;
   }
   return m;

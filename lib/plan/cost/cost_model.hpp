@@ -80,7 +80,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/model_shape.hpp"
+#include "model/shape.hpp"
 
 namespace meshloom::plan {
 
@@ -99,7 +99,7 @@ struct Hardware {
 };
 
 // The heads of one TP rank, as Ulysses sees them (0 heads: unknown, so a
-// group can only run a ring). ModelShape::tp_share splits them.
+// group can only run a ring). model::Shape::tp_share splits them.
 struct HeadShape {
   int32_t heads = 0;      // query heads of one TP rank
   int32_t kv_heads = 0;   // K/V heads of one TP rank
@@ -107,7 +107,7 @@ struct HeadShape {
   bool operator==(const HeadShape&) const = default;
 };
 
-HeadShape head_shape(const ModelShape& shape, int tp);
+HeadShape head_shape(const model::Shape& shape, int tp);
 // u = 1, or u > 1 dividing the query heads (DeepSpeed-Ulysses' rule: every
 // member gets heads / u whole heads).
 bool ulysses_fits(const HeadShape& h, int u);
@@ -163,7 +163,7 @@ class CostModel {
   double tp_seconds_per_token = 0;  // of b: the TP group's collectives
   HeadShape heads;                  // of one TP rank: Ulysses' limit and volume
 
-  static CostModel from_shape(const ModelShape& shape, const Hardware& hw);
+  static CostModel from_shape(const model::Shape& shape, const Hardware& hw);
 
   // One member's micro-batch time (see the file comment). `offload_bytes`:
   // activation bytes this member copies to the host during it.

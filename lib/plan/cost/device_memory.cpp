@@ -6,6 +6,7 @@
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "plan/model_shape.hpp"
 #include "plan/pipeline/pipeline.hpp"
 #include "plan/planner.hpp"
 
@@ -40,20 +41,20 @@ int resident_layers(int layers, double offload) {
 }
 
 DeviceMemory device_memory(const DeviceMemoryInput& in) {
-  const ModelShape& s = in.shape;
+  const model::Shape& s = in.shape;
   ML_CHECK(s.experts == 1, "the CUDA backend's model is dense: no estimate for experts");
   ML_CHECK(in.trainers >= 1 && in.tokens >= 0 && (in.elem_bytes == 2 || in.elem_bytes == 4),
            "device_memory: bad input");
   ML_CHECK(in.tp >= 1 && in.in_flight >= 1, "device_memory: tp and in_flight must be >= 1");
   // TP rank 0's share: heads, KV heads, FFN columns and vocabulary rows
   // split tp ways (rounded up), the model dimension d whole.
-  const ModelShape::TpShare my = s.tp_share(in.tp);
+  const model::Shape::TpShare my = s.tp_share(in.tp);
   const bool stage = in.stage_layers >= 0;
-  const int64_t layers = stage ? in.stage_layers : s.layers;
+  const int64_t layers = stage ? in.stage_layers : s.n_layers;
   const int64_t t = in.elem_bytes, n = in.tokens;
   const int64_t P = s.stage_numel(in.tp, layers, in.first_stage, in.last_stage);
-  const int64_t d = s.hidden, f = my.ffn, V = my.vocab_rows, H = my.heads;
-  const int64_t qd = H * s.head_dim(), kvd = my.kv_heads * s.head_dim();
+  const int64_t d = s.d_model, f = my.ffn, V = my.vocab_rows, H = my.heads;
+  const int64_t qd = H * s.head_dim, kvd = my.kv_heads * s.head_dim;
   const int64_t qkvd = qd + 2 * kvd;
 
   DeviceMemory m;
@@ -84,7 +85,7 @@ DeviceMemory device_memory(const DeviceMemoryInput& in) {
   // The RoPE table (kernels/host/model/device_rope_table.hpp): cos and sin (fp32,
   // head_dim / 2 each) per position, rows rounded up to a power of two.
   if (in.positions > 0)
-    m.workspace += int64_t(std::bit_ceil(uint64_t(in.positions))) * in.shape.head_dim() * kF32;
+    m.workspace += int64_t(std::bit_ceil(uint64_t(in.positions))) * in.shape.head_dim * kF32;
   // A stage's transfers (cuda_backend.cpp): the received values and the ones
   // on their way (T), the fp32 host staging.
   if (stage) m.workspace += n * d * (2 * t + kF32);
@@ -209,7 +210,7 @@ DeviceMemory device_memory_for_run(const config::Config& c, int trainers, bool n
     return worst;
   }
   DeviceMemory best = device_memory(in);
-  const int layers = in.shape.layers;
+  const int layers = in.shape.n_layers;
   if (c.plan.offload && layers > 2) {
     // The largest offloaded micro-batch: one piece of at most data.seq_len
     // tokens, with the ratio the planner gives it (planner.hpp).

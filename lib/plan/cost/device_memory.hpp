@@ -32,12 +32,12 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "plan/model_shape.hpp"
+#include "model/shape.hpp"
 
 namespace meshloom::plan {
 
 struct DeviceMemoryInput {
-  ModelShape shape;    // dense (experts = 1); `tied` as model.tied_embeddings
+  model::Shape shape;  // dense (experts = 1); `tied` as model.tied_embeddings
   int elem_bytes = 2;  // working weights and activations: 2 (bf16) or 4 (fp32)
   int64_t tokens = 0;  // n: the micro-batch's tokens (this trainer's part of a ring)
   double offload = 0;  // its offload ratio r in [0, 1]
@@ -51,7 +51,7 @@ struct DeviceMemoryInput {
   // A split micro-batch may run Ulysses or hybrid attention.
   bool ulysses = false;
   // Tensor parallelism: the estimate is for TP rank 0 of a group of tp: its
-  // shard of the weights (ModelShape::numel(tp)) and the activations of its
+  // shard of the weights (model::Shape::numel(tp)) and the activations of its
   // H/tp heads and F/tp FFN columns; the residual stream and norms whole.
   int tp = 1;
   int64_t loss_chunk = 512;  // model.loss_chunk: tokens whose logits exist at once
@@ -64,7 +64,7 @@ struct DeviceMemoryInput {
   // Pipeline parallelism: the estimate is for one stage of `stage_layers`
   // layers (-1: the whole model), with the embedding on the first (and on
   // the last when tied), the final norm, the head and the loss's logits on
-  // the last (ModelShape::stage_numel), and the stage transfers' buffers.
+  // the last (model::Shape::stage_numel), and the stage transfers' buffers.
   int64_t stage_layers = -1;
   bool first_stage = true, last_stage = true;
   // bf16 attention may run on cuDNN (MESHLOOM_ATTENTION=auto picks it on an

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/check.hpp"
+#include "plan/model_shape.hpp"
 #include "plan/pipeline/pipeline.hpp"
 
 namespace meshloom::plan {
@@ -16,15 +17,15 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 HostMemory host_memory(const HostMemoryInput& in) {
-  const ModelShape& s = in.shape;
+  const model::Shape& s = in.shape;
   ML_CHECK(s.experts == 1, "the CPU model is dense: no estimate for experts");
   ML_CHECK(in.tp >= 1 && in.hdp >= 1 && in.tokens >= 0 && in.loss_chunk >= 1,
            "host_memory: bad input");
-  const ModelShape::TpShare my = s.tp_share(in.tp);
-  const int64_t tp = in.tp, n = in.tokens, d = s.hidden, hd = s.head_dim();
+  const model::Shape::TpShare my = s.tp_share(in.tp);
+  const int64_t tp = in.tp, n = in.tokens, d = s.d_model, hd = s.head_dim;
   const int64_t heads = my.heads, qd = heads * hd, kvd = my.kv_heads * hd;
   const int64_t qkvd = qd + 2 * kvd, f = my.ffn, vrows = my.vocab_rows;
-  const int64_t layers = in.stage_layers > 0 ? in.stage_layers : s.layers;
+  const int64_t layers = in.stage_layers > 0 ? in.stage_layers : s.n_layers;
   const bool last = in.last_stage;
   const int64_t P = s.stage_numel(in.tp, layers, in.first_stage, last);
 
@@ -51,7 +52,7 @@ HostMemory host_memory(const HostMemoryInput& in) {
   // gathered [n, d] and the norm gains' partial gradients; the per-token
   // losses (fp64), RoPE's cos and sin, and the batch's four int32 ids.
   const int64_t swiglu = n * 2 * f, chunk = last ? std::min(n, in.loss_chunk) * vrows : 0;
-  const int64_t gather = sp ? n * d + (2 * s.layers + 1) * d : 0;
+  const int64_t gather = sp ? n * d + (2 * s.n_layers + 1) * d : 0;
   m.workspace = (2 * r * d + n * (f + qd + qkvd + (tp > 1 ? d : 0) + hd) + swiglu + gather) * kF32 +
                 n * kF64 + 4 * n * kI32;
   m.logits = std::max<int64_t>(0, chunk - swiglu) * kF32;

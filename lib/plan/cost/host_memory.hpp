@@ -25,13 +25,13 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "model/shape.hpp"
 #include "plan/cost/device_memory.hpp"
-#include "plan/model_shape.hpp"
 
 namespace meshloom::plan {
 
 struct HostMemoryInput {
-  ModelShape shape;
+  model::Shape shape;
   int64_t tokens = 0;        // n: the largest micro-batch
   int tp = 1;                // TP group size (this rank's shard)
   int hdp = 1;               // HDP ranks (ZeRO-1 shards the moments over them)

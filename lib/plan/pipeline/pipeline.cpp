@@ -6,6 +6,8 @@
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "plan/cost/model_cost.hpp"
+#include "plan/model_shape.hpp"
 
 namespace meshloom::plan {
 
@@ -44,21 +46,21 @@ PartCost& PartCost::operator+=(const PartCost& o) {
   return *this;
 }
 
-LayerCosts layer_costs(const ModelShape& shape, const CostModel& cost) {
-  ML_CHECK(shape.layers >= 1 && shape.layers == cost.layers,
-           strf("the shape has %d layers, the cost model %d", shape.layers, cost.layers));
-  const double linear = shape.linear_flops_per_token();
-  const double head_flops = 2.0 * double(shape.hidden) * double(shape.vocab);
-  const double layer_flops = (linear - head_flops) / shape.layers;
+LayerCosts layer_costs(const model::Shape& shape, const CostModel& cost) {
+  ML_CHECK(shape.n_layers >= 1 && shape.n_layers == cost.layers,
+           strf("the shape has %d layers, the cost model %d", int(shape.n_layers), cost.layers));
+  const double linear = linear_flops_per_token(shape);
+  const double head_flops = 2.0 * double(shape.d_model) * double(shape.vocab);
+  const double layer_flops = (linear - head_flops) / shape.n_layers;
   // Seconds per forward FLOP with its backward (b = 3 x linear FLOPs / rate).
   const double per_flop = (cost.b - cost.tp_seconds_per_token) / linear;
   const double per_op = per_flop / 3.0;  // an element-wise operation, done once
   LayerCosts c;
-  c.layers = shape.layers;
-  c.layer.per_token = per_flop * layer_flops + cost.tp_seconds_per_token / shape.layers;
-  c.layer.per_token2 = cost.a / shape.layers;
+  c.layers = shape.n_layers;
+  c.layer.per_token = per_flop * layer_flops + cost.tp_seconds_per_token / shape.n_layers;
+  c.layer.per_token2 = cost.a / shape.n_layers;
   c.head.per_token = per_flop * head_flops + per_op * kLossOpsPerLogit * double(shape.vocab);
-  c.embedding.per_token = per_op * double(shape.hidden);
+  c.embedding.per_token = per_op * double(shape.d_model);
   c.per_micro_batch = cost.g;
   return c;
 }
@@ -123,7 +125,7 @@ std::vector<int> stage_layers_for_run(const config::Config& c) {
     return given;
   }
   if (pp == 1) return {int(c.model.n_layers)};
-  const ModelShape shape = shape_from_config(c);
+  const model::Shape shape = shape_from_config(c);
   const CostModel cost =
       CostModel::from_shape(shape, hardware_from_config(c.plan, int(c.parallel.tp)));
   return balance_stages(layer_costs(shape, cost), pp,
@@ -131,7 +133,7 @@ std::vector<int> stage_layers_for_run(const config::Config& c) {
 }
 
 RunCosts run_costs(const config::Config& c) {
-  const ModelShape shape = shape_from_config(c);
+  const model::Shape shape = shape_from_config(c);
   const int tp = int(c.parallel.tp), pp = int(c.parallel.pp);
   RunCosts out;
   out.hdp_rank = CostModel::from_shape(shape, hardware_from_config(c.plan, tp * pp));
@@ -175,10 +177,10 @@ double PipelineModel::backward(int stage, const MicroBatchLoad& m) const {
   return stages[stage].seconds(m) - forward_share(stages[stage], m);
 }
 
-PipelineModel pipeline_model(const ModelShape& shape, const CostModel& cost,
+PipelineModel pipeline_model(const model::Shape& shape, const CostModel& cost,
                              std::span<const int> stage_layers) {
   const int pp = int(stage_layers.size());
-  check_stage_layers(stage_layers, shape.layers, pp);
+  check_stage_layers(stage_layers, shape.n_layers, pp);
   const LayerCosts c = layer_costs(shape, cost);
   PipelineModel m;
   m.stages.resize(pp);
@@ -189,7 +191,7 @@ PipelineModel pipeline_model(const ModelShape& shape, const CostModel& cost,
     if (s == pp - 1) st += c.head;
     st.fixed += c.per_micro_batch / pp;
   }
-  m.act_bytes_per_token = 2.0 * double(shape.hidden);
+  m.act_bytes_per_token = 2.0 * double(shape.d_model);
   m.latency = cost.latency;
   m.bandwidth = cost.bandwidth;
   return m;

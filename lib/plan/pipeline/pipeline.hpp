@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "model/shape.hpp"
 #include "plan/cost/cost_model.hpp"
-#include "plan/model_shape.hpp"
 
 namespace meshloom::plan {
 
@@ -59,7 +59,7 @@ struct LayerCosts {
   PartCost head;               // LM head and loss, on the last stage
   double per_micro_batch = 0;  // g, shared evenly by the stages
 };
-LayerCosts layer_costs(const ModelShape& shape, const CostModel& cost);
+LayerCosts layer_costs(const model::Shape& shape, const CostModel& cost);
 
 // Layers per stage (pp entries, each >= 1, summing to layers) that make the
 // costliest stage as cheap as possible for micro-batches like `typical`
@@ -94,7 +94,7 @@ struct PipelineModel {
 };
 // Stages holding `stage_layers` (check_stage_layers holds); messages use the
 // cost model's inter-node bandwidth and latency.
-PipelineModel pipeline_model(const ModelShape& shape, const CostModel& cost,
+PipelineModel pipeline_model(const model::Shape& shape, const CostModel& cost,
                              std::span<const int> stage_layers);
 // Each stage's forward + backward seconds for micro-batches like `m`.
 std::vector<double> stage_seconds(const PipelineModel& model, const MicroBatchLoad& m);

@@ -12,7 +12,7 @@
 
 namespace meshloom::plan {
 
-PipelineModel balanced_pipeline(const ModelShape& shape, const CostModel& cost, int pp,
+PipelineModel balanced_pipeline(const model::Shape& shape, const CostModel& cost, int pp,
                                 int64_t capacity) {
   const std::vector<int> stages = balance_stages(
       layer_costs(shape, cost), pp, MicroBatchLoad::of_lengths(std::vector<int64_t>{capacity}));

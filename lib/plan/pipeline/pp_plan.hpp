@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "plan/model_shape.hpp"
+#include "model/shape.hpp"
 #include "plan/pipeline/pipeline.hpp"
 #include "plan/planner.hpp"
 
@@ -39,7 +39,7 @@ namespace meshloom::plan {
 
 // The stages of one HDP rank as a pipeline of `pp`: layers split by
 // balance_stages for micro-batches of C tokens (as `meshloom plan --pp`).
-PipelineModel balanced_pipeline(const ModelShape& shape, const CostModel& cost, int pp,
+PipelineModel balanced_pipeline(const model::Shape& shape, const CostModel& cost, int pp,
                                 int64_t capacity);
 
 // Plans one step with PP-Balance on options.trainers pipelines of `model`

@@ -4,6 +4,7 @@
 
 #include "base/check.hpp"
 #include "base/strings.hpp"
+#include "plan/model_shape.hpp"
 #include "plan/planner.hpp"
 
 namespace meshloom::plan {
@@ -29,7 +30,8 @@ Hardware trainer_hardware(const SimulateSpec& s) {
   return hw;
 }
 
-DeviceMemoryInput memory_input(const SimulateSpec& s, const ModelShape& shape, int32_t hdp_ranks) {
+DeviceMemoryInput memory_input(const SimulateSpec& s, const model::Shape& shape,
+                               int32_t hdp_ranks) {
   DeviceMemoryInput in;
   in.shape = shape;
   in.elem_bytes = 2;
@@ -41,7 +43,7 @@ DeviceMemoryInput memory_input(const SimulateSpec& s, const ModelShape& shape, i
   return in;
 }
 
-int64_t capacity_auto(const SimulateSpec& s, const ModelShape& shape) {
+int64_t capacity_auto(const SimulateSpec& s, const model::Shape& shape) {
   DeviceMemoryInput in = memory_input(s, shape, s.gpus / s.tp);
   const int64_t c = capacity_for_memory(in, kUsableGpuMemory * s.gpu_memory) / 1024 * 1024;
   if (c < 1024) {
@@ -130,10 +132,10 @@ SimResult simulate(const SimulateSpec& spec, const LengthSampler& sampler) {
   return res;
 }
 
-std::string model_line(const ModelShape& m) {
+std::string model_line(const model::Shape& m) {
   return strf("model %s (%.1fB params, %d layers, %d heads, %d KV heads, hidden %lld)\n",
-              m.name.c_str(), m.parameters() / 1e9, m.layers, m.heads, m.kv_heads,
-              (long long)m.hidden);
+              m.name.c_str(), m.parameters() / 1e9, int(m.n_layers), int(m.n_heads),
+              int(m.n_kv_heads), (long long)m.d_model);
 }
 
 std::string simulate_report(const SimResult& r) {

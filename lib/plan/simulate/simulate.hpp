@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "model/shape.hpp"
 #include "plan/cost/cost_model.hpp"
 #include "plan/cost/device_memory.hpp"
 #include "plan/cp_algorithm.hpp"
 #include "plan/io/lengths.hpp"
-#include "plan/model_shape.hpp"
 #include "plan/plan.hpp"
 
 namespace meshloom::plan {
@@ -76,7 +76,7 @@ struct SimRow {
 struct SimResult {
   SimulateSpec spec;           // with the capacity used
   bool capacity_auto = false;  // it came from the GPU's memory (capacity_auto)
-  ModelShape shape;
+  model::Shape shape;
   CostModel cost;
   int32_t trainers = 0;
   double sequences = 0;      // per step, mean
@@ -96,7 +96,7 @@ constexpr double kUsableGpuMemory = 0.9;
 
 // What the device estimate is asked for a trainer of the simulated run:
 // bf16, ZeRO-1 over the `hdp_ranks`, rings over NCCL.
-DeviceMemoryInput memory_input(const SimulateSpec& spec, const ModelShape& shape,
+DeviceMemoryInput memory_input(const SimulateSpec& spec, const model::Shape& shape,
                                int32_t hdp_ranks);
 
 // C for `capacity 0`: the most tokens a micro-batch of one trainer (a TP
@@ -106,7 +106,7 @@ DeviceMemoryInput memory_input(const SimulateSpec& spec, const ModelShape& shape
 // over NCCL, rounded down to a multiple of 1024. Sharded weights and logits
 // are what tensor parallelism buys here. Throws when not even the model's
 // state fits.
-int64_t capacity_auto(const SimulateSpec& spec, const ModelShape& shape);
+int64_t capacity_auto(const SimulateSpec& spec, const model::Shape& shape);
 // Every step's batch is drawn from `lengths` (a named distribution or a
 // length table; runtime/length_input.hpp picks one from `--lengths`).
 SimResult simulate(const SimulateSpec& spec, const LengthSampler& lengths);
@@ -114,7 +114,7 @@ SimResult simulate(const SimulateSpec& spec, const LengthSampler& lengths);
 // (ring traffic without the all-to-alls); with cp_algorithm other than
 // ring, a line per planner with its CP algorithms and all-to-all traffic.
 // The model's line of a report: name, parameters, layers, heads, hidden.
-std::string model_line(const ModelShape& shape);
+std::string model_line(const model::Shape& shape);
 std::string simulate_report(const SimResult& result);
 // A row's speedup over `base` (the static grid's row), 0 where either could
 // not plan; for simulate's and simulate --pp's rows alike.

@@ -7,6 +7,7 @@
 #include "base/check.hpp"
 #include "base/strings.hpp"
 #include "plan/cost/device_memory.hpp"
+#include "plan/model_shape.hpp"
 #include "plan/pipeline/pipeline_slots.hpp"
 #include "plan/pipeline/pp_balance.hpp"
 #include "plan/pipeline/pp_plan.hpp"
@@ -20,17 +21,17 @@ using Lists = std::vector<std::vector<MicroBatchLoad>>;
 
 // C of a stage holding `layers` layers and `in_flight` micro-batches'
 // activations, rounded down to 1K.
-int64_t stage_capacity(const SimulateSpec& spec, const ModelShape& shape, int32_t pipelines,
+int64_t stage_capacity(const SimulateSpec& spec, const model::Shape& shape, int32_t pipelines,
                        int layers, int in_flight) {
-  ModelShape stage = shape;
-  stage.layers = layers;
+  model::Shape stage = shape;
+  stage.n_layers = layers;
   DeviceMemoryInput in = memory_input(spec, stage, pipelines);
   in.in_flight = in_flight;
   return capacity_for_memory(in, kUsableGpuMemory * spec.gpu_memory) / 1024 * 1024;
 }
 
 // The least C over the stages: stage s keeps pp - s micro-batches under 1F1B.
-int64_t pipeline_capacity(const SimulateSpec& spec, const ModelShape& shape, int32_t pipelines,
+int64_t pipeline_capacity(const SimulateSpec& spec, const model::Shape& shape, int32_t pipelines,
                           const std::vector<int>& stage_layers) {
   const int pp = int(stage_layers.size());
   int64_t c = std::numeric_limits<int64_t>::max();
@@ -81,14 +82,14 @@ double seconds_of(const PipelineModel& model, const MicroBatchLoad& m) {
 
 }  // namespace
 
-std::vector<int> pp_candidates(const SimulateSpec& spec, const ModelShape& shape) {
+std::vector<int> pp_candidates(const SimulateSpec& spec, const model::Shape& shape) {
   std::vector<int> out;
-  for (int pp = 1; pp <= 16 && pp <= shape.layers; pp *= 2)
+  for (int pp = 1; pp <= 16 && pp <= shape.n_layers; pp *= 2)
     if (spec.gpus % (spec.tp * pp) == 0) out.push_back(pp);
   return out;
 }
 
-PipelineFit pipeline_fit(const SimulateSpec& spec, const ModelShape& shape, const CostModel& cost,
+PipelineFit pipeline_fit(const SimulateSpec& spec, const model::Shape& shape, const CostModel& cost,
                          int pp) {
   if (pp < 1 || spec.tp < 1 || spec.gpus % (spec.tp * pp) != 0)
     throw Error(
@@ -99,7 +100,7 @@ PipelineFit pipeline_fit(const SimulateSpec& spec, const ModelShape& shape, cons
   int64_t c = spec.capacity;
   if (c <= 0)  // an even split first: the cost-based one needs C's micro-batch
     c = pipeline_capacity(spec, shape, f.pipelines,
-                          std::vector<int>(size_t(pp), (shape.layers + pp - 1) / pp));
+                          std::vector<int>(size_t(pp), (shape.n_layers + pp - 1) / pp));
   const int64_t typical[] = {std::max<int64_t>(c, 1024)};
   f.stage_layers =
       balance_stages(layer_costs(shape, cost), pp, MicroBatchLoad::of_lengths(typical));

@@ -38,9 +38,9 @@
 #include <string>
 #include <vector>
 
+#include "model/shape.hpp"
 #include "plan/cost/cost_model.hpp"
 #include "plan/io/lengths.hpp"
-#include "plan/model_shape.hpp"
 #include "plan/pipeline/pipeline.hpp"
 #include "plan/pipeline/pipeline_schedule.hpp"
 #include "plan/plan.hpp"
@@ -61,11 +61,11 @@ struct PipelineFit {
 };
 // C is spec.capacity, or with spec.capacity 0 the least over stages of what
 // fits kUsableGpuMemory of the GPU (see above), rounded down to 1K.
-PipelineFit pipeline_fit(const SimulateSpec& spec, const ModelShape& shape, const CostModel& cost,
+PipelineFit pipeline_fit(const SimulateSpec& spec, const model::Shape& shape, const CostModel& cost,
                          int pp);
 // The PP degrees worth listing: powers of two up to 16 that divide gpus / tp
 // and are at most the layers.
-std::vector<int> pp_candidates(const SimulateSpec& spec, const ModelShape& shape);
+std::vector<int> pp_candidates(const SimulateSpec& spec, const model::Shape& shape);
 
 // One setup on one batch.
 struct PipelineStep {
@@ -109,7 +109,7 @@ struct PipeSimResult {
   SimulateSpec spec;  // with the capacity used
   bool capacity_auto = false;
   bool pp_auto = false;
-  ModelShape shape;
+  model::Shape shape;
   CostModel cost;
   PipelineFit fit;                      // the PP degree used
   std::vector<PipelineFit> candidates;  // what the others would give

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "base/check.hpp"
+#include "plan/model_shape.hpp"
 
 namespace meshloom::plan {
 namespace {

@@ -4,33 +4,37 @@
 
 #include <gtest/gtest.h>
 
+#include "plan/cost/model_cost.hpp"
+#include "plan/model_shape.hpp"
 #include "tests/common/test_util.hpp"
 #include "tests/plan/plan_test_util.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;
 
-TEST(ModelShape, CountsMatchTheArchitecture) {
-  const ModelShape s = model_shape("llama-7b");
-  EXPECT_EQ(s.layers, 32);
-  EXPECT_EQ(s.heads, 32);
-  EXPECT_EQ(s.kv_heads, 8);
-  EXPECT_EQ(s.hidden, 4096);
+TEST(NamedShapes, CountsMatchTheArchitecture) {
+  const model::Shape s = model_shape("llama-7b");
+  EXPECT_EQ(s.n_layers, 32);
+  EXPECT_EQ(s.n_heads, 32);
+  EXPECT_EQ(s.n_kv_heads, 8);
+  EXPECT_EQ(s.d_model, 4096);
   EXPECT_NEAR(s.parameters() / 1e9, 5.93, 0.02);  // GQA (8 KV heads): less than 6.7B
   // Linear FLOPs per token = 2 x every matrix except the embedding lookup.
-  const double matrices = s.parameters() - double(s.hidden) * s.vocab - 2.0 * s.hidden * s.layers;
-  EXPECT_NEAR(s.linear_flops_per_token() / (2 * matrices), 1.0, 1e-9);
-  EXPECT_DOUBLE_EQ(s.attention_flops_per_token2(), 2.0 * 32 * 4096);
-  EXPECT_DOUBLE_EQ(s.kv_bytes_per_token_layer(), 2.0 * 8 * 128 * 2);
+  const double matrices =
+      s.parameters() - double(s.d_model) * s.vocab - 2.0 * s.d_model * s.n_layers;
+  EXPECT_NEAR(linear_flops_per_token(s) / (2 * matrices), 1.0, 1e-9);
+  EXPECT_DOUBLE_EQ(attention_flops_per_token2(s), 2.0 * 32 * 4096);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token_layer(s), 2.0 * 8 * 128 * 2);
   EXPECT_EQ(model_shape("7b").name, "llama-7b");
   // Mixtral: 2 of 8 experts per token, so more FLOPs per token than 7B but far fewer than its
   // params.
-  const ModelShape m = model_shape("mixtral-8x7b");
-  EXPECT_GT(m.linear_flops_per_token(), s.linear_flops_per_token());
-  EXPECT_LT(m.linear_flops_per_token(), m.parameters());
+  const model::Shape m = model_shape("mixtral-8x7b");
+  EXPECT_GT(linear_flops_per_token(m), linear_flops_per_token(s));
+  EXPECT_LT(linear_flops_per_token(m), m.parameters());
   for (const std::string& name : model_shape_names()) {
-    const ModelShape x = model_shape(name);
-    EXPECT_EQ(x.hidden % x.heads, 0) << name;
+    const model::Shape x = model_shape(name);
+    EXPECT_EQ(x.n_heads * x.head_dim, x.d_model) << name;  // head_dim is stated, not derived
+    EXPECT_FALSE(x.tied) << name;
   }
   try {
     model_shape("llama-7");
@@ -142,7 +146,7 @@ TEST(Calibrate, CsvFormatAndErrors) {
 // A TP group of tp GPUs: tp x the FLOPs, plus 4 all-reduces of [tokens, d]
 // bf16 per layer over each GPU's link (ring all-reduce: 2 (tp-1)/tp of them).
 TEST(CostModel, TensorParallelGroupsPayTheirCollectivesPerToken) {
-  const ModelShape shape = model_shape("llama-7b");
+  const model::Shape shape = model_shape("llama-7b");
   Hardware one;
   one.flops = 400e12;
   const CostModel base = CostModel::from_shape(shape, one);
@@ -153,7 +157,7 @@ TEST(CostModel, TensorParallelGroupsPayTheirCollectivesPerToken) {
     group.flops = one.flops * tp;
     group.tp_link_bandwidth = 150e9;
     const CostModel c = CostModel::from_shape(shape, group);
-    const double expected = shape.layers * 4 * (2.0 * (tp - 1) / tp) * 2 * shape.hidden / 150e9;
+    const double expected = shape.n_layers * 4 * (2.0 * (tp - 1) / tp) * 2 * shape.d_model / 150e9;
     EXPECT_NEAR(c.tp_seconds_per_token, expected, expected * 1e-12) << tp;
     EXPECT_NEAR(c.b, base.b / tp + expected, base.b * 1e-12) << tp;
     EXPECT_NEAR(c.a, base.a / tp, base.a * 1e-12) << tp;

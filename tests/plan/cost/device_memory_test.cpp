@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/params.hpp"
+#include "plan/model_shape.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;
@@ -18,13 +19,14 @@ using namespace meshloom::plan;
 namespace {
 
 // 2 layers, 2 query heads and 1 KV head of size 4 (d = 8), ffn 12, V = 10, tied.
-ModelShape tiny() {
-  ModelShape s;
-  s.layers = 2;
-  s.heads = 2;
-  s.kv_heads = 1;
-  s.hidden = 8;
-  s.ffn = 12;
+model::Shape tiny() {
+  model::Shape s;
+  s.n_layers = 2;
+  s.n_heads = 2;
+  s.n_kv_heads = 1;
+  s.d_model = 8;
+  s.head_dim = 4;
+  s.ffn_dim = 12;
   s.vocab = 10;
   s.tied = true;
   return s;
@@ -76,7 +78,7 @@ TEST(DeviceMemory, SmallShapeByHand) {
   // The RoPE table: 1000 positions take 1024 rows of cos and sin, fp32.
   DeviceMemoryInput rope = in;
   rope.positions = 1000;
-  EXPECT_EQ(device_memory(rope).workspace - m.workspace, 1024 * tiny().head_dim() * 4);
+  EXPECT_EQ(device_memory(rope).workspace - m.workspace, 1024 * tiny().head_dim * 4);
 
   // A ring over NCCL: two blocks of K|V (5 x 4 x 2 bf16 x 2 = 80) and ids (40), padded
   // to 256, then fp32 dK|dV (160); the accumulators 5 x (2 x 8 + 2 x 2) x 4.
@@ -262,7 +264,7 @@ TEST(DeviceMemory, Zero1ShardsTheMomentsAsDeviceAdamWPads) {
 
 TEST(DeviceMemory, ActivationsLinearInTokensAndShrinkWithOffloading) {
   DeviceMemoryInput in = tiny_input(1000);
-  in.shape.layers = 10;
+  in.shape.n_layers = 10;
   const DeviceMemory a = device_memory(in);
   in.tokens = 3000;
   const DeviceMemory b = device_memory(in);

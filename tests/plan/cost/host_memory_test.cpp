@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/transformer.hpp"
+#include "plan/model_shape.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;
@@ -177,8 +178,8 @@ TEST(HostMemory, TensorParallelRanksHoldTheirShard) {
   const int64_t one = host_memory_floor(c, 4);
   c.parallel.tp = 2;
   const int64_t two = host_memory_floor(c, 4);
-  const ModelShape shape = shape_from_config(c);
-  const int64_t norms = shape.hidden * (2 * shape.layers + 1);
+  const model::Shape shape = shape_from_config(c);
+  const int64_t norms = shape.d_model * (2 * shape.n_layers + 1);
   // weights + grads + 2 moments = 4 fp32 copies; the loss buffers halve too.
   const int64_t expected_saving = 4 * 4 * (shape.numel() - norms) / 2;
   EXPECT_NEAR(double(one - two), double(expected_saving) + double(one - 16 * shape.numel()) / 2,

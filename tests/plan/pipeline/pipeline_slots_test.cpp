@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "base/strings.hpp"
+#include "plan/model_shape.hpp"
 #include "plan/pipeline/pp_plan.hpp"
 #include "plan/planner.hpp"
 #include "tests/plan/plan_test_util.hpp"

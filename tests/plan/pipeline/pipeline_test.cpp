@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 
+#include "plan/model_shape.hpp"
 #include "plan/pipeline/pipeline_schedule.hpp"
 #include "tests/plan/plan_test_util.hpp"
 
@@ -114,7 +115,7 @@ TEST(PipelineStages, HeadAndEmbeddingShiftLayersOffTheEnds) {
   EXPECT_EQ(partition_layers(std::vector<double>(8, 1.0), 0, 1.5, 3), (std::vector<int>{3, 3, 2}));
   EXPECT_EQ(partition_layers(std::vector<double>(7, 1.0), 0, 0, 1), (std::vector<int>{7}));
 
-  const ModelShape shape = model_shape("llama-7b");
+  const model::Shape shape = model_shape("llama-7b");
   const CostModel cost = plantest::llama7b_cost();
   const LayerCosts lc = layer_costs(shape, cost);
   const MicroBatchLoad typical = MicroBatchLoad::of_lengths(std::vector<int64_t>{8192});
@@ -137,7 +138,7 @@ TEST(PipelineStages, HeadAndEmbeddingShiftLayersOffTheEnds) {
 }
 
 TEST(PipelineStages, StageCostsAddUpToTheCostModel) {
-  const ModelShape shape = model_shape("llama-7b");
+  const model::Shape shape = model_shape("llama-7b");
   CostModel cost = plantest::llama7b_cost();
   cost.g = 1e-3;
   for (int64_t L : {1024, 8192, 32768}) {

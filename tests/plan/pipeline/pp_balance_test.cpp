@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "base/strings.hpp"
+#include "plan/model_shape.hpp"
 #include "tests/plan/plan_test_util.hpp"
 
 using namespace meshloom;
@@ -18,7 +19,7 @@ using namespace meshloom::plan;
 namespace {
 
 PipelineModel llama7b_pipeline(int pp, int64_t typical_tokens) {
-  const ModelShape shape = model_shape("llama-7b");
+  const model::Shape shape = model_shape("llama-7b");
   const CostModel cost = plantest::llama7b_cost();
   const std::vector<int> stages =
       balance_stages(layer_costs(shape, cost), pp,

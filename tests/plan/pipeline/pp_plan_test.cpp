@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "base/strings.hpp"
+#include "plan/model_shape.hpp"
 #include "plan/pipeline/pp_balance.hpp"
 #include "tests/plan/plan_test_util.hpp"
 
@@ -19,8 +20,8 @@ using namespace meshloom::plan;
 
 namespace {
 
-const ModelShape& llama7b() {
-  static const ModelShape shape = model_shape("llama-7b");
+const model::Shape& llama7b() {
+  static const model::Shape shape = model_shape("llama-7b");
   return shape;
 }
 

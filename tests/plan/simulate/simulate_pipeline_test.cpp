@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "plan/cost/device_memory.hpp"
+#include "plan/model_shape.hpp"
 #include "plan/pipeline/pp_balance.hpp"
 #include "tests/plan/plan_test_util.hpp"
 
@@ -20,7 +21,7 @@ namespace {
 // LLaMA-7B on 64 GPUs, TP 2, pp 2: 16 pipelines of C = 8K.
 struct Small {
   SimulateSpec spec;
-  ModelShape shape = model_shape("llama-7b");
+  model::Shape shape = model_shape("llama-7b");
   CostModel cost;
   PipelineFit fit;
   PipelineModel model;
@@ -159,7 +160,7 @@ TEST(SimulatePipeline, Llama70bOn8kGpusNeedsPipelines) {
   // At TP 8 alone the model state leaves too little for the 2M context; the
   // PP degree used is the smallest that fits.
   SimulateSpec spec = llama70b_on_8k_gpus();
-  const ModelShape shape = model_shape("llama-70b");
+  const model::Shape shape = model_shape("llama-70b");
   const CostModel cost = CostModel::from_shape(shape, trainer_hardware(spec));
   const std::vector<int> pps = pp_candidates(spec, shape);
   EXPECT_EQ(pps, (std::vector<int>{1, 2, 4, 8, 16}));

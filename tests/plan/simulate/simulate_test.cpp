@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "plan/cost/device_memory.hpp"
+#include "plan/model_shape.hpp"
 
 using namespace meshloom;
 using namespace meshloom::plan;
@@ -91,7 +92,7 @@ TEST(Simulate, StaticFallbackTakesTheGridOnACoarseBatch) {
 // more with each doubling of TP (sharded weights, gradients, logits and
 // head-split activations), and a clear error when nothing fits.
 TEST(Simulate, AutoCapacityIsWhatFitsTheGpuAndGrowsWithTp) {
-  const ModelShape shape = model_shape("llama-7b");
+  const model::Shape shape = model_shape("llama-7b");
   SimulateSpec s;
   s.gpus = 1024;
   int64_t before = 0;
