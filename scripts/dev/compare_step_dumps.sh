@@ -31,6 +31,9 @@ for bin in old new; do
       { tail -20 "$work/$bin-$name.log" >&2; exit 1; }
   done
 done
+# Datasets only one dump has: a new one (a format addition) is listed, a
+# missing one fails.
+names() { h5ls -r "$1" | awk '{print $1}' | sort; }
 printf '| layout | datasets | differing | verdict |\n| --- | --- | --- | --- |\n'
 [[ -n $out ]] && echo "layout,datasets,differing,verdict,date" >"$out.csv"
 bad=0
@@ -39,8 +42,16 @@ for entry in "${layouts[@]}"; do
   report=$(h5diff -r "$work/old-$name.h5" "$work/new-$name.h5" 2>&1) && rc=0 || rc=$?
   datasets=$(grep -c '^dataset:' <<<"$report" || true)
   differing=$(grep -E '^[0-9]+ differences? found' <<<"$report" | grep -vc '^0 differences' || true)
+  only_old=$(comm -23 <(names "$work/old-$name.h5") <(names "$work/new-$name.h5") | xargs)
+  only_new=$(comm -13 <(names "$work/old-$name.h5") <(names "$work/new-$name.h5") | xargs)
   verdict=identical
-  ((rc == 0 && differing == 0)) || { verdict=DIFFERENT; bad=1; }
+  [[ -n $only_new ]] && verdict="identical; new: $only_new"
+  # h5diff also fails on datasets one file lacks: those are judged above.
+  if ((differing > 0)) || { ((rc != 0)) && [[ -z $only_new$only_old ]]; }; then
+    verdict=DIFFERENT
+    bad=1
+  fi
+  [[ -n $only_old ]] && { verdict="DIFFERENT; missing: $only_old"; bad=1; }
   printf '| %s | %s | %s | %s |\n' "$name" "$datasets" "$differing" "$verdict"
   [[ -n $out ]] && echo "$name,$datasets,$differing,$verdict,$(date -u +%F)" >>"$out.csv"
 done
