@@ -21,6 +21,7 @@
 #           docs to prepare it from
 #   invariance_cases.sh, compare_dumps.py
 #   torch_peer.py, torch_peer_model.py  the PyTorch peer of gpu_step_bench
+#   make_hf_llama.py, hf_transformers_check.py  transformers against import/export (hf)
 #   commit.txt  the commit the bundle was built from (and whether the
 #               working tree had uncommitted changes)
 # and writes build-bundle/run.sh (scripts/gpu/gpu_bundle_run.sh), which unpacks
@@ -48,6 +49,11 @@
 #     cpu       (named only) scripts/bench/bench_pp.sh's runs on the machine's
 #               CPU cores, when the checkout and data/bench_step's pydocs
 #               and fortunes (.bin, .idx) are there
+#     hf        (named only) transformers loads an import-hf + export-hf of a
+#               tiny random Llama checkpoint without warnings, with the
+#               original's logits, and the first step's loss of a run from
+#               it (CPU and GPU, fp32) is transformers'; skipped where
+#               python3 has no transformers
 #   Results go to $OUT (or build-bundle/out), at most 8 files (the device
 #   machine returns no more), kept up to date as the parts go: summary.md
 #   (the table, printed last too), logs.tar.gz (every log and gtest XML),
@@ -140,7 +146,8 @@ done
 # The invariance test's data, config and cases, the dump comparison, the
 # PyTorch peer, and the commit all of it comes from.
 cp tests/train/invariance_cases.sh scripts/data/compare_dumps.py scripts/gpu/torch_peer.py \
-  scripts/gpu/torch_peer_model.py "$stage/"
+  scripts/gpu/torch_peer_model.py tests/data/make_hf_llama.py scripts/gpu/hf_transformers_check.py \
+  "$stage/"
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit+=" with uncommitted changes"
 echo "$commit" >"$stage/commit.txt"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the meshloom GPU bundle on a GPU machine: scripts/gpu/gpu_bundle.sh copies
 # this script to build-bundle/run.sh, beside bundle.tar.xz.
-#   run.sh [tests] [mpi] [train] [bench] [sanitize] [cpu]
+#   run.sh [tests] [mpi] [train] [bench] [sanitize] [cpu] [hf]
 # runs the parts named, in the order named (default: the first five, in this
 # order; scripts/gpu/gpu_bundle.sh says what each does). CASES (a regex of
 # case names) limits train's cases; SANITIZE_TOOLS (a list) and
@@ -20,8 +20,8 @@ out=${OUT:-$here/out}
 parts=("$@")
 ((${#parts[@]})) || parts=(tests mpi train bench sanitize)
 for p in "${parts[@]}"; do
-  [[ $p =~ ^(tests|mpi|train|bench|sanitize|cpu)$ ]] ||
-    { echo "run.sh: unknown part '$p' (tests mpi train bench sanitize cpu)" >&2; exit 2; }
+  [[ $p =~ ^(tests|mpi|train|bench|sanitize|cpu|hf)$ ]] ||
+    { echo "run.sh: unknown part '$p' (tests mpi train bench sanitize cpu hf)" >&2; exit 2; }
 done
 mkdir -p "$out" || exit 1
 # Logs and gtest XML, packed into $out/logs.tar.gz after each step.
@@ -241,6 +241,38 @@ part_cpu() {
   row cpu "bench_pp.sh, $(nproc) cores" "rc $rc: $(tail -1 "$logs/bench_pp.log")" $((SECONDS - start))
   echo "[run.sh] bench_pp.sh: rc $rc"
   pack
+}
+# transformers against meshloom's Hugging Face import and export
+# (docs/operations.md): a tiny random Llama checkpoint (llama3 RoPE scaling,
+# rms_norm_eps 1e-6), imported and exported again, must load in transformers
+# without warnings and give the original's logits, and the first step's loss
+# of a run from it, on the CPU and on the GPU (fp32), must be transformers'.
+part_hf() {
+  local py='' p d=$logs/hf backend
+  for p in python3 /usr/bin/python3 /usr/local/bin/python3; do
+    env -u LD_LIBRARY_PATH "$p" -c 'import torch, transformers' >/dev/null 2>&1 && { py=$p; break; }
+  done
+  [[ -n $py ]] || { row hf transformers "skipped: no python3 with torch and transformers" 0; return; }
+  mkdir -p "$d"
+  env -u LD_LIBRARY_PATH "$py" "$b/make_hf_llama.py" "$d/hf" --dtype bf16 --d-model 32 --vocab 257 \
+    --theta 10000 --eps 1e-6 --rope-scaling llama3 --std 0.1 --seed 5 >/dev/null &&
+    with_libs "$b/bin/meshloom" import-hf "$d/hf" --out "$d/w.h5" >"$d/import.txt" 2>&1 &&
+    with_libs "$b/bin/meshloom" export-hf "$d/w.h5" --out "$d/export" >"$d/export.txt" 2>&1 ||
+    { row hf "import/export" "rc $?: $(tail -1 "$d"/*.txt | cut -c1-200)" 0; return; }
+  printf 'run: {steps: 1}\nmodel: {init: "hf:%s"}\ndata: {seq_len: 48, tokens_per_step: 400, sources: [{name: d, path: %s, format: indexed}]}\n' \
+    "$d/hf" "$b/data/docs" >"$d/run.yaml"
+  local gpus=0
+  for backend in cpu cuda; do
+    [[ $backend == cuda ]] && gpus=1
+    timed "$d/train_$backend.txt" with_libs "$mpirun" -np 3 "$b/bin/meshloom" train -c "$d/run.yaml" \
+      --set run.dir="$d/run_$backend" --set run.backend=$backend --set run.precision=fp32 \
+      --set cluster.gpus_per_node=$gpus \
+      --dump-step 0 "$d/dump_$backend.h5"
+    timed "$d/check_$backend.txt" env -u LD_LIBRARY_PATH "$py" "$b/hf_transformers_check.py" \
+      "$d/hf" "$d/export" "$d/dump_$backend.h5"
+    row hf "transformers on the export, $backend dump" "rc $rc: $(tr '\n' ' ' <"$d/check_$backend.txt" | cut -c1-300)" $secs
+    echo "[run.sh] hf $backend: rc $rc"
+  done
 }
 part_mpi() {
   # Every rank writes its gtest XML (NAME.npN.rankR.xml); rank 0 prints the
