@@ -29,6 +29,17 @@ for l in open(sys.argv[1]):
     if "step" in r: print(r["step"], r["data_hash"], repr(r["loss"]))' "$dir/$1/metrics.jsonl"
 }
 
+# train_dump NAME CONFIG TRAINERS STEP ARGS...: $meshloom trains $dir/CONFIG.yaml
+# on 2 + TRAINERS ranks under $mpiexec into $dir/NAME, dumping step STEP to
+# $dir/NAME.h5 (its log: $dir/NAME.txt, printed when it fails).
+train_dump() {
+  local name=$1 cfg=$2 t=$3 step=$4
+  shift 4
+  timeout 300 "$mpiexec" --oversubscribe --bind-to none -np $((2 + t)) "$meshloom" train \
+    -c "$dir/$cfg.yaml" --set run.dir="$dir/$name" --dump-step "$step" "$dir/$name.h5" "$@" \
+    >"$dir/$name.txt" 2>&1 || { cat "$dir/$name.txt"; fail "$name: meshloom train failed"; }
+}
+
 # job_exit FILE: the exit code of a job run under `mpirun --enable-recovery`
 # (which exits 0 whatever its ranks return) from the lines the ranks append to
 # MESHLOOM_EXIT_FILE: the largest code written, or 1 when rank 0 wrote none.

@@ -44,13 +44,7 @@ config "[$text, $images]" >"$dir/images.yaml"
 config "[$text]" >"$dir/text.yaml"
 
 # run NAME CONFIG TRAINERS ARGS...: trains 2 steps and dumps step 1 to $dir/NAME.h5.
-run() {
-  local name=$1 cfg=$2 t=$3
-  shift 3
-  timeout 300 "$mpiexec" --oversubscribe --bind-to none -np $((2 + t)) "$meshloom" train \
-    -c "$dir/$cfg.yaml" --set run.dir="$dir/$name" --dump-step 1 "$dir/$name.h5" "$@" \
-    >"$dir/$name.txt" 2>&1 || { cat "$dir/$name.txt"; fail "$name: meshloom train failed"; }
-}
+run() { train_dump "$1" "$2" "$3" 1 "${@:4}"; }
 
 # check NAME ARGS...: the torch reference on the dump.
 check() {

@@ -46,13 +46,7 @@ config "hf:$dir/untied" >"$dir/untied.yaml"
 config "hf:$dir/tied" >"$dir/tied.yaml"
 
 # run NAME CONFIG TRAINERS ARGS...: trains, dumping step 0 to $dir/NAME.h5.
-run() {
-  local name=$1 cfg=$2 t=$3
-  shift 3
-  timeout 300 "$mpiexec" --oversubscribe --bind-to none -np $((2 + t)) "$meshloom" train \
-    -c "$dir/$cfg.yaml" --set run.dir="$dir/$name" --dump-step 0 "$dir/$name.h5" "$@" \
-    >"$dir/$name.txt" 2>&1 || { cat "$dir/$name.txt"; fail "$name: meshloom train failed"; }
-}
+run() { train_dump "$1" "$2" "$3" 0 "${@:4}"; }
 reference() {
   echo "== $2 against $1"
   $python "$root/scripts/data/hf_llama_reference.py" "$dir/$1" "$dir/$2.h5" ||
