@@ -528,6 +528,19 @@ struct LogConfig {
   }
 };
 
+struct EvalConfig {
+  ML_CONFIG_SECTION;
+  double holdout = 0;
+  template <class V>
+  void visit(V& v) {
+    v.field("holdout", holdout,
+            "Share of each source's documents held out for evaluation: training never sees "
+            "them (chosen by a hash of the source's name and the document, so the same "
+            "whatever the loaders, layout or restarts; docs/formats.md)",
+            in_range(0.0, 0.5));
+  }
+};
+
 struct Config {
   ML_CONFIG_SECTION;
   RunConfig run;
@@ -540,6 +553,7 @@ struct Config {
   CheckpointConfig checkpoint;
   FaultsConfig faults;
   LogConfig log;
+  EvalConfig eval;
   template <class V>
   void visit(V& v) {
     v.field("run", run, "The run: name, folder, seed, length");
@@ -552,6 +566,7 @@ struct Config {
     v.field("checkpoint", checkpoint, "HDF5 checkpoints");
     v.field("faults", faults, "Failure detection and injected faults");
     v.field("log", log, "Logging and metrics");
+    v.field("eval", eval, "Evaluation: the held-out split");
   }
 };
 

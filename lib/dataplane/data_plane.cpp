@@ -5,6 +5,7 @@
 
 #include "base/bytes.hpp"
 #include "base/check.hpp"
+#include "base/strings.hpp"
 
 namespace meshloom::dataplane {
 
@@ -24,8 +25,18 @@ DataPlane::DataPlane(const config::Config& config, std::vector<int64_t> docs_per
   const size_t n = config.data.sources.size();
   ML_CHECK(docs_per_source.size() == n, "one document count per source");
   const int64_t threshold = long_share_ > 0 ? config.data.long_policy.threshold : 0;
-  for (size_t i = 0; i < n; ++i)
-    streams_.emplace_back(int(i), uint64_t(config.run.seed), docs_per_source[i], threshold);
+  for (size_t i = 0; i < n; ++i) {
+    const Holdout holdout(config.data.sources[i].name, config.eval.holdout);
+    int64_t doc = 0;
+    while (doc < docs_per_source[i] && holdout(doc)) ++doc;
+    if (doc == docs_per_source[i])
+      throw Error(strf("data.sources[%zu] '%s': all %lld of its documents fall in the held-out "
+                       "split (eval.holdout %g): lower eval.holdout or add documents",
+                       i, config.data.sources[i].name.c_str(), (long long)docs_per_source[i],
+                       config.eval.holdout));
+    streams_.emplace_back(int(i), uint64_t(config.run.seed), docs_per_source[i], threshold,
+                          holdout);
+  }
   state_.target.assign(n, 0.0);
   state_.delivered.assign(n, 0.0);
 }

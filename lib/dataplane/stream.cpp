@@ -21,8 +21,9 @@ std::vector<int64_t> permutation(uint64_t seed, int source, int64_t epoch, int64
   return p;
 }
 
-SourceStream::SourceStream(int source, uint64_t seed, int64_t docs, int64_t long_threshold)
-    : source_(source), seed_(seed), docs_(docs), threshold_(long_threshold) {
+SourceStream::SourceStream(int source, uint64_t seed, int64_t docs, int64_t long_threshold,
+                           Holdout holdout)
+    : source_(source), seed_(seed), docs_(docs), threshold_(long_threshold), holdout_(holdout) {
   ML_CHECK(docs > 0, "a source needs at least one document");
   order_ = permutation(seed_, source_, 0, docs_);
 }
@@ -41,6 +42,7 @@ void SourceStream::new_epoch() {
 }
 
 bool SourceStream::in_lane(Lane lane, int64_t doc, const LengthFn& length) const {
+  if (holdout_(doc)) return false;
   if (threshold_ <= 0) return lane == Lane::short_docs;
   bool is_long = length(source_, doc) > threshold_;
   return is_long == (lane == Lane::long_docs);

@@ -7,6 +7,9 @@
 // pieces: the rest stays at the head of the stream for the next sample and is
 // never thrown away.
 //
+// Documents of the held-out split (dataplane/holdout.hpp) belong to no lane:
+// the stream never delivers them, nor asks for their lengths.
+//
 // With a long/short policy the stream has two lanes: documents longer than the
 // threshold go to the long lane, the others to the short lane, each lane in
 // permutation order. Every document of an epoch is delivered exactly once, by
@@ -17,6 +20,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "dataplane/holdout.hpp"
 
 namespace meshloom::dataplane {
 
@@ -53,7 +58,8 @@ class SourceStream {
   };
 
   // long_threshold 0: one lane (everything is short).
-  SourceStream(int source, uint64_t seed, int64_t docs, int64_t long_threshold);
+  SourceStream(int source, uint64_t seed, int64_t docs, int64_t long_threshold,
+               Holdout holdout = {});
 
   // Whether `lane` still has a document in this epoch (may look lengths up).
   bool available(Lane lane, const LengthFn& length);
@@ -74,6 +80,7 @@ class SourceStream {
   uint64_t seed_;
   int64_t docs_;
   int64_t threshold_;
+  Holdout holdout_;
   State state_;
   std::vector<int64_t> order_;  // this epoch's permutation
 };

@@ -7,7 +7,8 @@ DUMP.h5 is what `meshloom train --dump-step N DUMP.h5` writes (docs/formats.md,
 "Step dump"). This script rebuilds the step's batch from it (the samples from
 /batch/sample_lengths, each image position's input from /batch/patches) and
 computes, in float64 with torch, the model of docs/design.md "The model" from
-the dump's parameters: Llama-style, RMSNorm, GQA, rotate-half RoPE, SwiGLU,
+the dump's parameters: Llama-style, RMSNorm, GQA, rotate-half RoPE (scaled as
+/model/rope_scaling says), SwiGLU,
 tied or untied head, Fuyu-style image positions (input patch_embed · patch,
 no target), positions restarting at 0 in every sample, attention within a
 sample only; loss = the sum of -log softmax over the batch's predictions
@@ -34,6 +35,7 @@ across samples instead of restarting cannot be seen in a dump.
 Debian's /usr/bin/python3 with python3-torch, python3-h5py.
 """
 import argparse
+import math
 import sys
 
 import h5py
@@ -48,10 +50,27 @@ def rms_norm(x, gain, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * gain
 
 
-def rope(x, positions, theta, broken):
-    """x [heads, n, D]; rotates dimension i with i + D/2 by position * theta^(-2i/D)."""
-    D = x.shape[-1]
+def frequencies(D, theta, scaling):
+    """theta^(-2i/D), then model.rope_scaling as design.md "The model" defines it."""
     freq = theta ** (-2.0 * torch.arange(D // 2, dtype=torch.float64) / D)
+    kind = scaling.get("type", "none")
+    if kind == "linear":
+        return freq / scaling["factor"]
+    if kind != "llama3":
+        return freq
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    original = scaling["original_max_position_embeddings"]
+    wavelength = 2 * math.pi / freq
+    smooth = (original / wavelength - low) / (high - low)
+    blended = (1 - smooth) * freq / factor + smooth * freq
+    return torch.where(wavelength < original / high, freq,
+                       torch.where(wavelength > original / low, freq / factor, blended))
+
+
+def rope(x, positions, theta, broken, scaling):
+    """x [heads, n, D]; rotates dimension i with i + D/2 by position * its frequency."""
+    D = x.shape[-1]
+    freq = frequencies(D, theta, scaling)
     angle = positions.to(torch.float64)[:, None] * freq[None, :]  # [n, D/2]
     cos, sin = torch.cos(angle), torch.sin(angle)
     if broken:  # the wrong convention: pairs (2i, 2i+1)
@@ -68,8 +87,8 @@ def attention(x, p, i, positions, mask, cfg, broken):
     q = (x @ p[f"layers.{i}.wq"].T).view(n, H, D).transpose(0, 1)
     k = (x @ p[f"layers.{i}.wk"].T).view(n, KV, D).transpose(0, 1)
     v = (x @ p[f"layers.{i}.wv"].T).view(n, KV, D).transpose(0, 1)
-    q = rope(q, positions, cfg["rope_theta"], broken == "rope")
-    k = rope(k, positions, cfg["rope_theta"], broken == "rope")
+    q = rope(q, positions, cfg["rope_theta"], broken == "rope", cfg["rope_scaling"])
+    k = rope(k, positions, cfg["rope_theta"], broken == "rope", cfg["rope_scaling"])
     # Query head j reads KV head j // (H / KV) (the planted bug: j % KV).
     kv_of = torch.arange(H) // (H // KV) if broken != "gqa" else torch.arange(H) % KV
     k, v = k[kv_of], v[kv_of]
@@ -120,6 +139,9 @@ def main():
     args = ap.parse_args()
     f = h5py.File(args.dump, "r")
     cfg = {k: f["model"][k][()].item() for k in ("n_heads", "n_kv_heads", "rope_theta", "norm_eps")}
+    scaling = f["model"].get("rope_scaling", {})
+    cfg["rope_scaling"] = {k: (v[()].decode() if isinstance(v[()], bytes) else v[()].item())
+                           for k, v in scaling.items()}
     p = {k: torch.tensor(f["params"][k][()], dtype=torch.float64, requires_grad=True)
          for k in f["params"]}
     cfg["n_layers"] = sum(1 for k in p if k.endswith(".wq"))

@@ -67,7 +67,8 @@ def read_dump(path):
         "lengths": f["batch/sample_lengths"][()].tolist(),
         "params": {k: f["params"][k][()] for k in f["params"]},
         "grads": {k: f["grads"][k][()] for k in f["grads"]},
-        "model": {k: f["model"][k][()].item() for k in f["model"]},
+        "model": {k: v[()].item() for k, v in f["model"].items()
+                  if isinstance(v, h5py.Dataset) and v.dtype.kind in "iuf"},
     }
     return dump
 

@@ -75,6 +75,12 @@ run text4 text 4 --set plan.capacity=16
 check text4
 run untied2 images 2 --set plan.capacity=24 --set model.tied_embeddings=false
 check untied2
+# Scaled RoPE (llama3: with D 16 and theta 10000 one frequency of each pair is
+# kept, one blended and the rest divided) and another RMSNorm epsilon.
+run scaled text 2 --set plan.capacity=24 --set model.rope_scaling.type=llama3 \
+  --set model.rope_scaling.factor=4 --set model.rope_scaling.original_max_position_embeddings=64 \
+  --set model.rms_norm_eps=1e-3
+check scaled
 # Tensor and pipeline parallelism with images, in rings of two HDP ranks:
 # only TP rank 0 (stage 0) embeds the patches; the dump takes each HDP rank's
 # batch once.

@@ -1,0 +1,29 @@
+#include "dataplane/holdout.hpp"
+
+#include <cmath>
+
+#include "base/check.hpp"
+#include "base/random.hpp"
+
+namespace meshloom::dataplane {
+
+namespace {
+
+uint64_t fnv1a64(const std::string& text) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+}  // namespace
+
+Holdout::Holdout(const std::string& source, double share) : key_(fnv1a64(source)), share_(share) {
+  ML_CHECK(share >= 0 && share < 1, "a held-out share in [0, 1)");
+  below_ = uint64_t(std::ldexp(share, 64));  // share < 1: fits
+}
+
+bool Holdout::operator()(int64_t doc) const {
+  return below_ > 0 && splitmix64(key_ ^ uint64_t(doc)) < below_;
+}
+
+}  // namespace meshloom::dataplane
