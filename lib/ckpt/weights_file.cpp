@@ -96,7 +96,8 @@ std::vector<float> read_weights_tensor(const std::string& path, const std::strin
   const std::string sum = checksum_dataset(dataset);
   if (!f.exists(sum) ||
       f.read_scalar<uint64_t>(sum) != block_checksum(dims, Block::whole(dims), values.data()))
-    throw Error("'" + path + "': /" + dataset + " does not match its checksum (the file is corrupt)");
+    throw Error("'" + path + "': /" + dataset +
+                " does not match its checksum (the file is corrupt)");
   return values;
 }
 

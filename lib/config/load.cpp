@@ -329,8 +329,8 @@ ModelConfig parse_model_section(const std::string& text, const std::string& name
     reader.finish();
     return model;
   } catch (const YAML::Exception& e) {
-    throw ConfigError(strf("%s:%d:%d: %s", name.c_str(), e.mark.line + 1, e.mark.column + 1,
-                           e.msg.c_str()));
+    throw ConfigError(
+        strf("%s:%d:%d: %s", name.c_str(), e.mark.line + 1, e.mark.column + 1, e.msg.c_str()));
   }
 }
 

@@ -193,8 +193,8 @@ void SafetensorsFile::read_range(const std::string& name, int64_t first, int64_t
   ML_CHECK(first >= 0 && n >= 0 && first + n <= t->numel(), "read_range outside the tensor");
   const std::string_view b = raw(*t);
   for (size_t i = 0; i < size_t(n); ++i) {
-    const auto* p = reinterpret_cast<const uint8_t*>(b.data()) +
-                    (size_t(first) + i) * st_dtype_size(t->dtype);
+    const auto* p =
+        reinterpret_cast<const uint8_t*>(b.data()) + (size_t(first) + i) * st_dtype_size(t->dtype);
     if (t->dtype == StDtype::F32) {
       const uint32_t u =
           uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;

@@ -30,10 +30,11 @@ DataPlane::DataPlane(const config::Config& config, std::vector<int64_t> docs_per
     int64_t doc = 0;
     while (doc < docs_per_source[i] && holdout(doc)) ++doc;
     if (doc == docs_per_source[i])
-      throw Error(strf("data.sources[%zu] '%s': all %lld of its documents fall in the held-out "
-                       "split (eval.holdout %g): lower eval.holdout or add documents",
-                       i, config.data.sources[i].name.c_str(), (long long)docs_per_source[i],
-                       config.eval.holdout));
+      throw Error(
+          strf("data.sources[%zu] '%s': all %lld of its documents fall in the held-out "
+               "split (eval.holdout %g): lower eval.holdout or add documents",
+               i, config.data.sources[i].name.c_str(), (long long)docs_per_source[i],
+               config.eval.holdout));
     streams_.emplace_back(int(i), uint64_t(config.run.seed), docs_per_source[i], threshold,
                           holdout);
   }

@@ -26,9 +26,12 @@ inline double rope_frequency(int64_t i, int64_t head_dim, double theta,
                              const config::RopeScalingConfig& s) {
   const double f = rope_frequency(i, head_dim, theta);
   switch (s.type) {
-    case config::RopeScaling::none: return f;
-    case config::RopeScaling::linear: return f / s.factor;
-    case config::RopeScaling::llama3: break;
+    case config::RopeScaling::none:
+      return f;
+    case config::RopeScaling::linear:
+      return f / s.factor;
+    case config::RopeScaling::llama3:
+      break;
   }
   const double original = static_cast<double>(s.original_max_position_embeddings);
   const double wavelength = 2.0 * std::numbers::pi / f;

@@ -128,8 +128,8 @@ int mpi_finish(int code) {
   return code;
 }
 
-bool world_from_config(const std::string& file, const std::vector<std::string>& overrides,
-                       World* w, const ConfigLoader& load) {
+bool world_from_config(const std::string& file, const std::vector<std::string>& overrides, World* w,
+                       const ConfigLoader& load) {
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &w->rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &w->size));
   const int world_size = w->size;

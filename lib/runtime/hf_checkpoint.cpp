@@ -173,15 +173,15 @@ HfTransfer export_hf(const std::string& weights, const std::string& out_dir,
   write_text(fs::path(out_dir) / "config.json", hf_config_json(c.model, o.dtype, positions));
   write_text(fs::path(out_dir) / "generation_config.json",
              json({{"_from_model_config", true}}).dump(2) + "\n");
-  LOG_INFO("export-hf: %s -> %s: %zu tensors in %zu file(s), %s", weights.c_str(),
-           out_dir.c_str(), names.size(), shards.size(), o.dtype.c_str());
+  LOG_INFO("export-hf: %s -> %s: %zu tensors in %zu file(s), %s", weights.c_str(), out_dir.c_str(),
+           names.size(), shards.size(), o.dtype.c_str());
   HfTransfer t;
   json weight_map = json::object();
   Progress progress("export-hf", total / elem);
   for (size_t s = 0; s < shards.size(); ++s) {
-    const std::string file =
-        shards.size() == 1 ? "model.safetensors"
-                           : strf("model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+    const std::string file = shards.size() == 1
+                                 ? "model.safetensors"
+                                 : strf("model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
     std::vector<std::vector<float>> values;
     std::vector<data::StWriteTensor> tensors;
     values.reserve(shards[s].size());
@@ -201,9 +201,9 @@ HfTransfer export_hf(const std::string& weights, const std::string& out_dir,
     t.files += 1;
   }
   if (shards.size() > 1)
-    write_text(fs::path(out_dir) / "model.safetensors.index.json",
-               json({{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}).dump(2) +
-                   "\n");
+    write_text(
+        fs::path(out_dir) / "model.safetensors.index.json",
+        json({{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}).dump(2) + "\n");
   const std::string tokenizer = tokenizer_to_copy(o, c);
   if (!tokenizer.empty()) {
     std::error_code ec;

@@ -65,9 +65,8 @@ config::Config load_run_config(const std::string& file, const std::vector<std::s
   std::vector<std::string> taken = overrides;
   const auto shape_key = [&](const char* key, const std::string& mine, const std::string& theirs) {
     if (written(g, key) && mine != theirs)
-      throw config::ConfigError(strf("%s: model.%s is %s, but model.init (%s) has %s",
-                                     file.c_str(), key, mine.c_str(), g.init.c_str(),
-                                     theirs.c_str()));
+      throw config::ConfigError(strf("%s: model.%s is %s, but model.init (%s) has %s", file.c_str(),
+                                     key, mine.c_str(), g.init.c_str(), theirs.c_str()));
     taken.push_back("model." + std::string(key) + "=" + theirs);
   };
   shape_key("vocab_size", std::to_string(g.vocab_size), std::to_string(m.vocab_size));
@@ -100,6 +99,12 @@ config::Config load_run_config(const std::string& file, const std::vector<std::s
   }
   config::Config c = config::load_config(file, taken);
   c.model.written = g.written;
+  // Image sources need patch_embed, which no Hugging Face Llama has.
+  if (config::patch_dim(c) > 0 &&
+      (is_hf(g.init) || !ckpt::read_weights_meta(g.init).shapes.count("model/patch_embed")))
+    throw config::ConfigError(file + ": model.init: " + g.init +
+                              " has no patch_embed, which the image sources of data.sources "
+                              "need (start from a checkpoint of an image run, or train text)");
   return c;
 }
 
@@ -111,7 +116,8 @@ void fill_from_hf(const std::string& dir, const config::ModelConfig& model,
                   const model::ParamLayout& layout, std::span<float> params) {
   const data::SafetensorsCheckpoint st(dir);
   std::map<std::string, std::string> hf_name;
-  for (const data::HfTensorName& n : data::hf_llama_tensor_names(model)) hf_name[n.name] = n.hf_name;
+  for (const data::HfTensorName& n : data::hf_llama_tensor_names(model))
+    hf_name[n.name] = n.hf_name;
   for (const train::StatePiece& p : train::pieces_of_range(layout, 0, layout.numel(), 0, true)) {
     const auto it = hf_name.find(p.name);
     if (it == hf_name.end())

@@ -43,7 +43,8 @@ TEST(Holdout, StreamsNeverDeliverHeldOutDocuments) {
     SourceStream s(0, 9, 400, threshold, holdout);
     for (int i = 0; i < 3000; ++i) {  // several epochs
       Lane lane = threshold > 0 && i % 3 == 0 ? Lane::long_docs : Lane::short_docs;
-      if (!s.available(lane, len)) lane = lane == Lane::long_docs ? Lane::short_docs : Lane::long_docs;
+      if (!s.available(lane, len))
+        lane = lane == Lane::long_docs ? Lane::short_docs : Lane::long_docs;
       if (!s.available(lane, len)) lane = Lane::short_docs;  // both used up: a new epoch
       delivered.insert(s.take(lane, 40, len).doc);
     }

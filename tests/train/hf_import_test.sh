@@ -122,11 +122,12 @@ diff <(metrics_table tp1 | awk '$1 >= 3') <(metrics_table stop | awk '$1 >= 3') 
 echo "from an import: stopped at step 2, resumed, steps 3-4 bit-identical"
 run tp2 file 4 --set parallel.tp=2
 run pp2 file 4 --set parallel.pp=2
-for other in tp2 pp2; do
+run zero1 file 2 --set optim.zero1=true
+for other in tp2 pp2 zero1; do
   $python "$root/tests/train/same_losses.py" "$dir/tp1/metrics.jsonl" "$dir/$other/metrics.jsonl" \
     0 1e-5 || fail "$other: losses differ from tp 1 / pp 1"
 done
-echo "tp 2 and pp 2 from the import: the losses of tp 1 / pp 1 (5 steps, 1e-5)"
+echo "tp 2, pp 2 and ZeRO-1 from the import: the losses of tp 1 / pp 1 (5 steps, 1e-5)"
 
 # Bad input: one message naming the file and key, exit 2.
 job() { timeout 60 "$mpiexec" --oversubscribe --bind-to none -np 3 "$meshloom" train "$@"; }
@@ -155,6 +156,9 @@ $python -c 'import json, sys; j = json.load(open(sys.argv[1])); j["model"]["type
 json.dump(j, open(sys.argv[2], "w"))' "$llama3" "$dir/unigram.json" || fail "unigram.json"
 expect_error '/model/type "Unigram" is not supported' job -c "$dir/untied.yaml" \
   --set data.sources.0.tokenizer="hf:$dir/unigram.json" --set run.dir="$dir/bad7"
+pack_test_images shard
+expect_error "has no patch_embed" job -c "$dir/untied.yaml" --set data.sources.0.format=webdataset \
+  --set data.sources.0.path="$dir/shards/shard-000000.tar" --set run.dir="$dir/bad8"
 echo "bad input: one message naming the file and key, exit 2"
 # configs/extend_context.yaml on a tiny model: its RoPE scaling replaces the
 # checkpoint's, and documents of seq_len 256 split over rings of capacity 64.

@@ -23,8 +23,7 @@ constexpr int kColumnThreads = 256;
 // One block per row; each thread takes V consecutive columns at a time
 // (V = 8: 16-byte bf16 accesses, see run_rows below).
 template <class T, int V>
-__global__ void rmsnorm_forward_rows(const T* x, const T* g, int d, T* y, float* rstd,
-                                     float eps) {
+__global__ void rmsnorm_forward_rows(const T* x, const T* g, int d, T* y, float* rstd, float eps) {
   const int64_t row = blockIdx.x;
   const T* xr = x + row * d;
   T* yr = y + row * d;
@@ -120,15 +119,14 @@ bool use_vector_path(int64_t d, std::initializer_list<const void*> bases) {
 }  // namespace
 
 template <class T>
-void rmsnorm_forward(const T* x, const T* g, int64_t n, int64_t d, T* y, float* rstd,
-                     double eps, cudaStream_t stream) {
+void rmsnorm_forward(const T* x, const T* g, int64_t n, int64_t d, T* y, float* rstd, double eps,
+                     cudaStream_t stream) {
   if (n == 0 || d == 0) return;
   ML_CHECK(d < (int64_t(1) << 31), "RMSNorm row too wide for 32-bit column indices");
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     if (use_vector_path<T>(d, {x, g, y})) {
       rmsnorm_forward_rows<T, 8>
-          <<<unsigned(n), threads_for(d / 8, 512), 0, stream>>>(x, g, int(d), y, rstd,
-                                                                float(eps));
+          <<<unsigned(n), threads_for(d / 8, 512), 0, stream>>>(x, g, int(d), y, rstd, float(eps));
       CUDA_CHECK(cudaGetLastError());
       return;
     }

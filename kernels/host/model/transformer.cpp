@@ -217,8 +217,8 @@ void Transformer<T>::layer_forward(int64_t l, int64_t n) {
   const T* x = A.x.data();
   T* x_next = l + 1 < end_ ? acts(l + 1).x.data() : x_final_.data();
 
-  rmsnorm_forward<T>(x, P + o.attn_norm, n, d, A.xn1.data(), A.rstd1.data(), layout_.shape().norm_eps,
-                     stream_);
+  rmsnorm_forward<T>(x, P + o.attn_norm, n, d, A.xn1.data(), A.rstd1.data(),
+                     layout_.shape().norm_eps, stream_);
   mm(Op::N, Op::T, n, qkvd, d, 1.0f, A.xn1.data(), d, P + o.wq, d, 0.0f, A.qkv.data(), qkvd);
   rope_forward<T>(A.qkv.data(), qkvd, positions_.data(), n, my_.heads + my_.kv_heads, s.head_dim,
                   rope_.angles(), stream_);
