@@ -172,9 +172,7 @@ struct ParallelConfig {
 };
 
 // RoPE's frequencies stretched for a longer context, as Hugging Face's
-// rope_scaling computes them (docs/design.md "The model"): linear divides
-// every frequency by `factor` (position interpolation); llama3 divides the
-// low frequencies, keeps the high ones and blends those between.
+// rope_scaling computes them (docs/design.md "The model").
 struct RopeScalingConfig {
   ML_CONFIG_SECTION;
   RopeScaling type = RopeScaling::none;
@@ -214,8 +212,7 @@ struct ModelConfig {
   double rms_norm_eps = 1e-5;
   double init_std = 0.02;
   int64_t loss_chunk = 512;
-  // The model keys written in the file or with --set (not a key itself):
-  // with `init`, they must agree with the imported model's.
+  // Model keys written in the file or by --set (no key itself; runtime/model_init.hpp).
   std::vector<std::string> written;
   template <class V>
   void visit(V& v) {
@@ -234,8 +231,7 @@ struct ModelConfig {
     v.field("ffn_dim", ffn_dim, "SwiGLU hidden size", in_range(1, 1 << 20));
     v.field("tied_embeddings", tied_embeddings, "LM head shares the embedding matrix");
     v.field("rope_theta", rope_theta, "Rotary embedding base", at_least(1.0));
-    v.field("rope_scaling", rope_scaling,
-            "RoPE scaling for context extension (as Hugging Face's rope_scaling)");
+    v.field("rope_scaling", rope_scaling, "RoPE scaling for context extension (HF's rope_scaling)");
     v.field("rms_norm_eps", rms_norm_eps, "RMSNorm's epsilon", in_range(1e-12, 1.0));
     v.field("init_std", init_std, "Std of the normal initialization of matrices",
             in_range(0.0, 1.0));
@@ -534,9 +530,8 @@ struct EvalConfig {
   template <class V>
   void visit(V& v) {
     v.field("holdout", holdout,
-            "Share of each source's documents held out for evaluation: training never sees "
-            "them (chosen by a hash of the source's name and the document, so the same "
-            "whatever the loaders, layout or restarts; docs/formats.md)",
+            "Share of each source's documents held out for evaluation, never trained on (by a "
+            "hash of source name and document: the same for any loaders, layout or restart)",
             in_range(0.0, 0.5));
   }
 };
