@@ -70,10 +70,21 @@ TEST(Mesh, PipelineStagesAreAcceptedWithCuda) {
   config::Config c;
   c.parallel.pp = 2;
   c.run.backend = config::Backend::cuda;
-  c.model.d_model = 512;               // head_dim 64: what the GPU kernels take
+  c.model.d_model = 512;  // head_dim 64: what the GPU kernels take
+#ifdef MESHLOOM_HAVE_CUDA
   EXPECT_NO_THROW(make_layout(6, c));  // 4 trainers, 2 pipelines of 2 stages
   c.parallel.tp = 2;
   EXPECT_NO_THROW(make_layout(6, c));  // one pipeline of 2 stages, TP 2 each
+#else
+  // A build without the CUDA backend refuses run.backend: cuda, whatever the layout.
+  try {
+    make_layout(6, c);
+    FAIL() << "accepted run.backend: cuda without the CUDA backend";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("built without the CUDA backend"), std::string::npos)
+        << e.what();
+  }
+#endif
 }
 
 TEST(Mesh, TrainerNodesNumberHostsInFirstSeenOrder) {
