@@ -48,6 +48,36 @@ std::string checksum_dataset(const std::string& dataset) {
   return "checksums/" + s;
 }
 
+namespace {
+
+uint64_t stored_checksum(const H5File& f, const std::string& path, const std::string& name) {
+  const std::string c = checksum_dataset(name);
+  if (!f.exists(c)) throw Error(path + ": no checksum for /" + name);
+  return f.read_scalar<uint64_t>(c);
+}
+
+[[noreturn]] void corrupt(const std::string& path, const std::string& name) {
+  throw Error(path + ": /" + name + " does not match its checksum (the file is corrupt)");
+}
+
+}  // namespace
+
+std::string read_verified_string(const H5File& f, const std::string& path,
+                                 const std::string& name) {
+  std::string s = f.read_string(name);
+  if (stored_checksum(f, path, name) != checksum(s.data(), s.size())) corrupt(path, name);
+  return s;
+}
+
+std::vector<float> read_verified_tensor(const H5File& f, const std::string& path,
+                                        const std::string& name) {
+  std::vector<float> v = f.read<float>(name);
+  const std::vector<int64_t> dims = f.dims(name);
+  if (stored_checksum(f, path, name) != block_checksum(dims, Block::whole(dims), v.data()))
+    corrupt(path, name);
+  return v;
+}
+
 std::string checkpoint_path(const std::string& dir, int64_t step) {
   return dir + strf("/step_%08lld.h5", (long long)step);
 }
@@ -103,19 +133,10 @@ class Reader {
   void set_format(int32_t format) { format_ = format; }
   // A model or optimizer tensor: format 2 verifies it by its block checksum.
   std::vector<float> get_tensor(const std::string& name) {
-    if (format_ == 1) return get<float>(name);
-    std::vector<float> v = f_.read<float>(name);
-    const std::vector<int64_t> dims = f_.dims(name);
-    if (stored(name) != block_checksum(dims, Block::whole(dims), v.data()))
-      throw Error(path_ + ": /" + name + " does not match its checksum (the file is corrupt)");
-    return v;
+    return format_ == 1 ? get<float>(name) : read_verified_tensor(f_, path_, name);
   }
   // The checksum stored for dataset `name`.
-  uint64_t stored(const std::string& name) {
-    const std::string c = checksum_dataset(name);
-    if (!f_.exists(c)) throw Error(path_ + ": no checksum for /" + name);
-    return f_.read_scalar<uint64_t>(c);
-  }
+  uint64_t stored(const std::string& name) { return stored_checksum(f_, path_, name); }
   template <class T>
   std::vector<T> get(const std::string& name) {
     std::vector<T> v = f_.read<T>(name);
@@ -128,16 +149,11 @@ class Reader {
     check(name, &v, sizeof(T));
     return v;
   }
-  std::string get_string(const std::string& name) {
-    std::string s = f_.read_string(name);
-    check(name, s.data(), s.size());
-    return s;
-  }
+  std::string get_string(const std::string& name) { return read_verified_string(f_, path_, name); }
 
  private:
   void check(const std::string& name, const void* p, size_t n) {
-    if (stored(name) != checksum(p, n))
-      throw Error(path_ + ": /" + name + " does not match its checksum (the file is corrupt)");
+    if (stored(name) != checksum(p, n)) corrupt(path_, name);
   }
   const H5File& f_;
   std::string path_;
@@ -174,7 +190,8 @@ void write_rest(Writer& w, const Checkpoint& c) {
   w.put("data/group_sets/ends", ends);
 }
 
-// Makes the bytes durable before the name says the checkpoint exists.
+}  // namespace
+
 int64_t make_durable(const std::string& tmp, const std::string& path) {
   int fd = ::open(tmp.c_str(), O_RDONLY);
   if (fd >= 0) {
@@ -186,8 +203,6 @@ int64_t make_durable(const std::string& tmp, const std::string& path) {
   if (ec) throw Error("cannot rename " + tmp + " to " + path + ": " + ec.message());
   return int64_t(fs::file_size(path, ec));
 }
-
-}  // namespace
 
 int64_t write_checkpoint(const std::string& path, const Checkpoint& c) {
   ML_CHECK(c.format == 1, "write_checkpoint writes format 1 (one writer holding the state)");

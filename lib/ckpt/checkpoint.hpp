@@ -41,6 +41,8 @@
 
 namespace meshloom::ckpt {
 
+class H5File;
+
 struct SourceLengths {
   std::string source;
   std::vector<int64_t> docs, lengths;
@@ -116,6 +118,16 @@ void prune_checkpoints(const std::string& dir, int64_t keep, const IsOurs& ours)
 
 // "checksums/model|layers.0.wq": where dataset "model/layers.0.wq"'s checksum lies.
 std::string checksum_dataset(const std::string& dataset);
+
+// A string dataset of `f` (the file at `path`), verified against checksum().
+std::string read_verified_string(const H5File& f, const std::string& path, const std::string& name);
+// A float32 tensor dataset, verified against its block checksum (format 2).
+std::vector<float> read_verified_tensor(const H5File& f, const std::string& path,
+                                        const std::string& name);
+
+// Makes NAME.tmp durable (fsync) before renaming it to `path`, so that the
+// name exists only for a whole file. Returns the file's bytes.
+int64_t make_durable(const std::string& tmp, const std::string& path);
 
 uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ULL);
 // The datasets' checksum: FNV-1a over 64-bit little-endian words (the last

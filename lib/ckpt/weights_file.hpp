@@ -8,7 +8,7 @@
 //   /checksums/...  as in a format 2 checkpoint: block checksums for /model
 //
 // A format 2 checkpoint has the same /meta/config, /model and checksums, so
-// read_weights_meta and read_weights_tensor take either; the weights of a
+// WeightsReader takes either; the weights of a
 // trained run can start another (model.init) or go to Hugging Face.
 #pragma once
 
@@ -47,12 +47,22 @@ struct WeightsMeta {
   std::map<std::string, std::vector<int64_t>> shapes;
 };
 
-// The config and every /model tensor's checksum and shape, verified; throws
-// meshloom::Error naming the file for anything else than a weights file or a
-// format 2 checkpoint (a format 1 checkpoint has no block checksums).
-WeightsMeta read_weights_meta(const std::string& path);
+// A weights file or a format 2 checkpoint, open for reading: its config and
+// every /model tensor's checksum and shape are read and verified when it
+// opens (anything else throws meshloom::Error naming the file; a format 1
+// checkpoint has no block checksums), each tensor when it is asked for.
+class WeightsReader {
+ public:
+  explicit WeightsReader(const std::string& path);
+  ~WeightsReader();
+  const WeightsMeta& meta() const { return meta_; }
+  // One whole tensor ("layers.0.wq"), verified against its block checksum.
+  std::vector<float> tensor(const std::string& name) const;
 
-// One whole tensor ("layers.0.wq"), verified against its block checksum.
-std::vector<float> read_weights_tensor(const std::string& path, const std::string& name);
+ private:
+  std::string path_;
+  std::unique_ptr<H5File> file_;
+  WeightsMeta meta_;
+};
 
 }  // namespace meshloom::ckpt

@@ -102,6 +102,16 @@ HfTransfer import_hf(const std::string& dir, const std::string& out) {
   return t;
 }
 
+void check_weights_tensors(const std::string& path, const ckpt::WeightsMeta& meta,
+                           const config::ModelConfig& model) {
+  for (const data::HfTensorName& n : data::hf_llama_tensor_names(model)) {
+    const auto it = meta.shapes.find("model/" + n.name);
+    if (it == meta.shapes.end()) throw Error("'" + path + "': no tensor /model/" + n.name);
+    if (it->second != n.shape)
+      throw Error("'" + path + "': /model/" + n.name + " is not shaped as its config says");
+  }
+}
+
 std::string hf_config_json(const config::ModelConfig& m, const std::string& dtype,
                            int64_t max_positions) {
   json j;
@@ -144,15 +154,10 @@ HfTransfer export_hf(const std::string& weights, const std::string& out_dir,
                      const ExportOptions& o) {
   if (o.dtype != "bf16" && o.dtype != "f32")
     throw Error("export-hf: --dtype must be bf16 or f32, not '" + o.dtype + "'");
-  const ckpt::WeightsMeta meta = ckpt::read_weights_meta(weights);
-  const config::Config c = stored_config(weights, meta);
+  const ckpt::WeightsReader reader(weights);
+  const config::Config c = stored_config(weights, reader.meta());
+  check_weights_tensors(weights, reader.meta(), c.model);
   const std::vector<data::HfTensorName> names = data::hf_llama_tensor_names(c.model);
-  for (const data::HfTensorName& n : names) {
-    const auto it = meta.shapes.find("model/" + n.name);
-    if (it == meta.shapes.end()) throw Error("'" + weights + "': no tensor /model/" + n.name);
-    if (it->second != n.shape)
-      throw Error("'" + weights + "': /model/" + n.name + " is not shaped as its config says");
-  }
   const data::StDtype dtype = o.dtype == "bf16" ? data::StDtype::BF16 : data::StDtype::F32;
   const int64_t elem = int64_t(data::st_dtype_size(dtype));
   // Shards: tensors in order, a new one when the next tensor would pass the size.
@@ -186,7 +191,7 @@ HfTransfer export_hf(const std::string& weights, const std::string& out_dir,
     std::vector<data::StWriteTensor> tensors;
     values.reserve(shards[s].size());
     for (size_t i : shards[s]) {
-      values.push_back(ckpt::read_weights_tensor(weights, names[i].name));
+      values.push_back(reader.tensor(names[i].name));
       tensors.push_back({names[i].hf_name, names[i].shape, values.back().data()});
       weight_map[names[i].hf_name] = file;
     }

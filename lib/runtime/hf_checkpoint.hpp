@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ckpt/weights_file.hpp"
 #include "config/config.hpp"
 
 namespace meshloom::runtime {
@@ -36,6 +37,11 @@ struct ExportOptions {
 };
 HfTransfer export_hf(const std::string& weights, const std::string& out_dir,
                      const ExportOptions& options);
+
+// Every tensor of `model` is in the weights file or checkpoint at `path`
+// (its `meta`), with the model's shape; throws naming the file and tensor.
+void check_weights_tensors(const std::string& path, const ckpt::WeightsMeta& meta,
+                           const config::ModelConfig& model);
 
 // config.json's text for `model` (pure, for tests).
 std::string hf_config_json(const config::ModelConfig& model, const std::string& dtype,

@@ -10,6 +10,7 @@
 #include "config/schema.hpp"
 #include "data/hf_llama.hpp"
 #include "data/safetensors.hpp"
+#include "runtime/hf_checkpoint.hpp"
 #include "train/state_blocks.hpp"
 
 namespace meshloom::runtime {
@@ -20,17 +21,6 @@ bool is_hf(const std::string& init) { return starts_with(init, "hf:"); }
 
 std::string number_text(double x) { return strf("%.17g", x); }
 
-// /model of a weights file against the model its config describes.
-void check_weights_tensors(const std::string& path, const ckpt::WeightsMeta& meta,
-                           const config::ModelConfig& model) {
-  for (const data::HfTensorName& n : data::hf_llama_tensor_names(model)) {
-    const auto it = meta.shapes.find("model/" + n.name);
-    if (it == meta.shapes.end()) throw Error("'" + path + "': no tensor /model/" + n.name);
-    if (it->second != n.shape)
-      throw Error("'" + path + "': /model/" + n.name + " is not shaped as its config says");
-  }
-}
-
 bool written(const config::ModelConfig& m, const std::string& key) {
   for (const std::string& k : m.written)
     if (k == key) return true;
@@ -39,29 +29,32 @@ bool written(const config::ModelConfig& m, const std::string& key) {
 
 }  // namespace
 
-config::ModelConfig init_model(const std::string& init) {
+InitModel init_model(const std::string& init) {
   if (is_hf(init)) {
     const std::string dir = init.substr(3);
     const data::HfLlamaConfig hf = data::read_hf_llama_config(dir + "/config.json");
     data::check_hf_llama_tensors(dir, hf.model, data::SafetensorsCheckpoint(dir));
-    return hf.model;
+    return {hf.model, false};
   }
-  const ckpt::WeightsMeta meta = ckpt::read_weights_meta(init);
-  config::ModelConfig m = config::parse_model_section(meta.config, init + ":/meta/config");
-  check_weights_tensors(init, meta, m);
-  return m;
+  const ckpt::WeightsReader reader(init);
+  const ckpt::WeightsMeta& meta = reader.meta();
+  InitModel out{config::parse_model_section(meta.config, init + ":/meta/config"),
+                meta.shapes.count("model/patch_embed") > 0};
+  check_weights_tensors(init, meta, out.model);
+  return out;
 }
 
 config::Config load_run_config(const std::string& file, const std::vector<std::string>& overrides) {
   const config::Config given = config::load_config(file, overrides);
   const config::ModelConfig& g = given.model;
   if (g.init.empty()) return given;
-  config::ModelConfig m;
+  InitModel imported;
   try {
-    m = init_model(g.init);
+    imported = init_model(g.init);
   } catch (const Error& e) {
     throw config::ConfigError(file + ": model.init: " + e.what());
   }
+  const config::ModelConfig& m = imported.model;
   std::vector<std::string> taken = overrides;
   const auto shape_key = [&](const char* key, const std::string& mine, const std::string& theirs) {
     if (written(g, key) && mine != theirs)
@@ -100,8 +93,7 @@ config::Config load_run_config(const std::string& file, const std::vector<std::s
   config::Config c = config::load_config(file, taken);
   c.model.written = g.written;
   // Image sources need patch_embed, which no Hugging Face Llama has.
-  if (config::patch_dim(c) > 0 &&
-      (is_hf(g.init) || !ckpt::read_weights_meta(g.init).shapes.count("model/patch_embed")))
+  if (config::patch_dim(c) > 0 && !imported.patch_embed)
     throw config::ConfigError(file + ": model.init: " + g.init +
                               " has no patch_embed, which the image sources of data.sources "
                               "need (start from a checkpoint of an image run, or train text)");
@@ -142,7 +134,7 @@ void load_init_weights(train::Trainer& trainer, const config::Config& config) {
       fill_from_hf(init.substr(3), config.model, layout, params);
     });
   } else {
-    trainer.load_weights(init, ckpt::read_weights_meta(init).sums);
+    trainer.load_weights(init, ckpt::WeightsReader(init).meta().sums);
   }
 }
 

@@ -24,8 +24,13 @@ namespace meshloom::runtime {
 // extension) and are logged.
 config::Config load_run_config(const std::string& file, const std::vector<std::string>& overrides);
 
-// The imported model section alone (hf:DIR or FILE.h5), checked as above.
-config::ModelConfig init_model(const std::string& init);
+// The imported model section alone (hf:DIR or FILE.h5), checked as above,
+// and whether it has an image model's patch_embed (no Hugging Face Llama has).
+struct InitModel {
+  config::ModelConfig model;
+  bool patch_embed = false;
+};
+InitModel init_model(const std::string& init);
 
 // Collective over the trainers: replaces the random initialization with the
 // weights model.init names (no-op when it is empty).

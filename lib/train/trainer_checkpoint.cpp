@@ -132,10 +132,10 @@ void Trainer::load_state(const std::string& path, const ckpt::Checkpoint& meta) 
 }
 
 void Trainer::load_weights(const std::string& path, const StateChecksums& sums) {
-  read_params(path, comms_.comm(parallel::Axis::trainers), whole_layout_, state_owner(), sums,
-              model_->params());
-  backend_->load_state(model_->params(), adam_->m(), adam_->v(), 0);
-  params_stale_ = moments_stale_ = false;
+  set_weights([&](const model::ParamLayout&, std::span<float> params) {
+    read_params(path, comms_.comm(parallel::Axis::trainers), whole_layout_, state_owner(), sums,
+                params);
+  });
 }
 
 void Trainer::set_weights(const WeightsFill& fill) {
