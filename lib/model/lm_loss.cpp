@@ -165,16 +165,32 @@ LossSum LmLoss<T>::forward_with_grads(const T* xf, int64_t n, const HeadShard<T>
                                       std::span<double> token_loss, const LossGrads<T>& grads,
                                       Profile* profile) {
   fit_token_buffers(n);
-  T* z = grads.scratch.data();
-  const int64_t need = std::min(n, chunk_) * head.rows;
-  if (static_cast<int64_t>(grads.scratch.size()) < need) {
-    if (static_cast<int64_t>(logits_.size()) < need) logits_.resize(static_cast<size_t>(need));
-    z = logits_.data();
-  }
+  T* z = logits_for(n, head.rows, grads.scratch);
   const LossSum out = run(xf, n, head, targets, vocab, token_loss, z, static_cast<T>(grads.scale),
                           grads.dxf, grads.dhead, true, profile);
   grads_written_ = true;
   return out;
+}
+
+template <class T>
+LossSum LmLoss<T>::forward_loss_only(const T* xf, int64_t n, const HeadShard<T>& head,
+                                     const int32_t* targets, VocabReducer& vocab,
+                                     std::span<double> token_loss, std::span<T> scratch,
+                                     Profile* profile) {
+  fit_token_buffers(n);
+  T* z = logits_for(n, head.rows, scratch);
+  const LossSum out =
+      run(xf, n, head, targets, vocab, token_loss, z, T(1), nullptr, nullptr, false, profile);
+  have_forward_ = false;  // nothing kept for backward()
+  return out;
+}
+
+template <class T>
+T* LmLoss<T>::logits_for(int64_t n, int64_t rows, std::span<T> scratch) {
+  const int64_t need = std::min(n, chunk_) * rows;
+  if (static_cast<int64_t>(scratch.size()) >= need) return scratch.data();
+  if (static_cast<int64_t>(logits_.size()) < need) logits_.resize(static_cast<size_t>(need));
+  return logits_.data();
 }
 
 template <class T>
@@ -188,7 +204,7 @@ LossSum LmLoss<T>::run(const T* xf, int64_t n, const HeadShard<T>& head, const i
   d_ = head.d;
   have_forward_ = true;
   const int64_t rows = rows_, d = d_;
-  if (n == 0 && !accumulate) std::fill(dhead, dhead + rows * d, T(0));
+  if (n == 0 && !accumulate && dhead) std::fill(dhead, dhead + rows * d, T(0));
   for (int64_t t0 = 0; t0 < n; t0 += chunk_) {
     // Tokens [t0, t0 + m): logits, their softmax − onehot, and both
     // gradients' shares of the chunk.
@@ -203,6 +219,7 @@ LossSum LmLoss<T>::run(const T* xf, int64_t n, const HeadShard<T>& head, const i
       Timer t(profile, &Times::loss, threads_);
       softmax_minus_onehot(z, m, head, targets + t0, vocab, token_loss.data() + t0);
     }
+    if (!dxf) continue;  // the loss alone
     Timer t(profile, &Times::head, threads_);
     gemm_parallel<T>(threads_, Op::N, Op::N, m, d, rows, alpha, z, rows, head.weight, d, T(0),
                      dxf + t0 * d, d);

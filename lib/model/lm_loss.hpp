@@ -108,6 +108,14 @@ class LmLoss {
                              const int32_t* targets, VocabReducer& vocab,
                              std::span<double> token_loss, const LossGrads<T>& grads,
                              Profile* profile = nullptr);
+  // The loss alone (evaluation): the same per-token losses and sum as the
+  // calls above, no gradient computed; the chunk's logits go to `scratch`
+  // when it is large enough (as forward_with_grads()). backward() refuses
+  // after it.
+  LossSum forward_loss_only(const T* xf, int64_t n, const HeadShard<T>& head,
+                            const int32_t* targets, VocabReducer& vocab,
+                            std::span<double> token_loss, std::span<T> scratch,
+                            Profile* profile = nullptr);
   // dxf = scale·∂(loss sum)/∂xf ([n, d], overwritten; this shard's part) and
   // dhead += scale·∂(loss sum)/∂head ([rows, d]) of the last forward().
   void backward(double scale, T* dxf, T* dhead, Profile* profile = nullptr) const;
@@ -120,13 +128,15 @@ class LmLoss {
 
  private:
   // Runs every chunk: logits in z, gradients × alpha into dxf and dhead (the
-  // first chunk overwrites dhead unless `accumulate`).
+  // first chunk overwrites dhead unless `accumulate`; none when dxf is null).
   LossSum run(const T* xf, int64_t n, const HeadShard<T>& head, const int32_t* targets,
               VocabReducer& vocab, std::span<double> token_loss, T* z, T alpha, T* dxf, T* dhead,
               bool accumulate, Profile* profile);
   void softmax_minus_onehot(T* z, int64_t m, const HeadShard<T>& head, const int32_t* targets,
                             VocabReducer& vocab, double* token_loss);
   void fit_token_buffers(int64_t n);
+  // `scratch` when it holds a chunk's logits, else logits_.
+  T* logits_for(int64_t n, int64_t rows, std::span<T> scratch);
 
   int64_t chunk_;
   int threads_;

@@ -176,6 +176,17 @@ LossSum Transformer<T>::forward_backward(const Batch& batch, double scale,
 }
 
 template <class T>
+LossSum Transformer<T>::forward_loss(const Batch& batch, AttentionBackend<T>* attention,
+                                     std::span<const T> input) {
+  ML_CHECK(layout_.last_stage(), "forward_loss() runs on the last pipeline stage");
+  const T* xf = forward_states(batch, attention, input);
+  const LossSum ls = loss_.forward_loss_only(xf, n_, head_shard(), targets_.data(), vocab_reducer(),
+                                             token_loss_, dab_, &profile_);
+  have_forward_ = false;  // the loss kept no gradient for backward()
+  return ls;
+}
+
+template <class T>
 void Transformer<T>::forward_stage(const Batch& batch, std::span<const T> input,
                                    AttentionBackend<T>* attention) {
   ML_CHECK(!layout_.last_stage(), "the last pipeline stage runs forward_backward()");

@@ -85,11 +85,12 @@
 // entering its first layer, from the stage before (this rank's rows of it:
 // all n without sequence parallelism). A stage other than the last runs
 // forward_stage(), hands output() on, and later backward_stage() with
-// d(output) from the stage after; the last runs forward_backward() with
-// its input, which ends in the loss. After backward, input_grad() holds
-// d(input) for the stage before (not on stage 0). A 1F1B schedule keeps
-// several micro-batches between forward and backward: swap_activations()
-// parks what forward kept for one and brings back another's.
+// d(output) from the stage after; the last runs forward_backward() (or, to
+// evaluate, forward_loss()) with its input, which ends in the loss. After
+// backward, input_grad() holds d(input) for the stage before (not on stage
+// 0). A 1F1B schedule keeps several micro-batches between forward and
+// backward: swap_activations() parks what forward kept for one and brings
+// back another's.
 #pragma once
 
 #include <cstdint>
@@ -154,6 +155,12 @@ class Transformer {
   // `input`: the stage's input, on a last stage that is not the first.
   LossSum forward_backward(const Batch& batch, double scale,
                            AttentionBackend<T>* attention = nullptr, std::span<const T> input = {});
+  // Forward through the loss with no gradient (evaluation): the same loss
+  // sum and token_losses() as forward_backward(), grads() untouched, and
+  // nothing kept for a backward() (which then fails). The logits reuse
+  // backward scratch, as forward_backward(). `input` as for forward_backward().
+  LossSum forward_loss(const Batch& batch, AttentionBackend<T>* attention = nullptr,
+                       std::span<const T> input = {});
 
   // Pipeline stages other than the last (see above). `input` is ignored on
   // stage 0; else this rank's rows of the stage's input, [rows, d].

@@ -162,6 +162,21 @@ class TrainerBackend {
   virtual model::LossSum forward_backward(const model::Batch& batch, double scale,
                                           const RingGroup* ring = nullptr, float offload = 0,
                                           bool last = false) = 0;
+  // Evaluation (Trainer::evaluate): forward only. No gradient is computed
+  // or touched, nothing is kept for a backward, and the activations go into
+  // the buffers training uses. forward_loss() runs the whole model (pp = 1)
+  // or the last stage on `input` (as last_stage(); with moves_stages() empty,
+  // received for `slot`) through the loss, with its per-token losses
+  // (LossSum::token_loss); `offload` as for forward_backward().
+  virtual model::LossSum forward_loss(const model::Batch& batch, std::span<const float> input,
+                                      const RingGroup* ring, int slot, float offload) = 0;
+  // A stage other than the last: its output for the next stage (as
+  // forward_stage(), with moves_stages() kept under `slot` for
+  // send_stage()), nothing parked.
+  virtual std::vector<float> forward_stage_only(const model::Batch&, std::span<const float>,
+                                                const RingGroup*, int) {
+    throw Error(kNoStages);
+  }
   // Pipeline parallelism (parallel.pp > 1): a stage's part of a
   // micro-batch, as a 1F1B schedule runs it.
   // forward_stage() runs the stage's layers on `input` (the stage before's

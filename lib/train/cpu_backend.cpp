@@ -107,6 +107,21 @@ std::vector<float> CpuBackend::backward_stage(std::span<const float> d_output, i
   return dx;
 }
 
+model::LossSum CpuBackend::forward_loss(const model::Batch& batch, std::span<const float> input,
+                                        const RingGroup* ring, int, float) {
+  const auto attention = make_ring(ring, model_->threads());
+  return with_token_losses(model_->forward_loss(batch, attention.get(), input));
+}
+
+std::vector<float> CpuBackend::forward_stage_only(const model::Batch& batch,
+                                                  std::span<const float> input,
+                                                  const RingGroup* ring, int) {
+  // The model's own activation buffers, overwritten: no slot is parked.
+  const auto attention = make_ring(ring, model_->threads());
+  model_->forward_stage(batch, input, attention.get());
+  return std::vector<float>(model_->output().begin(), model_->output().end());
+}
+
 // Σ g² over [begin, end) of the flat buffer (`g` starts at `begin`), the
 // replicated ranges counted 1/tp (see OptimizerSetup).
 double CpuBackend::square_sum(const float* g, int64_t begin, int64_t end) const {

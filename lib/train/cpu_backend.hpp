@@ -38,6 +38,10 @@ class CpuBackend final : public TrainerBackend {
                             const RingGroup* ring, int slot,
                             std::vector<float>* input_grad) override;
   std::vector<float> backward_stage(std::span<const float> d_output, int slot) override;
+  model::LossSum forward_loss(const model::Batch& batch, std::span<const float> input,
+                              const RingGroup* ring, int slot, float offload) override;
+  std::vector<float> forward_stage_only(const model::Batch& batch, std::span<const float> input,
+                                        const RingGroup* ring, int slot) override;
   double reduce_grads() override;
   void update(double lr, double grad_scale) override;
   // With ZeRO-1 the shards are gathered: collective over the trainers.

@@ -77,4 +77,21 @@ struct StepStats {
 };
 constexpr size_t kMicroColumns = 4;  // numbers per micro-batch in StepStats::micro
 
+// What a forward-only pass over held-out data measured on this trainer
+// (Trainer::evaluate). Losses and counts only where this trainer reports
+// (TP rank 0 of the last stage: one per HDP rank), as StepStats.
+struct EvalStats {
+  int64_t tokens = 0, predictions = 0;
+  double loss_sum = 0;
+  double flops = 0;    // this trainer's share of the forward FLOPs
+  double seconds = 0;  // wall time of the pass on this trainer
+  // Per source (index in data.sources; sized to the sources where this
+  // trainer reports, else empty): sum of -log p and predictions.
+  std::vector<double> source_loss;
+  std::vector<int64_t> source_predictions;
+  // Per position bucket (see Trainer::evaluate): sum of -log p and predictions.
+  std::vector<double> position_loss;
+  std::vector<int64_t> position_predictions;
+};
+
 }  // namespace meshloom::train

@@ -276,19 +276,20 @@ RingGroup Trainer::ring_of(const StepInput& in, const MicroInput& mb, double* at
 // Each prediction's loss to its sample's source (a micro-batch's tokens run
 // segment by segment).
 void Trainer::add_source_losses(const StepInput& in, const MicroInput& mb,
-                                const std::vector<double>& token_loss, StepStats& st) const {
+                                const std::vector<double>& token_loss, std::vector<double>& loss,
+                                std::vector<int64_t>& predictions) const {
   const model::Batch& b = mb.batch;
   if (token_loss.size() != size_t(b.size())) return;  // the backend keeps none
   const size_t sources = w_.config.data.sources.size();
-  st.source_loss.resize(sources, 0.0);
-  st.source_predictions.resize(sources, 0);
+  loss.resize(sources, 0.0);
+  predictions.resize(sources, 0);
   size_t k = 0;
   for (const SampleRun& run : mb.runs) {
     const size_t source = size_t(in.samples.at(size_t(run.sample)).source);
     for (int64_t i = 0; i < run.length; ++i, ++k)
       if (b.targets[k] >= 0) {
-        st.source_loss.at(source) += token_loss[k];
-        ++st.source_predictions.at(source);
+        loss.at(source) += token_loss[k];
+        ++predictions.at(source);
       }
   }
 }
@@ -303,7 +304,7 @@ void Trainer::account(const StepInput& in, const MicroInput& mb, const model::Lo
     st.tokens += b.size();
     st.loss_sum += ls.sum;
     st.predictions += ls.count;
-    add_source_losses(in, mb, ls.token_loss, st);
+    add_source_losses(in, mb, ls.token_loss, st.source_loss, st.source_predictions);
   }
   st.micro.insert(st.micro.end(), {double(b.size()), attn_l2,
                                    double(std::max<size_t>(1, mb.group.size())), seconds});

@@ -44,6 +44,14 @@ class Trainer {
   // slept inside the compute (an injected slow trainer).
   StepStats step(const StepInput& in, double delay = 0);
 
+  // A forward-only pass over `in` (held-out data planned like a step): the
+  // loss with no gradient, no optimizer step, the step count unchanged.
+  // Bucket i of the position buckets holds the predictions made at positions
+  // p (model::Batch::positions, of the predicting token) with
+  // edges[i] <= p < edges[i + 1] (the last bucket: edges.back() <= p);
+  // edges ascend from 0. Collective over the trainers, as step().
+  EvalStats evaluate(const StepInput& in, std::span<const int64_t> position_edges);
+
   model::Transformer<float>& model() { return *model_; }
   // The fp32 master weights after the last step (with run.backend: cuda
   // brought back from the device first, without the moments: step dumps).
@@ -130,11 +138,21 @@ class Trainer {
   void account(const StepInput& in, const MicroInput& mb, const model::LossSum& ls, double attn_l2,
                double seconds, StepStats& st) const;
   void add_source_losses(const StepInput& in, const MicroInput& mb,
-                         const std::vector<double>& token_loss, StepStats& st) const;
+                         const std::vector<double>& token_loss, std::vector<double>& loss,
+                         std::vector<int64_t>& predictions) const;
+  // evaluate()'s account() of micro-batch `mb` (trainer_eval.cpp).
+  void account_eval(const StepInput& in, const MicroInput& mb, const model::LossSum& ls,
+                    std::span<const int64_t> edges, EvalStats& st) const;
   // The micro-batches one after another (pp = 1), or this stage's 1F1B
   // schedule of them (trainer_pipeline.cpp).
   void run_micro_batches(const StepInput& in, double scale, StepStats& st);
   void run_pipeline(const StepInput& in, double scale, StepStats& st);
+  // evaluate()'s pipeline: every stage its micro-batches in slot order,
+  // forward only; the last stage's losses by micro-batch (empty elsewhere).
+  std::vector<model::LossSum> run_eval_pipeline(const StepInput& in);
+  // Names whom a stage receive waits for (when it times out): `what` of
+  // pipeline slot `slot` from stage `stage` of this pipeline.
+  std::function<std::string()> stage_waiter(int stage, const char* what, int slot) const;
   RingGroup ring_of(const StepInput& in, const MicroInput& mb, double* attn_l2) const;
   void sync_host_params();         // the host's weights from the device, where stale
   void sync_host_state();          // weights and moments (checkpoints)

@@ -57,19 +57,20 @@ std::vector<int32_t> slots_of(const StepInput& in) {
 
 }  // namespace
 
+// Who a wait is for, worked out only when it times out.
+std::function<std::string()> Trainer::stage_waiter(int stage, const char* what, int slot) const {
+  return [=, this] {
+    const int peer = w_.layout.first_rank(parallel::Role::trainer) +
+                     comms_.mesh().trainer_at(rank_, stage * tp_ + tp_rank_);
+    return strf("%s of pipeline slot %d, sent by stage %d of pipeline %d (world rank %d),", what,
+                slot, stage, rank_, peer);
+  };
+}
+
 void Trainer::run_pipeline(const StepInput& in, double scale, StepStats& st) {
   const MPI_Comm comm = comms_.comm(parallel::Axis::pipeline);
   const bool first = stage_ == 0, last = stage_ == pp_ - 1;
   const std::vector<int32_t> slots = slots_of(in);
-  // Who a wait is for, worked out only when it times out.
-  auto waiting_for = [&](int stage, const char* what, int slot) {
-    return [=, this] {
-      const int peer = w_.layout.first_rank(parallel::Role::trainer) +
-                       comms_.mesh().trainer_at(rank_, stage * tp_ + tp_rank_);
-      return strf("%s of pipeline slot %d, sent by stage %d of pipeline %d (world rank %d),", what,
-                  slot, stage, rank_, peer);
-    };
-  };
   using Transfer = TrainerBackend::StageTransfer;
   const bool on_device = backend_->moves_stages();
   const double timeout = w_.config.run.timeout;
@@ -87,7 +88,7 @@ void Trainer::run_pipeline(const StepInput& in, double scale, StepStats& st) {
     if (!op.backward) {
       std::vector<float> input;
       if (!first) {
-        const auto from = waiting_for(stage_ - 1, "the activations", mb.slot);
+        const auto from = stage_waiter(stage_ - 1, "the activations", mb.slot);
         if (on_device)
           backend_->recv_stage(Transfer::activations, i, b.size(), timeout, from);
         else
@@ -114,7 +115,7 @@ void Trainer::run_pipeline(const StepInput& in, double scale, StepStats& st) {
       input_grads.erase(i);
     } else {
       std::vector<float> d_out;
-      const auto from = waiting_for(stage_ + 1, "the gradients", mb.slot);
+      const auto from = stage_waiter(stage_ + 1, "the gradients", mb.slot);
       if (on_device)
         backend_->recv_stage(Transfer::gradients, i, b.size(), timeout, from);
       else
@@ -138,6 +139,50 @@ void Trainer::run_pipeline(const StepInput& in, double scale, StepStats& st) {
   }
   for (size_t i = 0; i < count; ++i)
     account(in, in.micro[i], losses[i], attn_l2[i], seconds[i], st);
+}
+
+// Forward only: no 1F1B, as nothing comes back. The same order of slots on
+// every stage (and so in every member pipeline of a ring) keeps ring
+// attention free of deadlock, as in training. Nothing is parked.
+std::vector<model::LossSum> Trainer::run_eval_pipeline(const StepInput& in) {
+  const MPI_Comm comm = comms_.comm(parallel::Axis::pipeline);
+  const bool first = stage_ == 0, last = stage_ == pp_ - 1;
+  slots_of(in);  // checks that they increase
+  using Transfer = TrainerBackend::StageTransfer;
+  const bool on_device = backend_->moves_stages();
+  const double timeout = w_.config.run.timeout;
+  std::vector<comm::PendingSend> sends;
+  std::vector<model::LossSum> losses(last ? in.micro.size() : 0);
+  for (size_t i = 0; i < in.micro.size(); ++i) {
+    const MicroInput& mb = in.micro[i];
+    const model::Batch& b = mb.batch;
+    const int slot = int(i);  // the backend's slot, as in run_pipeline()
+    std::vector<float> input;
+    if (!first) {
+      const auto from = stage_waiter(stage_ - 1, "the evaluation activations", mb.slot);
+      if (on_device)
+        backend_->recv_stage(Transfer::activations, slot, b.size(), timeout, from);
+      else
+        input = to_floats(comm::recv_bytes(stage_ - 1, kActivationTag, comm, timeout, from));
+    }
+    double attn_l2 = 0;
+    const RingGroup ring = ring_of(in, mb, &attn_l2);
+    const RingGroup* r = ring.members.empty() ? nullptr : &ring;
+    if (last) {
+      losses[i] = backend_->forward_loss(b, input, r, slot, 0);  // as last_stage(): no offload
+      continue;
+    }
+    std::vector<float> out = backend_->forward_stage_only(b, input, r, slot);
+    if (on_device)
+      backend_->send_stage(Transfer::activations, slot);
+    else
+      sends.emplace_back(to_bytes(out), stage_ + 1, kActivationTag, comm);
+  }
+  parallel::WatchScope watch(
+      strf("the last evaluation messages of stage %d of pipeline %d", stage_, rank_));
+  sends.clear();
+  backend_->finish_stage_sends(timeout);
+  return losses;
 }
 
 }  // namespace meshloom::train

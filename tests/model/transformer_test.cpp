@@ -1,7 +1,7 @@
 // The whole model: analytic gradients against central finite differences in
 // double for every parameter tensor; document masking; independence of the
 // micro-batch split; a ring-style attention backend; float against double;
-// thread-count independence.
+// thread-count independence; the evaluation's forward_loss().
 #include "model/transformer.hpp"
 
 #include <gtest/gtest.h>
@@ -406,6 +406,26 @@ TEST(Transformer, ThreadCountDoesNotChangeResults) {
     worst = std::max(worst, static_cast<double>(std::abs(one.grads()[i] - two.grads()[i])));
   }
   EXPECT_EQ(worst, 0.0);
+}
+
+// Evaluation: forward_loss() gives forward_backward()'s loss and per-token
+// losses bit for bit (loss chunks of 5 tokens), writes no gradient and
+// leaves nothing for backward().
+TEST(Transformer, ForwardLossIsTheTrainingLossWithoutGradients) {
+  test::ThrowOnFatal guard;
+  const Shape s = tiny(false);
+  Transformer<float> m(s, ModelOptions{2, 4, 8, 5});
+  randomize(m, 41);
+  const Batch b = make_batch({9, 4, 13}, s.vocab, 42);
+  m.zero_grads();
+  const LossSum eval = m.forward_loss(b);
+  const std::vector<double> eval_tokens(m.token_losses().begin(), m.token_losses().end());
+  for (float g : m.grads()) ASSERT_EQ(g, 0.0f);
+  EXPECT_THROW(m.backward(1.0), Error);
+  const LossSum train = m.forward_backward(b, 0.1);
+  EXPECT_EQ(eval.sum, train.sum);
+  EXPECT_EQ(eval.count, train.count);
+  EXPECT_EQ(eval_tokens, std::vector<double>(m.token_losses().begin(), m.token_losses().end()));
 }
 
 TEST(Transformer, RejectsBadBatches) {

@@ -37,6 +37,7 @@
 #include "kernels/host/comm/group_comms.hpp"
 #include "kernels/host/comm/nccl_comm.hpp"
 #include "kernels/host/device_buffer.hpp"
+#include "kernels/host/model/backend_helpers.hpp"
 #include "kernels/host/model/device_ring_attention.hpp"
 #include "kernels/host/model/device_tp_comm.hpp"
 #include "kernels/host/model/device_ulysses_attention.hpp"
@@ -165,13 +166,8 @@ class CudaBackend final : public TrainerBackend {
 
   model::LossSum forward_backward(const model::Batch& batch, double scale, const RingGroup* ring,
                                   float offload, bool last) override {
-    // The planner's count (plan/plan.hpp): 2 + (1 − r)·(layers − 2) layers
-    // stay resident; the store keeps the last two offloaded ones on the device.
-    const int layers = int(model_->layout().shape().n_layers);
-    const int offloaded =
-        offload > 0 ? std::min(layers, 2 + int(std::lround(offload * double(layers - 2)))) : 0;
     const std::unique_ptr<cuda::DeviceAttention<T>> attention = make_attention(ring);
-    const model::LossSum ls = model_->forward(batch, attention.get(), offloaded);
+    const model::LossSum ls = model_->forward(batch, attention.get(), offloaded_layers(offload));
     // The last micro-batch's gradients are final layer by layer: their
     // buckets go to NCCL while backward goes on.
     if (last && reducer_)
@@ -216,6 +212,31 @@ class CudaBackend final : public TrainerBackend {
           stage_result(model_->input_grad(), batch.size(), StageTransfer::gradients, slot);
     wait("the last pipeline stage's forward and backward");
     return ls;
+  }
+
+  // Evaluation: the model's forward alone (its loss writes no gradient;
+  // backward() is never called), in the buffers training uses.
+  model::LossSum forward_loss(const model::Batch& batch, std::span<const float> input,
+                              const RingGroup* ring, int slot, float offload) override {
+    const auto attention = make_attention(ring);
+    const bool first = model_->layout().first_stage();
+    model::LossSum ls = model_->forward(batch, attention.get(), offloaded_layers(offload),
+                                        stage_input(input, batch.size(), slot, !first));
+    wait(ring ? "an evaluation micro-batch with context-parallel attention"
+              : "an evaluation micro-batch");
+    ls.token_loss = model_->token_losses();
+    return ls;
+  }
+
+  std::vector<float> forward_stage_only(const model::Batch& batch, std::span<const float> input,
+                                        const RingGroup* ring, int slot) override {
+    const auto attention = make_attention(ring);
+    model_->forward(batch, attention.get(), 0,
+                    stage_input(input, batch.size(), slot, !model_->layout().first_stage()));
+    std::vector<float> out =
+        stage_result(model_->output(), batch.size(), StageTransfer::activations, slot);
+    wait("a pipeline stage's evaluation forward");  // before `attention` goes
+    return out;
   }
 
   std::vector<float> backward_stage(std::span<const float> d_output, int slot) override {
@@ -313,21 +334,7 @@ class CudaBackend final : public TrainerBackend {
   }
 
   double peak_flops() override {
-    if (peak_ > 0) return peak_;
-    const int64_t n = 8192;
-    const cuda::Dtype t = cuda::dtype_of<T>();
-    cuda::DeviceBuffer<T> a(size_t(n * n)), b(size_t(n * n)), c(size_t(n * n));
-    a.zero(stream_);
-    b.zero(stream_);
-    cuda::Blas blas(stream_);
-    for (int rep = 0; rep < 4; ++rep) {  // the first warms up
-      CUDA_CHECK(cudaStreamSynchronize(stream_));
-      const auto t0 = std::chrono::steady_clock::now();
-      blas.gemm(Op::N, Op::N, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n, t, t);
-      CUDA_CHECK(cudaStreamSynchronize(stream_));
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (rep > 0) peak_ = std::max(peak_, 2.0 * double(n) * double(n) * double(n) / s);
-    }
+    if (peak_ <= 0) peak_ = cuda::measure_gemm_peak<T>(stream_);
     return peak_;
   }
 
@@ -344,6 +351,9 @@ class CudaBackend final : public TrainerBackend {
     CUDA_CHECK(cudaMemGetInfo(&m.free_bytes, &m.total_bytes));
     MPI_CHECK(MPI_Barrier(trainers));
     return m;
+  }
+  int offloaded_layers(float offload) const {
+    return cuda::offloaded_layers(int(model_->layout().shape().n_layers), offload);
   }
   // The attention of `ring`'s CP group as the plan chose it (as the CPU
   // backend: ring, Ulysses or hybrid from RingGroup::ulysses), or null. Data
@@ -375,18 +385,8 @@ class CudaBackend final : public TrainerBackend {
   }
   // The ranks in opt_.trainers (the groups' parent) of `comm`'s members.
   std::vector<int> trainers_of(MPI_Comm comm) const {
-    MPI_Group group, trainers;
-    MPI_CHECK(MPI_Comm_group(comm, &group));
-    MPI_CHECK(MPI_Comm_group(opt_.trainers, &trainers));
-    int k = 0;
-    MPI_CHECK(MPI_Group_size(group, &k));
-    std::vector<int> ranks(static_cast<size_t>(k)), out(static_cast<size_t>(k));
-    std::iota(ranks.begin(), ranks.end(), 0);
-    MPI_CHECK(MPI_Group_translate_ranks(group, k, ranks.data(), trainers, out.data()));
-    MPI_CHECK(MPI_Group_free(&group));
-    MPI_CHECK(MPI_Group_free(&trainers));
-    for (int r : out) ML_CHECK(r != MPI_UNDEFINED, "a CP group with a member outside the trainers");
-    return out;
+    return cuda::ranks_in_parent(comm, opt_.trainers,
+                                 "a CP group with a member outside the trainers");
   }
   static typename cuda::StageLink<T>::Way way(StageTransfer what) {
     return what == StageTransfer::activations ? cuda::StageLink<T>::activations
