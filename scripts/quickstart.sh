@@ -18,3 +18,6 @@ dir=$(build/app/meshloom config show --config "$CONFIG" "$@" 2>/dev/null |
 if [[ -f $dir/metrics.jsonl ]]; then
   /usr/bin/python3 scripts/plot/plot_metrics.py "$dir/metrics.jsonl" "$dir/metrics.png"
 fi
+if [[ -f $dir/eval_positions.csv ]]; then  # eval.every: the held-out loss by position
+  /usr/bin/python3 scripts/plot/plot_eval_positions.py "$dir/eval_positions.csv" "$dir/eval_positions.png"
+fi

@@ -452,12 +452,24 @@ struct LogConfig {
 struct EvalConfig {
   ML_CONFIG_SECTION;
   double holdout = 0;
+  int64_t every = 0;
+  int64_t tokens = 0;
+  std::vector<int64_t> positions;
   template <class V>
   void visit(V& v) {
     v.field("holdout", holdout,
             "Share of each source's documents held out for evaluation, never trained on (by a "
             "hash of source name and document: the same for any loaders, layout or restart)",
             in_range(0.0, 0.5));
+    v.field("every", every, "Evaluate the held-out set every N steps and after the last (0: never)",
+            at_least(0));
+    v.field(
+        "tokens", tokens,
+        "Held-out tokens per evaluation, shared out by mixture weight (0: data.tokens_per_step)",
+        at_least(0));
+    v.field("positions", positions,
+            "First positions of the loss-by-position buckets (default: 0 and powers of two "
+            "below data.seq_len)");
   }
 };
 
@@ -486,7 +498,7 @@ struct Config {
     v.field("checkpoint", checkpoint, "HDF5 checkpoints");
     v.field("faults", faults, "Failure detection and injected faults");
     v.field("log", log, "Logging and metrics");
-    v.field("eval", eval, "Evaluation: the held-out split");
+    v.field("eval", eval, "Evaluation: the held-out split and held-out loss");
   }
 };
 

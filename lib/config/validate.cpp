@@ -8,6 +8,25 @@
 
 namespace meshloom::config {
 
+namespace {
+
+void validate_eval(const Config& c, const Origin& origin) {
+  const EvalConfig& e = c.eval;
+  if (e.every > 0 && e.holdout <= 0)
+    origin.error("eval.every",
+                 "eval.every needs held-out data: set eval.holdout (a share of each source's "
+                 "documents, say 0.01)");
+  const std::vector<int64_t>& p = e.positions;
+  for (size_t i = 0; i < p.size(); ++i)
+    if ((i == 0 && p[0] != 0) || (i > 0 && p[i] <= p[i - 1]) || p[i] >= c.data.seq_len)
+      origin.error("eval.positions",
+                   strf("eval.positions must start at 0 and increase below data.seq_len (%lld); "
+                        "entry %zu is %lld",
+                        (long long)c.data.seq_len, i, (long long)p[i]));
+}
+
+}  // namespace
+
 void validate(const Config& c, const Origin& origin) {
   const ModelConfig& m = c.model;
   if (m.d_model % m.n_heads != 0)
@@ -114,6 +133,7 @@ void validate(const Config& c, const Origin& origin) {
     origin.error("cluster.roles.loaders",
                  "data.mode 'disaggregated' needs cluster.roles.loaders >= 1 (or data.mode: "
                  "colocated)");
+  validate_eval(c, origin);
   if (d.colocated_processes > 0 && d.mode != DataMode::colocated)
     origin.error("data.colocated_processes",
                  "data.colocated_processes applies only with data.mode: colocated");

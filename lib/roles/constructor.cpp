@@ -130,6 +130,34 @@ wire::Batch pack(const wire::StepWork& work, const wire::TrainerWork& t,
   return b;
 }
 
+// The held-out parts' tokens, one map per part.
+using PartData = std::vector<std::map<int32_t, SampleData>>;
+PartData fetch_eval_samples(const config::Config& config, const wire::StepWork& work,
+                            std::vector<std::unique_ptr<sources::DocSource>>* local,
+                            LoaderRouter* router) {
+  PartData data;
+  for (const wire::StepWork& e : work.eval) data.push_back(fetch_samples(config, e, local, router));
+  return data;
+}
+
+// Trainer t's batch of `work`, with its batches of the held-out parts.
+wire::Batch pack_with_eval(const wire::StepWork& work, const wire::TrainerWork& t,
+                           const std::map<int32_t, SampleData>& data, const PartData& eval_data,
+                           size_t patch_dim) {
+  wire::Batch b = pack(work, t, data, patch_dim);
+  for (size_t i = 0; i < work.eval.size(); ++i) {
+    const auto& trainers = work.eval[i].trainers;
+    const auto mine =
+        std::find_if(trainers.begin(), trainers.end(),
+                     [&](const wire::TrainerWork& e) { return e.trainer == t.trainer; });
+    ML_CHECK(mine != trainers.end(),
+             strf("step %lld: held-out batch %zu has no work for trainer %d", (long long)work.step,
+                  i, t.trainer));
+    b.eval.push_back(pack(work.eval[i], *mine, eval_data[i], patch_dim));
+  }
+  return b;
+}
+
 }  // namespace
 
 Constructor::Constructor(const parallel::World& w, LoaderRouter* router)
@@ -139,18 +167,22 @@ wire::Batch local_batch(const config::Config& config, const wire::StepWork& work
                         std::vector<std::unique_ptr<sources::DocSource>>* local) {
   ML_CHECK(work.trainers.size() == 1, "colocated step work is for one trainer");
   if (local->empty()) local->resize(config.data.sources.size());
-  return pack(work, work.trainers[0], fetch_samples(config, work, local, nullptr),
-              size_t(config::patch_dim(config)));
+  return pack_with_eval(work, work.trainers[0], fetch_samples(config, work, local, nullptr),
+                        fetch_eval_samples(config, work, local, nullptr),
+                        size_t(config::patch_dim(config)));
 }
 
 int64_t Constructor::construct(const wire::StepWork& work) {
   const auto data = fetch_samples(w_.config, work, nullptr, router_);
+  const PartData eval_data = fetch_eval_samples(w_.config, work, nullptr, router_);
   int64_t packed = 0;
   const int first_trainer = w_.layout.first_rank(parallel::Role::trainer);
   const size_t patch_dim = size_t(config::patch_dim(w_.config));
   for (const auto& t : work.trainers) {
-    wire::Batch b = pack(work, t, data, patch_dim);
+    wire::Batch b = pack_with_eval(work, t, data, eval_data, patch_dim);
     for (const auto& mb : b.micro) packed += int64_t(mb.tokens.size());
+    for (const auto& e : b.eval)
+      for (const auto& mb : e.micro) packed += int64_t(mb.tokens.size());
     // Packed once, sent to every trainer of the HDP rank (TP group, stages).
     const std::string bytes = wire::encode(b);
     for (int j = 0; j < w_.mesh.group_size(); ++j)

@@ -25,11 +25,12 @@ int64_t predictions(int64_t offset, int64_t length, int64_t images) {
 }
 }  // namespace
 
-Lead::Lead(const parallel::World& w) : w_(w), acks_(w) {
+Lead::Lead(const parallel::World& w, bool evaluate) : w_(w), acks_(w) {
   const auto& sources = w.config.data.sources;
   const size_t n = sources.size();
   cost_.assign(n, 1.0);
-  std::vector<int64_t> docs(n, 0);
+  std::vector<int64_t>& docs = docs_;
+  docs.assign(n, 0);
   const bool colocated = w.config.data.mode == config::DataMode::colocated;
   router_ = std::make_unique<LoaderRouter>(w);
   if (colocated) {
@@ -91,6 +92,7 @@ Lead::Lead(const parallel::World& w) : w_(w), acks_(w) {
   plane_ = std::make_unique<dataplane::DataPlane>(
       w.config, docs, [this](int s, int64_t d) { return length(s, d); });
   placer_ = std::make_unique<StepPlacer>(w);
+  if (evaluate && w.config.eval.every > 0) build_eval_set();
 }
 
 Lead::~Lead() = default;
@@ -162,6 +164,53 @@ int64_t Lead::length(int source, int64_t doc) {
   return catalogue_->length(source, doc);
 }
 
+int64_t Lead::eval_length(int source, int64_t doc) {
+  if (catalogue_->known(source, doc)) return catalogue_->length(source, doc);
+  if (!local_.empty()) return length(source, doc);
+  const std::vector<int>& loaders = assignment_.loaders_of_source[size_t(source)];
+  const dataplane::Holdout holdout(w_.config.data.sources[size_t(source)].name,
+                                   w_.config.eval.holdout);
+  catalogue_->fetch_listed(
+      source, dataplane::held_out_docs(holdout, doc, docs_[size_t(source)], 256 * loaders.size()),
+      next_step_, loaders, cost_);
+  return catalogue_->length(source, doc);
+}
+
+void Lead::build_eval_set() {
+  eval_set_ = std::make_unique<dataplane::EvalSet>(dataplane::build_eval_set(
+      w_.config, docs_, [this](int s, int64_t d) { return eval_length(s, d); }));
+  std::vector<std::string> per_source;
+  for (size_t s = 0; s < docs_.size(); ++s) {
+    const std::string& name = w_.config.data.sources[s].name;
+    per_source.push_back(strf("%s %lld", name.c_str(), (long long)eval_set_->source_tokens[s]));
+    if (eval_set_->source_tokens[s] < eval_set_->source_quota[s])
+      LOG_WARN(
+          "eval: source %s has %lld held-out tokens of the %lld its share asks for "
+          "(eval.holdout %g): raise eval.holdout for a steadier held-out loss",
+          name.c_str(), (long long)eval_set_->source_tokens[s],
+          (long long)eval_set_->source_quota[s], w_.config.eval.holdout);
+  }
+  LOG_INFO("eval: %lld held-out tokens (%s) in %zu batch(es), after every %lld steps and the last",
+           (long long)eval_set_->tokens(), join(per_source, ", ").c_str(),
+           eval_set_->batches.size(), (long long)w_.config.eval.every);
+}
+
+bool Lead::eval_after(int64_t step) const {
+  const int64_t every = w_.config.eval.every;
+  return eval_set_ && ((step + 1) % every == 0 || step + 1 == w_.config.run.steps);
+}
+
+std::vector<wire::StepWork> Lead::place_eval(int64_t step) {
+  std::vector<wire::StepWork> parts;
+  for (const auto& batch : eval_set_->batches) {
+    dataplane::StepManifest m;
+    m.step = step;
+    m.samples = batch;
+    parts.push_back(place(m, false));
+  }
+  return parts;
+}
+
 // The step's samples with their loaders; the placer plans and places them.
 wire::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
   wire::StepWork work;
@@ -213,6 +262,8 @@ void Lead::dispatch_step(bool last) {
   // Per trainer, its HDP rank's predicted time: the plan's, or its 1F1B makespan.
   predicted_.push_back(placer_->predicted_times());
   planners_.push_back(placer_->last_planner());
+  // After the step's plan: trainers split the groups in this order too.
+  if (eval_after(m.step)) work.eval = place_eval(m.step);
   const int64_t every = w_.config.checkpoint.every;
   // Also after the run's last step: a finished run requeued then has nothing to redo.
   if (every > 0 && ((m.step + 1) % every == 0 || m.step + 1 == w_.config.run.steps)) {
@@ -225,29 +276,23 @@ void Lead::dispatch_step(bool last) {
     // Colocated: every trainer gets its own work and loads it itself (the
     // trainers of an HDP rank the same work).
     for (const auto& t : work.trainers) {
-      wire::StepWork mine = work;
-      mine.samples = wire::samples_for(work.samples, t);
-      mine.trainers = {t};
-      const std::string bytes = wire::encode(mine);
+      const std::string bytes =
+          wire::encode(wire::work_for(work, [&](int32_t trainer) { return trainer == t.trainer; }));
       for (int j = 0; j < w_.mesh.group_size(); ++j)
         in_flight_.emplace_back(
             bytes, w_.layout.first_rank(parallel::Role::trainer) + w_.mesh.trainer_at(t.trainer, j),
             wire::kStepWork, MPI_COMM_WORLD);
     }
   } else {
-    std::vector<wire::StepWork> per(static_cast<size_t>(K));
-    for (int c = 0; c < K; ++c) {
-      per[size_t(c)] = work;
-      per[size_t(c)].trainers.clear();
-    }
-    for (const auto& t : work.trainers) per[size_t(t.trainer % K)].trainers.push_back(t);
-    for (int c = 1; c < K; ++c) {
-      // Only the samples its trainers touch: a step costs O(samples) on the
-      // wire, not O(constructors x samples).
-      per[size_t(c)].samples = wire::samples_for(work.samples, per[size_t(c)].trainers);
-      in_flight_.emplace_back(wire::encode(per[size_t(c)]), c, wire::kStepWork, MPI_COMM_WORLD);
-    }
-    own_constructor_->construct(per[0]);
+    // Constructor c packs for trainers t with t mod K = c, with only the
+    // samples they touch: a step costs O(samples) on the wire, not
+    // O(constructors x samples).
+    auto part = [&](int c) {
+      return wire::work_for(work, [&](int32_t trainer) { return trainer % K == c; });
+    };
+    for (int c = 1; c < K; ++c)
+      in_flight_.emplace_back(wire::encode(part(c)), c, wire::kStepWork, MPI_COMM_WORLD);
+    own_constructor_->construct(part(0));
   }
   std::vector<comm::PendingSend> still;
   for (auto& s : in_flight_)

@@ -16,6 +16,7 @@
 #include "ckpt/checkpoint.hpp"
 #include "comm/p2p.hpp"
 #include "dataplane/data_plane.hpp"
+#include "dataplane/eval_set.hpp"
 #include "dataplane/partition.hpp"
 #include "parallel/world.hpp"
 #include "plan/cost/cost_model.hpp"
@@ -32,7 +33,9 @@ namespace meshloom::roles {
 // Rank 0: the data plane, loader assignment, step placement and flow control.
 class Lead {
  public:
-  explicit Lead(const parallel::World& w);
+  // `evaluate`: evaluations (eval.every) follow their steps (training runs;
+  // `meshloom data` runs none). The held-out set's lengths are asked here.
+  explicit Lead(const parallel::World& w, bool evaluate = false);
   ~Lead();
   // Chooses, places and dispatches the next step. Blocks only for flow
   // control (at most data.prefetch steps ahead of the slowest trainer) and for
@@ -75,6 +78,13 @@ class Lead {
 
  private:
   int64_t length(int source, int64_t doc);
+  // A held-out document's length, asked with the next held-out ones.
+  int64_t eval_length(int source, int64_t doc);
+  void build_eval_set();
+  // Whether an evaluation follows step s.
+  bool eval_after(int64_t step) const;
+  // The held-out set's batches, planned after step s's work (eval steps).
+  std::vector<wire::StepWork> place_eval(int64_t step);
   void maybe_reassign();
   void send_assignment();
   wire::StepWork place(const dataplane::StepManifest& m, bool last);
@@ -84,7 +94,9 @@ class Lead {
   const parallel::World& w_;
   std::unique_ptr<dataplane::DataPlane> plane_;
   dataplane::LoaderAssignment assignment_;
-  std::vector<double> cost_;  // seconds per token per source (measured by loaders)
+  std::vector<double> cost_;   // seconds per token per source (measured by loaders)
+  std::vector<int64_t> docs_;  // per source
+  std::unique_ptr<dataplane::EvalSet> eval_set_;  // with eval.every in a training run
   std::unique_ptr<LengthCatalogue> catalogue_;
   std::vector<std::unique_ptr<sources::DocSource>> local_;  // colocated mode
   std::unique_ptr<Constructor> own_constructor_;

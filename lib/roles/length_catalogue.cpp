@@ -79,6 +79,32 @@ void LengthCatalogue::fetch(int source, int64_t doc, int64_t epoch, int64_t step
     targets.push_back(w_.layout.first_rank(parallel::Role::loader) + loader);
     payloads.push_back(wire::encode(req));
   }
+  ask(source, targets, payloads, seconds_per_token);
+}
+
+void LengthCatalogue::fetch_listed(int source, const std::vector<int64_t>& docs, int64_t step,
+                                   const std::vector<int>& loaders,
+                                   std::vector<double>& seconds_per_token) {
+  std::vector<int> targets;
+  std::vector<std::string> payloads;
+  const size_t batch = size_t(kLengthBatch);
+  for (size_t from = 0, j = 0; from < docs.size(); from += batch, ++j) {
+    wire::LengthRequest req;
+    req.step = step;
+    req.source = source;
+    for (size_t i = from; i < docs.size() && i < from + batch; ++i)
+      if (!known(source, docs[i])) req.docs.push_back(docs[i]);
+    if (req.docs.empty()) continue;
+    targets.push_back(w_.layout.first_rank(parallel::Role::loader) + loaders[j % loaders.size()]);
+    payloads.push_back(wire::encode(req));
+  }
+  ask(source, targets, payloads, seconds_per_token);
+}
+
+void LengthCatalogue::ask(int source, const std::vector<int>& targets,
+                          const std::vector<std::string>& payloads,
+                          std::vector<double>& seconds_per_token) {
+  const size_t s = size_t(source);
   std::vector<int> served;
   std::vector<std::string> replies = router_->request_many(
       targets, payloads, wire::kLengthReq, wire::kLengthRep, "a length request", &served);

@@ -39,6 +39,10 @@ class LengthCatalogue {
   // plane will ask about next); updates `seconds_per_token` from the replies.
   void fetch(int source, int64_t doc, int64_t epoch, int64_t step, const std::vector<int>& loaders,
              std::vector<double>& seconds_per_token);
+  // Asks `loaders` for the lengths of `docs` (the held-out documents of the
+  // evaluation set), in batches dealt round-robin over them.
+  void fetch_listed(int source, const std::vector<int64_t>& docs, int64_t step,
+                    const std::vector<int>& loaders, std::vector<double>& seconds_per_token);
   // The lengths learned since the last call (all of them when `full`).
   void write_learned(ByteWriter& out, bool full);
   // Takes a checkpoint's lengths; returns how many it restored.
@@ -47,6 +51,10 @@ class LengthCatalogue {
   void assign_missing_owners(const dataplane::LoaderAssignment& assignment);
 
  private:
+  // Sends the length requests `payloads` to `targets` and takes the replies.
+  void ask(int source, const std::vector<int>& targets, const std::vector<std::string>& payloads,
+           std::vector<double>& seconds_per_token);
+
   const parallel::World& w_;
   LoaderRouter* router_;
   std::vector<std::vector<int64_t>> lengths_;

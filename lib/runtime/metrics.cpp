@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/strings.hpp"
+#include "dataplane/eval_set.hpp"
 #include "train/optimizer.hpp"
 
 namespace meshloom::runtime {
@@ -94,9 +95,13 @@ TrainMetrics::TrainMetrics(const parallel::World& w, const roles::Lead& lead, in
       end_(end),
       progress_(STDOUT_FILENO),
       stragglers_(w.layout.trainers, w.config.faults.straggler_factor,
-                  w.config.faults.straggler_steps) {
+                  w.config.faults.straggler_steps),
+      eval_edges_(dataplane::position_edges(w.config)) {
   if (!w.config.log.metrics) return;
   std::filesystem::create_directories(w.config.run.dir);
+  if (w.config.eval.every > 0)
+    eval_csv_ = std::make_unique<EvalPositionsCsv>(w.config.run.dir + "/eval_positions.csv",
+                                                   first > 0, eval_edges_, w.config.data.seq_len);
   const std::string path = w.config.run.dir + "/metrics.jsonl";
   jsonl_ = std::fopen(path.c_str(), first > 0 ? "a" : "w");
   if (!jsonl_) throw Error("cannot write " + path);
@@ -132,8 +137,16 @@ void TrainMetrics::step(int64_t s, const std::vector<wire::Ack>& acks) {
              w_.config.run.peak_gflops > 0 ? "" : " (run.peak_gflops sets a known one)");
   const std::optional<double> mfu = reported_mfu(s, f);
   log_step(s, f, mfu);
+  const std::optional<EvalFigures> eval = eval_figures(acks);
+  if (eval) {
+    if (progress_.redraw()) std::printf("\r\033[K");
+    LOG_INFO("%s", describe_eval(s, *eval, w_.config).c_str());
+    if (!first_eval_) first_eval_ = eval->loss();
+    last_eval_ = eval->loss();
+    if (eval_csv_) eval_csv_->add(s, *eval);
+  }
   show_progress(s);
-  write_step(s, f, mfu, acks, slow);
+  write_step(s, f, mfu, acks, slow, eval);
 }
 
 // None without a peak, and from the first step whose MFU exceeds 1 on: that
@@ -181,11 +194,12 @@ void TrainMetrics::show_progress(int64_t s) {
   const std::string eta = frac < 1 ? "ETA " + human_seconds(t / frac * (1 - frac)) : "done";
   if (progress_.redraw()) {
     const int bar = int(30 * frac);
-    std::printf("[%s%s] %lld/%lld  %s", std::string(size_t(bar), '#').c_str(),
+    std::printf("[%s%s] %lld/%lld  %s%s", std::string(size_t(bar), '#').c_str(),
                 std::string(size_t(30 - bar), '.').c_str(), (long long)s + 1, (long long)steps,
-                eta.c_str());
+                eta.c_str(), last_eval_ ? strf("  held-out loss %.4f", *last_eval_).c_str() : "");
   } else {
-    std::printf("[train] step %lld/%lld  %s\n", (long long)s + 1, (long long)steps, eta.c_str());
+    std::printf("[train] step %lld/%lld  %s%s\n", (long long)s + 1, (long long)steps, eta.c_str(),
+                last_eval_ ? strf("  held-out loss %.4f", *last_eval_).c_str() : "");
   }
   std::fflush(stdout);
 }
@@ -245,7 +259,8 @@ Json TrainMetrics::source_losses(const StepFigures& f) const {
 
 void TrainMetrics::write_step(int64_t s, const StepFigures& f, std::optional<double> mfu,
                               const std::vector<wire::Ack>& acks,
-                              const std::vector<int>& stragglers) {
+                              const std::vector<int>& stragglers,
+                              const std::optional<EvalFigures>& eval) {
   if (!jsonl_) return;
   const int first_trainer = w_.layout.first_rank(parallel::Role::trainer);
   Json slow = Json::array();
@@ -279,22 +294,23 @@ void TrainMetrics::write_step(int64_t s, const StepFigures& f, std::optional<dou
   for (const auto& a : acks)
     groups["split_seconds"] =
         std::max(groups["split_seconds"].get<double>(), a.group_split_seconds);
-  const Json line = {{"data_hash", strf("%016llx", (unsigned long long)lead_.manifest_hash(s))},
-                     {"step", s},
-                     {"loss", f.loss},
-                     {"lr", train::learning_rate(w_.config.optim, s, w_.config.run.steps)},
-                     {"grad_norm", f.grad_norm},
-                     {"tokens", f.tokens},
-                     {"seconds", f.wall},
-                     {"tokens_per_s", double(f.tokens) / std::max(f.wall, 1e-9)},
-                     {"mfu", mfu ? Json(*mfu) : Json(nullptr)},
-                     {"imbalance", f.imbalance()},
-                     {"data_wait_max", f.max_wait},
-                     {"stragglers", slow},
-                     {"group_comms", groups},
-                     {"planner", lead_.planner_of(s)},
-                     {"source_loss", source_losses(f)},
-                     {"trainers", trainers}};
+  Json line = {{"data_hash", strf("%016llx", (unsigned long long)lead_.manifest_hash(s))},
+               {"step", s},
+               {"loss", f.loss},
+               {"lr", train::learning_rate(w_.config.optim, s, w_.config.run.steps)},
+               {"grad_norm", f.grad_norm},
+               {"tokens", f.tokens},
+               {"seconds", f.wall},
+               {"tokens_per_s", double(f.tokens) / std::max(f.wall, 1e-9)},
+               {"mfu", mfu ? Json(*mfu) : Json(nullptr)},
+               {"imbalance", f.imbalance()},
+               {"data_wait_max", f.max_wait},
+               {"stragglers", slow},
+               {"group_comms", groups},
+               {"planner", lead_.planner_of(s)},
+               {"source_loss", source_losses(f)},
+               {"trainers", trainers}};
+  if (eval) line["eval"] = eval_json(*eval, w_.config, eval_edges_);
   std::fprintf(jsonl_, "%s\n", line.dump().c_str());
   std::fflush(jsonl_);
 }
@@ -331,6 +347,10 @@ void TrainMetrics::finish(std::vector<wire::Report> reports) {
       end_ < steps ? strf("; stopped before step %lld (--stop-at)", (long long)end_).c_str() : "");
   if (const std::string by_source = describe_source_losses(); !by_source.empty())
     LOG_INFO("%s", by_source.c_str());
+  if (first_eval_)
+    LOG_INFO(
+        "held-out loss %.4f -> %.4f (metrics.jsonl \"eval\"; by position: %s/eval_positions.csv)",
+        *first_eval_, *last_eval_, w_.config.run.dir.c_str());
   if (const std::string checkpoints = describe_checkpoints(reports); !checkpoints.empty())
     LOG_INFO("%s", checkpoints.c_str());
 }

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "base/log.hpp"
 #include "parallel/world.hpp"
 #include "roles/lead.hpp"
+#include "runtime/eval_metrics.hpp"
 #include "wire/protocol.hpp"
 
 namespace meshloom::runtime {
@@ -89,7 +91,8 @@ class TrainMetrics {
   void log_step(int64_t s, const StepFigures& f, std::optional<double> mfu);
   void show_progress(int64_t s);
   void write_step(int64_t s, const StepFigures& f, std::optional<double> mfu,
-                  const std::vector<wire::Ack>& acks, const std::vector<int>& stragglers);
+                  const std::vector<wire::Ack>& acks, const std::vector<int>& stragglers,
+                  const std::optional<EvalFigures>& eval);
   nlohmann::ordered_json source_losses(const StepFigures& f) const;
   void add_to_windows(int64_t s, const StepFigures& f);
   std::string describe_source_losses() const;
@@ -111,6 +114,11 @@ class TrainMetrics {
     std::optional<double> mean(size_t source) const;  // none: no predictions
   };
   SourceWindow early_, late_;
+  // Held-out evaluations (eval.every): the position buckets, their CSV, the
+  // first and the last held-out loss.
+  std::vector<int64_t> eval_edges_;
+  std::unique_ptr<EvalPositionsCsv> eval_csv_;
+  std::optional<double> first_eval_, last_eval_;
   // A step's MFU went above 1: the peak is too low, so MFU is unknown from
   // then on.
   bool peak_too_low_ = false;

@@ -14,6 +14,7 @@
 #include "ckpt/resume.hpp"
 #include "comm/mpi_check.hpp"
 #include "comm/mpi_util.hpp"
+#include "dataplane/eval_set.hpp"
 #include "parallel/mesh.hpp"
 #include "parallel/nodes.hpp"
 #include "parallel/watchdog.hpp"
@@ -63,7 +64,7 @@ int run_train_lead(const parallel::World& w, const TrainRun& run, const std::str
   LOG_INFO("layout: %s", w.mesh.describe().c_str());
   for (const std::string& line : parallel::describe_nodes(w.layout, w.mesh, w.hosts))
     LOG_INFO("layout: %s", line.c_str());
-  roles::Lead lead(w);
+  roles::Lead lead(w, /*evaluate=*/true);
   if (!resume_from.empty()) resume_lead(&lead, resume_from);
   const int64_t end = run.end(w.config);
   TrainMetrics metrics(w, lead, lead.first_step(), end);
@@ -126,6 +127,7 @@ int run_train_trainer(const parallel::World& w, const TrainRun& run, const std::
   CheckpointWriter writer(w, comms.comm(parallel::Axis::trainers), faults);
   const double peak = trainer_peak_flops(w, trainer, node_peak);
   int faults_fired = 0;
+  const std::vector<int64_t> edges = dataplane::position_edges(w.config);
   trainer_steps(
       w,
       [&](const wire::Batch& b, double wait) {
@@ -147,6 +149,8 @@ int run_train_trainer(const parallel::World& w, const TrainRun& run, const std::
             ack.note += std::string(ack.note.empty() ? "" : "; ") +
                         strf("step %lld dumped to %s", (long long)b.step, run.dump_file.c_str());
         }
+        for (const wire::Batch& e : b.eval)
+          add_eval(trainer.evaluate(step_input(e), edges), &ack.eval);
         if (b.checkpoint) writer.save(trainer, b.step, b.ckpt_data);
         if (b.last) writer.wait();
         writer.add_note(&ack.note);

@@ -1,5 +1,6 @@
 #include "runtime/trainer_wire.hpp"
 
+#include <algorithm>
 #include <tuple>
 #include <utility>
 
@@ -51,6 +52,27 @@ wire::Ack to_ack(train::StepStats stats) {
   ack.source_loss = std::move(stats.source_loss);
   ack.source_predictions = std::move(stats.source_predictions);
   return ack;
+}
+
+namespace {
+template <class T>
+void add_to(std::vector<T>& sum, const std::vector<T>& part) {
+  sum.resize(std::max(sum.size(), part.size()), T(0));
+  for (size_t i = 0; i < part.size(); ++i) sum[i] += part[i];
+}
+}  // namespace
+
+void add_eval(const train::EvalStats& stats, wire::EvalResult* result) {
+  ++result->batches;
+  result->tokens += stats.tokens;
+  result->predictions += stats.predictions;
+  result->loss_sum += stats.loss_sum;
+  result->flops += stats.flops;
+  result->seconds += stats.seconds;
+  add_to(result->source_loss, stats.source_loss);
+  add_to(result->source_predictions, stats.source_predictions);
+  add_to(result->position_loss, stats.position_loss);
+  add_to(result->position_predictions, stats.position_predictions);
 }
 
 }  // namespace meshloom::runtime

@@ -16,4 +16,7 @@ train::StepInput step_input(const wire::Batch& batch);
 // adds the rest: wait, peak FLOP/s, echo).
 wire::Ack to_ack(train::StepStats stats);
 
+// Adds one held-out batch's evaluation to the step's (Ack::eval).
+void add_eval(const train::EvalStats& stats, wire::EvalResult* result);
+
 }  // namespace meshloom::runtime

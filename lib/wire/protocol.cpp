@@ -32,6 +32,22 @@ std::vector<Sample> samples_for(const std::vector<Sample>& all, const TrainerWor
   return samples_for(all, std::span<const TrainerWork>(&work, 1));
 }
 
+StepWork work_for(const StepWork& work, const std::function<bool(int32_t trainer)>& keep) {
+  StepWork part;
+  part.step = work.step;
+  part.last = work.last;
+  part.global_predictions = work.global_predictions;
+  part.capacity = work.capacity;
+  part.groups = work.groups;
+  part.checkpoint = work.checkpoint;
+  part.ckpt_data = work.ckpt_data;
+  for (const TrainerWork& t : work.trainers)
+    if (keep(t.trainer)) part.trainers.push_back(t);
+  part.samples = samples_for(work.samples, part.trainers);
+  for (const StepWork& e : work.eval) part.eval.push_back(work_for(e, keep));
+  return part;
+}
+
 namespace {
 
 // Each message's wire layout is written once, as a function `layout(io, m)`
@@ -197,8 +213,21 @@ void micro_tail(IO& io, MB& mb) {
   fields(io, mb.group, mb.member, mb.offload, mb.slot, mb.ulysses);
 }
 
+// A step's work or batch without its held-out part, which holds parts like
+// it (but no part of its own: nothing nests deeper).
 template <class IO, Is<StepWork> M>
-void layout(IO& io, M& m) {
+void step_part(IO& io, M& m);
+template <class IO, Is<Batch> M>
+void step_part(IO& io, M& m);
+
+template <class IO, class M>
+void layout(IO& io, M& m) requires Is<M, StepWork> || Is<M, Batch> {
+  step_part(io, m);
+  io.list(m.eval, 48, [&](auto& e) { step_part(io, e); });
+}
+
+template <class IO, Is<StepWork> M>
+void step_part(IO& io, M& m) {
   step_head(io, m);
   // A trainer takes at least 12 bytes (its index, its micro-batch count), a
   // micro-batch at least 32 (two counts, member, offload, slot, ulysses).
@@ -213,7 +242,7 @@ void layout(IO& io, M& m) {
 }
 
 template <class IO, Is<Batch> M>
-void layout(IO& io, M& m) {
+void step_part(IO& io, M& m) {
   step_head(io, m);
   // A micro-batch takes at least 64 bytes (six counts, member, offload,
   // slot, ulysses).
@@ -240,6 +269,9 @@ void layout(IO& io, M& m) {
          m.wait_seconds, m.compute_seconds, m.grad_norm, m.peak_flops, m.echo, m.note, m.micro,
          m.group_hits, m.group_misses, m.group_split_seconds, m.group_device_bytes,
          m.group_device_evictions, m.source_loss, m.source_predictions);
+  auto& e = m.eval;
+  fields(io, e.batches, e.tokens, e.predictions, e.loss_sum, e.flops, e.seconds, e.source_loss,
+         e.source_predictions, e.position_loss, e.position_predictions);
 }
 
 template <class M>

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -114,6 +115,10 @@ struct StepWork {
   std::vector<TrainerWork> trainers;
   bool checkpoint = false;  // trainers checkpoint after this step
   std::string ckpt_data;    // the lead's data state for it (goes to trainer 0)
+  // Evaluation after this step (eval.every): the held-out set's batches,
+  // planned like steps (their own samples, groups and trainers; `step` is
+  // this step's), none nested deeper.
+  std::vector<StepWork> eval;
 };
 
 // One packed micro-batch as a trainer receives it.
@@ -147,6 +152,23 @@ struct Batch {
   std::vector<MicroBatch> micro;
   bool checkpoint = false;
   std::string ckpt_data;  // trainer 0 only
+  // Held-out batches to evaluate after the step (StepWork::eval), forward only.
+  std::vector<Batch> eval;
+};
+
+// What a trainer measured evaluating a step's held-out batches (Ack::eval):
+// sums where it reports (one trainer per HDP rank), as Ack's own.
+struct EvalResult {
+  int32_t batches = 0;  // held-out batches evaluated (0: no evaluation after this step)
+  int64_t tokens = 0, predictions = 0;
+  double loss_sum = 0;
+  double flops = 0;                 // forward FLOPs of this trainer's share
+  double seconds = 0;               // wall time of the evaluation on this trainer
+  std::vector<double> source_loss;  // per source, as Ack::source_loss
+  std::vector<int64_t> source_predictions;
+  // Per loss-by-position bucket (dataplane/eval_set.hpp position_edges).
+  std::vector<double> position_loss;
+  std::vector<int64_t> position_predictions;
 };
 
 // A trainer's answer for one step: what it measured, and in data runs the
@@ -180,6 +202,7 @@ struct Ack {
   // trainer's tokens; empty when its backend gives no per-token losses.
   std::vector<double> source_loss;
   std::vector<int64_t> source_predictions;
+  EvalResult eval;  // the held-out evaluation after the step, if any
 };
 constexpr size_t kMicroColumns = 4;  // numbers per micro-batch in Ack::micro
 
@@ -213,6 +236,10 @@ std::vector<Sample> samples_for(const std::vector<Sample>& all, const TrainerWor
 // (all of it when trainer 0 is among them).
 std::vector<Sample> samples_for(const std::vector<Sample>& all,
                                 std::span<const TrainerWork> trainers);
+
+// `work` (and its held-out parts) for the trainers `keep` selects, with
+// only the samples they touch (samples_for).
+StepWork work_for(const StepWork& work, const std::function<bool(int32_t trainer)>& keep);
 
 std::string encode(const Assign& m);
 std::string encode(const LengthRequest& m);

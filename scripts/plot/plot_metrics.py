@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Plot a run's metrics.jsonl (written by meshloom train) to PNG, one panel
-each: loss, loss by source (where the run records it), tokens/s, MFU,
+each: loss (and the held-out loss, with eval.every), loss by source (where the run records it), tokens/s, MFU,
 imbalance, and each trainer's compute time.
 
 Usage: plot_metrics.py [--describe] RUN_DIR/metrics.jsonl [OUT.png]
@@ -47,7 +47,11 @@ def source_series(rows):
 
 def panels(rows):
     """What the figure draws: a title and lines per panel."""
-    out = [{"title": "loss", "series": [series("loss", rows, lambda r: r["loss"])]}]
+    loss = [series("training loss", rows, lambda r: r["loss"])]
+    evals = [r for r in rows if "eval" in r]
+    if evals:  # eval.every: the held-out loss beside the training loss
+        loss.append(series("held-out loss", evals, lambda r: r["eval"]["loss"]))
+    out = [{"title": "loss", "series": loss}]
     by_source = source_series(rows)
     if by_source:  # none on the GPU backend
         out.append({"title": "loss by source", "series": by_source})

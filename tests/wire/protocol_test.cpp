@@ -146,6 +146,72 @@ TEST(Protocol, ConstructorsGetTheSamplesOfTheirTrainers) {
   for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(with_first[i].length, all[i].length);
 }
 
+// A step's held-out parts (eval.every) travel inside its work and its
+// batches, each with its own samples and trainers; work_for cuts every part
+// down to the trainers kept.
+TEST(Protocol, HeldOutPartsTravelWithTheStepAndAreCutPerTrainer) {
+  StepWork w;
+  w.step = 9;
+  w.samples = {sample(0, 100)};
+  TrainerWork t0, t1;
+  t0.trainer = 0;
+  t0.micro = {MicroBatchWork{{{0, 0, 100}}, {}, 0, 0.f}};
+  t1.trainer = 1;
+  w.trainers = {t0, t1};
+  StepWork e;
+  e.step = 9;
+  e.global_predictions = 77;
+  e.samples = {sample(0, 30), sample(1, 50)};
+  TrainerWork e0, e1;
+  e0.trainer = 0;
+  e0.micro = {MicroBatchWork{{{0, 0, 30}}, {}, 0, 0.f}};
+  e1.trainer = 1;
+  e1.micro = {MicroBatchWork{{{1, 0, 50}}, {}, 0, 0.f}};
+  e.trainers = {e0, e1};
+  w.eval = {e, e};
+  const StepWork back = decode_step_work(encode(w));
+  ASSERT_EQ(back.eval.size(), 2u);
+  EXPECT_EQ(back.eval[1].global_predictions, 77);
+  ASSERT_EQ(back.eval[1].trainers.size(), 2u);
+  EXPECT_EQ(back.eval[1].trainers[1].micro[0].segments[0].length, 50);
+
+  const StepWork mine = work_for(w, [](int32_t t) { return t == 1; });
+  ASSERT_EQ(mine.trainers.size(), 1u);
+  EXPECT_EQ(mine.trainers[0].trainer, 1);
+  ASSERT_EQ(mine.eval.size(), 2u);
+  ASSERT_EQ(mine.eval[0].trainers.size(), 1u);
+  EXPECT_EQ(mine.eval[0].trainers[0].trainer, 1);
+  EXPECT_EQ(mine.eval[0].samples[0].length, 0) << "trainer 1 touches only sample 1";
+  EXPECT_EQ(mine.eval[0].samples[1].length, 50);
+  EXPECT_EQ(mine.eval[0].global_predictions, 77);
+
+  Batch b;
+  b.step = 9;
+  Batch be;
+  be.samples = {sample(1, 4)};
+  MicroBatch mb;
+  mb.tokens = {1, 2, 3, 4};
+  mb.targets = {2, 3, 4, -1};
+  mb.positions = {0, 1, 2, 3};
+  mb.segments = {{0, 0, 4}};
+  be.micro = {mb};
+  b.eval = {be};
+  const std::string bytes = encode(b);
+  const Batch bb = decode_batch(bytes);
+  ASSERT_EQ(bb.eval.size(), 1u);
+  EXPECT_EQ(bb.eval[0].micro[0].targets, mb.targets);
+  EXPECT_THROW(decode_batch(bytes.substr(0, bytes.size() - 3)), Error);
+
+  Ack a;
+  a.eval.batches = 2;
+  a.eval.loss_sum = 12.5;
+  a.eval.position_predictions = {3, 4};
+  const Ack ab = decode_ack(encode(a));
+  EXPECT_EQ(ab.eval.batches, 2);
+  EXPECT_EQ(ab.eval.loss_sum, 12.5);
+  EXPECT_EQ(ab.eval.position_predictions, (std::vector<int64_t>{3, 4}));
+}
+
 // A corrupt message from a peer is one Error naming the message, the peer's
 // rank and the byte offset; a count of 2^60 fails before allocating
 // (fuzz/regressions/protocol holds the inputs the fuzzer replays).

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Evaluation while training (eval.every), end to end on real text with the
+# quickstart's model shape (train_runs.sh), a held-out tenth of the docs:
+#  - the held-out loss after steps 4 and 9 is the same, within 1e-5
+#    relative, for 1 trainer, 4 trainers (HDP: the held-out pieces of 1024
+#    tokens split over rings of 2 at plan.capacity 512) and the static grid;
+#  - evaluating changes nothing of the training: the same data hashes and
+#    bit-identical losses as the same run without eval.every;
+#  - the loss by position (metrics.jsonl and eval_positions.csv) and by
+#    source sum back to the total, token-weighted;
+#  - a run stopped after step 7 and resumed evaluates after step 9 as the
+#    uninterrupted run;
+#  - eval.every without eval.holdout is one message naming eval.every, exit 2.
+#   eval_train_test.sh MESHLOOM MPIEXEC
+set -u
+meshloom=$1 mpiexec=$2
+source "$(dirname "$0")/../common/testlib.sh"
+# shellcheck source=tests/train/train_runs.sh
+source "$(dirname "$0")/train_runs.sh"
+
+held_out=(--set eval.holdout=0.1 --set run.steps=10)
+evaluate=("${held_out[@]}" --set eval.every=5 --set eval.tokens=3000)
+train one 4 "${evaluate[@]}" --set plan.capacity=1024
+train hdp 7 "${evaluate[@]}"
+train static 7 "${evaluate[@]}" --set plan.planner=static
+train plain 7 "${held_out[@]}"
+train cut 7 "${evaluate[@]}" --stop-at 8
+train cut 7 "${evaluate[@]}" --resume auto
+grep -q "eval after step 4: held-out loss" "$dir/hdp.log" || { cat "$dir/hdp.log"; fail "no eval line"; }
+grep -q "held-out loss .* -> " "$dir/hdp.log" || { cat "$dir/hdp.log"; fail "no held-out summary"; }
+
+/usr/bin/python3 - "$dir" <<'PY' || fail "held-out losses"
+import csv, json, sys
+d = sys.argv[1]
+def rows(run):
+    out = {}
+    for line in open(f"{d}/{run}/metrics.jsonl"):
+        r = json.loads(line)
+        if "step" in r: out[r["step"]] = r  # a resumed step: the later row
+    return out
+runs = {name: rows(name) for name in ["one", "hdp", "static", "plain", "cut"]}
+evals = {name: {s: r["eval"] for s, r in rs.items() if "eval" in r} for name, rs in runs.items()}
+assert sorted(evals["hdp"]) == [4, 9], sorted(evals["hdp"])
+assert not evals["plain"], "eval rows without eval.every"
+worst = {}
+for name in ["one", "static", "cut"]:
+    for s in [4, 9]:
+        a, b = evals["hdp"][s], evals[name][s]
+        assert a["predictions"] == b["predictions"], (name, s)
+        rel = abs(a["loss"] - b["loss"]) / a["loss"]
+        assert rel <= 1e-5, f"{name} step {s}: held-out loss {b['loss']} vs {a['loss']} ({rel:.2g})"
+        worst[name] = max(worst.get(name, 0), rel)
+# Evaluating leaves training alone: same data, the same loss bits.
+for s, r in runs["plain"].items():
+    assert r["data_hash"] == runs["hdp"][s]["data_hash"] and r["loss"] == runs["hdp"][s]["loss"], s
+for s, e in evals["hdp"].items():
+    assert 2900 <= e["tokens"] <= 3000 and e["predictions"] < e["tokens"], e
+    pos = e["position_loss"]
+    assert [p[0] for p in pos] == [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512], pos
+    assert sum(p[2] for p in pos) == e["predictions"]
+    total = sum(p[1] * p[2] for p in pos) / e["predictions"]
+    assert abs(total - e["loss"]) <= 1e-9 * e["loss"], (total, e["loss"])
+    assert pos[-1][2] > 0, "no prediction past position 512: no piece long enough for a ring"
+    assert abs(e["source_loss"]["docs"] - e["loss"]) <= 1e-9 * e["loss"]
+with open(f"{d}/hdp/eval_positions.csv") as f:
+    table = list(csv.DictReader(f))
+assert len(table) == 2 * 11, len(table)
+for row in table:
+    e = evals["hdp"][int(row["step"])]
+    p = next(p for p in e["position_loss"] if p[0] == int(row["first_position"]))
+    assert int(row["predictions"]) == p[2] and abs(float(row["loss"]) - p[1]) <= 1e-7 * p[1], row
+print("held-out loss after step 9:", round(evals["hdp"][9]["loss"], 6), "; worst relative difference "
+      "from 4 trainers (HDP):", {n: f"{w:.2g}" for n, w in worst.items()})
+PY
+
+# eval.every without a held-out split: one message naming the key, exit 2.
+out=$(timeout 60 "$mpiexec" --oversubscribe --bind-to none -np 4 "$meshloom" train -c "$dir/c.yaml" \
+  --set eval.every=5 --set run.dir="$dir/bad" 2>&1)
+code=$?
+[[ $code == 2 ]] || { echo "$out"; fail "eval.every without eval.holdout exited $code, not 2"; }
+[[ $(grep -c "eval.every needs held-out data" <<<"$out") == 1 ]] ||
+  { echo "$out"; fail "eval.every without eval.holdout: not one message naming eval.every"; }
+echo "eval train test passed"
