@@ -35,6 +35,7 @@ void add_data(CLI::App& app, Runner* run, int* argc, char*** argv);
 void add_simulate(CLI::App& app, Runner* run);
 void add_plan(CLI::App& app, Runner* run);
 void add_hf(CLI::App& app, Runner* run);  // import-hf and export-hf
+void add_eval(CLI::App& app, Runner* run, int* argc, char*** argv);
 
 // `meshloom inspect CKPT.h5` (app/inspect_checkpoint.cpp).
 int inspect_checkpoint(const std::string& path);

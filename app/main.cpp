@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   add_simulate(app, &run);
   add_plan(app, &run);
   add_hf(app, &run);
+  add_eval(app, &run, &argc, &argv);
   // Under a launcher every rank parses the same command line: rank 0 reports
   // what is wrong with it, the others only leave with the same code.
   const std::string rank = meshloom::parallel::launcher_rank();

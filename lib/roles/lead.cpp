@@ -25,7 +25,7 @@ int64_t predictions(int64_t offset, int64_t length, int64_t images) {
 }
 }  // namespace
 
-Lead::Lead(const parallel::World& w, bool evaluate) : w_(w), acks_(w) {
+Lead::Lead(const parallel::World& w, Evaluation evaluation) : w_(w), acks_(w) {
   const auto& sources = w.config.data.sources;
   const size_t n = sources.size();
   cost_.assign(n, 1.0);
@@ -92,7 +92,9 @@ Lead::Lead(const parallel::World& w, bool evaluate) : w_(w), acks_(w) {
   plane_ = std::make_unique<dataplane::DataPlane>(
       w.config, docs, [this](int s, int64_t d) { return length(s, d); });
   placer_ = std::make_unique<StepPlacer>(w);
-  if (evaluate && w.config.eval.every > 0) build_eval_set();
+  if ((evaluation == Evaluation::after_steps && w.config.eval.every > 0) ||
+      evaluation == Evaluation::only)
+    build_eval_set();
 }
 
 Lead::~Lead() = default;
@@ -190,9 +192,12 @@ void Lead::build_eval_set() {
           name.c_str(), (long long)eval_set_->source_tokens[s],
           (long long)eval_set_->source_quota[s], w_.config.eval.holdout);
   }
-  LOG_INFO("eval: %lld held-out tokens (%s) in %zu batch(es), after every %lld steps and the last",
-           (long long)eval_set_->tokens(), join(per_source, ", ").c_str(),
-           eval_set_->batches.size(), (long long)w_.config.eval.every);
+  LOG_INFO(
+      "eval: %lld held-out tokens (%s) in %zu batch(es)%s", (long long)eval_set_->tokens(),
+      join(per_source, ", ").c_str(), eval_set_->batches.size(),
+      w_.config.eval.every > 0
+          ? strf(", after every %lld steps and the last", (long long)w_.config.eval.every).c_str()
+          : "");
 }
 
 bool Lead::eval_after(int64_t step) const {
@@ -200,14 +205,16 @@ bool Lead::eval_after(int64_t step) const {
   return eval_set_ && ((step + 1) % every == 0 || step + 1 == w_.config.run.steps);
 }
 
+wire::StepWork Lead::place_eval_batch(int64_t step, size_t batch) {
+  dataplane::StepManifest m;
+  m.step = step;
+  m.samples = eval_set_->batches.at(batch);
+  return place(m, false);
+}
+
 std::vector<wire::StepWork> Lead::place_eval(int64_t step) {
   std::vector<wire::StepWork> parts;
-  for (const auto& batch : eval_set_->batches) {
-    dataplane::StepManifest m;
-    m.step = step;
-    m.samples = batch;
-    parts.push_back(place(m, false));
-  }
+  for (size_t b = 0; b < eval_set_->batches.size(); ++b) parts.push_back(place_eval_batch(step, b));
   return parts;
 }
 
@@ -270,6 +277,28 @@ void Lead::dispatch_step(bool last) {
     work.checkpoint = true;
     work.ckpt_data = checkpoint_data();
   }
+  send_work(work);
+  busy_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy).count();
+}
+
+void Lead::dispatch_eval(size_t batch, bool last) {
+  const int64_t prefetch = w_.config.data.prefetch;
+  while (next_step_ - steps_completed() > prefetch) acks_.receive();
+  const auto busy = std::chrono::steady_clock::now();
+  wire::StepWork work;
+  work.step = next_step_;
+  work.last = last;
+  for (int t = 0; t < w_.mesh.hdp_ranks(); ++t) work.trainers.push_back({t, {}});
+  work.eval = {place_eval_batch(next_step_, batch)};
+  hashes_.push_back(0);
+  predicted_.push_back(placer_->predicted_times());
+  planners_.push_back(placer_->last_planner());
+  send_work(work);
+  busy_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy).count();
+}
+
+// To the constructors (or, colocated, to every trainer), with the step's acks opened.
+void Lead::send_work(const wire::StepWork& work) {
   acks_.open();
   const int K = w_.layout.constructors;
   if (!local_.empty()) {
@@ -299,7 +328,6 @@ void Lead::dispatch_step(bool last) {
     if (!s.done()) still.push_back(std::move(s));
   in_flight_ = std::move(still);
   ++next_step_;
-  busy_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy).count();
 }
 
 void Lead::drain_acks() { acks_.drain(); }

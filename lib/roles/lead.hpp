@@ -33,14 +33,21 @@ namespace meshloom::roles {
 // Rank 0: the data plane, loader assignment, step placement and flow control.
 class Lead {
  public:
-  // `evaluate`: evaluations (eval.every) follow their steps (training runs;
-  // `meshloom data` runs none). The held-out set's lengths are asked here.
-  explicit Lead(const parallel::World& w, bool evaluate = false);
+  // Held-out evaluation: none (`meshloom data`), after steps (training runs:
+  // eval.every), or only (`meshloom eval`: dispatch_eval). The held-out
+  // set's lengths are asked here.
+  enum class Evaluation { none, after_steps, only };
+  explicit Lead(const parallel::World& w, Evaluation evaluation = Evaluation::none);
   ~Lead();
   // Chooses, places and dispatches the next step. Blocks only for flow
   // control (at most data.prefetch steps ahead of the slowest trainer) and for
   // lengths that loaders have not published yet.
   void dispatch_step(bool last);
+  // `meshloom eval`: dispatches held-out batch `batch` alone, as step
+  // number next_step_ with no training work (flow control as for steps).
+  void dispatch_eval(size_t batch, bool last);
+  // The held-out set (Evaluation other than none, eval.every > 0 in training).
+  const dataplane::EvalSet* eval_set() const { return eval_set_.get(); }
   // Waits for the acks of every dispatched step; returns them in step order
   // (each ack carries what the trainer got in data runs).
   void drain_acks();
@@ -85,6 +92,8 @@ class Lead {
   bool eval_after(int64_t step) const;
   // The held-out set's batches, planned after step s's work (eval steps).
   std::vector<wire::StepWork> place_eval(int64_t step);
+  wire::StepWork place_eval_batch(int64_t step, size_t batch);
+  void send_work(const wire::StepWork& work);
   void maybe_reassign();
   void send_assignment();
   wire::StepWork place(const dataplane::StepManifest& m, bool last);

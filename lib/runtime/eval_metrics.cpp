@@ -22,6 +22,17 @@ double mean(double sum, int64_t count) { return count > 0 ? sum / double(count) 
 
 }  // namespace
 
+void EvalFigures::add(const EvalFigures& o) {
+  tokens += o.tokens;
+  predictions += o.predictions;
+  loss_sum += o.loss_sum;
+  flops += o.flops;
+  add_to(source_loss, o.source_loss);
+  add_to(source_predictions, o.source_predictions);
+  add_to(position_loss, o.position_loss);
+  add_to(position_predictions, o.position_predictions);
+}
+
 std::optional<EvalFigures> eval_figures(const std::vector<wire::Ack>& acks) {
   bool any = false;
   EvalFigures f;
@@ -29,23 +40,19 @@ std::optional<EvalFigures> eval_figures(const std::vector<wire::Ack>& acks) {
     const wire::EvalResult& e = a.eval;
     if (e.batches == 0) continue;
     any = true;
-    f.tokens += e.tokens;
-    f.predictions += e.predictions;
-    f.loss_sum += e.loss_sum;
-    f.flops += e.flops;
-    f.seconds = std::max(f.seconds, e.seconds);
-    add_to(f.source_loss, e.source_loss);
-    add_to(f.source_predictions, e.source_predictions);
-    add_to(f.position_loss, e.position_loss);
-    add_to(f.position_predictions, e.position_predictions);
+    f.add({e.tokens, e.predictions, e.loss_sum, e.flops, e.seconds, e.source_loss, e.position_loss,
+           e.source_predictions, e.position_predictions});
+    f.seconds = std::max(f.seconds, e.seconds);  // the trainers ran side by side
   }
   if (!any) return std::nullopt;
   return f;
 }
 
 std::string describe_eval(int64_t step, const EvalFigures& f, const config::Config& config) {
-  std::string text = strf("eval after step %lld: held-out loss %.4f (perplexity %.4g)",
-                          (long long)step, f.loss(), std::exp(f.loss()));
+  std::string text =
+      strf("%s: held-out loss %.4f (perplexity %.4g)",
+           step >= 0 ? strf("eval after step %lld", (long long)step).c_str() : "eval", f.loss(),
+           std::exp(f.loss()));
   const auto& sources = config.data.sources;
   if (sources.size() > 1)
     for (size_t i = 0; i < f.source_loss.size() && i < sources.size(); ++i)

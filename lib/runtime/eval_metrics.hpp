@@ -26,11 +26,15 @@ struct EvalFigures {
   std::vector<double> source_loss, position_loss;
   std::vector<int64_t> source_predictions, position_predictions;
   double loss() const { return predictions > 0 ? loss_sum / double(predictions) : 0; }
+  // Adds `other`'s sums (not its seconds: the caller knows whether the two
+  // ran side by side or one after the other).
+  void add(const EvalFigures& other);
 };
 // None when no evaluation followed the step.
 std::optional<EvalFigures> eval_figures(const std::vector<wire::Ack>& acks);
 
-// "eval after step 9: held-out loss 5.123 (perplexity 168), a 5.0, b 5.2, 4096 tokens in 0.31 s".
+// "eval after step 9: held-out loss 5.123 (perplexity 168), a 5.0, b 5.2, 4096 tokens in 0.31 s"
+// ("eval: ..." for step < 0: `meshloom eval`).
 std::string describe_eval(int64_t step, const EvalFigures& f, const config::Config& config);
 
 // metrics.jsonl's "eval" object: loss, perplexity, tokens, seconds, by

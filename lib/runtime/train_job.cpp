@@ -64,7 +64,7 @@ int run_train_lead(const parallel::World& w, const TrainRun& run, const std::str
   LOG_INFO("layout: %s", w.mesh.describe().c_str());
   for (const std::string& line : parallel::describe_nodes(w.layout, w.mesh, w.hosts))
     LOG_INFO("layout: %s", line.c_str());
-  roles::Lead lead(w, /*evaluate=*/true);
+  roles::Lead lead(w, roles::Lead::Evaluation::after_steps);
   if (!resume_from.empty()) resume_lead(&lead, resume_from);
   const int64_t end = run.end(w.config);
   TrainMetrics metrics(w, lead, lead.first_step(), end);

@@ -53,6 +53,7 @@ class Trainer {
   EvalStats evaluate(const StepInput& in, std::span<const int64_t> position_edges);
 
   model::Transformer<float>& model() { return *model_; }
+  int index() const { return trainer_; }  // among all trainers
   // The fp32 master weights after the last step (with run.backend: cuda
   // brought back from the device first, without the moments: step dumps).
   std::span<const float> params();

@@ -10,7 +10,11 @@
 #    source sum back to the total, token-weighted;
 #  - a run stopped after step 7 and resumed evaluates after step 9 as the
 #    uninterrupted run;
-#  - eval.every without eval.holdout is one message naming eval.every, exit 2.
+#  - meshloom eval on the run's checkpoint gives its held-out loss (2
+#    trainers), and runs at twice the trained length;
+#  - bad input is one message naming the key, exit 2: eval.every without
+#    eval.holdout, meshloom eval on a checkpoint of another model shape,
+#    without a held-out split, at a length the layout cannot hold.
 #   eval_train_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
@@ -72,6 +76,46 @@ for row in table:
 print("held-out loss after step 9:", round(evals["hdp"][9]["loss"], 6), "; worst relative difference "
       "from 4 trainers (HDP):", {n: f"{w:.2g}" for n, w in worst.items()})
 PY
+
+# meshloom eval on the step-9 checkpoint, 2 trainers: the training run's
+# held-out loss after step 9; at --seq-len 2048 (longer than trained, rings
+# of 2 at plan.capacity 1024) its buckets reach 1024.
+evaluate_ckpt() {  # NAME ARGS...
+  local name=$1
+  shift
+  timeout 120 "$mpiexec" --oversubscribe --bind-to none -np 5 "$meshloom" eval -c "$dir/c.yaml" \
+    --checkpoint "$dir/hdp/ckpt/step_00000009.h5" --set eval.holdout=0.1 --tokens 3000 \
+    --out "$dir/$name" --report "$dir/$name.json" "$@" >"$dir/$name.log" 2>&1 ||
+    { cat "$dir/$name.log"; fail "meshloom eval $name failed"; }
+}
+evaluate_ckpt again
+evaluate_ckpt longer --seq-len 2048 --set plan.capacity=1024
+/usr/bin/python3 - "$dir" <<'PY' || fail "meshloom eval"
+import json, sys
+d = sys.argv[1]
+trained = [json.loads(l) for l in open(f"{d}/hdp/metrics.jsonl") if '"eval"' in l][-1]["eval"]
+again = json.load(open(f"{d}/again.json"))
+rel = abs(again["loss"] - trained["loss"]) / trained["loss"]
+assert rel <= 1e-6 and again["predictions"] == trained["predictions"], (again["loss"], trained["loss"])
+longer = json.load(open(f"{d}/longer.json"))
+assert longer["seq_len"] == 2048 and longer["position_loss"][-1][0] == 1024, longer["position_loss"]
+assert sum(p[2] for p in longer["position_loss"]) == longer["predictions"]
+print(f"meshloom eval: the training run's held-out loss within {rel:.2g}; at 2048: {longer['loss']:.4f}")
+PY
+# Bad input: a model that is not the checkpoint's, no held-out split, a
+# length that does not fit the layout: one message naming the key, exit 2.
+bad_eval() {  # EXPECTED ARGS...
+  local expected=$1
+  shift
+  out=$(timeout 60 "$mpiexec" --oversubscribe --bind-to none -np 5 "$meshloom" eval -c "$dir/c.yaml" \
+    --checkpoint "$dir/hdp/ckpt/step_00000009.h5" --out "$dir/bad_eval" "$@" 2>&1)
+  code=$?
+  [[ $code == 2 ]] || { echo "$out"; fail "eval $*: exit $code, not 2"; }
+  [[ $(grep -c "$expected" <<<"$out") == 1 ]] || { echo "$out"; fail "eval $*: not one '$expected'"; }
+}
+bad_eval "model.d_model is 64, but model.init" --set eval.holdout=0.1 --set model.d_model=64
+bad_eval "needs a held-out split: set eval.holdout"
+bad_eval "data.seq_len 8192 needs 16 HDP ranks" --set eval.holdout=0.1 --seq-len 8192
 
 # eval.every without a held-out split: one message naming the key, exit 2.
 out=$(timeout 60 "$mpiexec" --oversubscribe --bind-to none -np 4 "$meshloom" train -c "$dir/c.yaml" \
