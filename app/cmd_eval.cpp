@@ -10,7 +10,7 @@ namespace meshloom::app {
 namespace {
 
 struct EvalArgs {
-  std::string file, checkpoint, hf, out;
+  std::string file, checkpoint, hf, out, passkey;
   std::vector<std::string> sets;
   int64_t seq_len = 0, tokens = 0;
   runtime::EvalRun run;
@@ -24,6 +24,7 @@ std::vector<std::string> overrides(const EvalArgs& a) {
   if (!a.hf.empty()) sets.push_back("model.init=hf:" + a.hf);
   if (a.seq_len > 0) sets.push_back("data.seq_len=" + std::to_string(a.seq_len));
   if (a.tokens > 0) sets.push_back("eval.tokens=" + std::to_string(a.tokens));
+  if (!a.passkey.empty()) sets.push_back("eval.passkey.lengths=[" + a.passkey + "]");
   sets.push_back("eval.every=0");  // no training steps to follow
   return sets;
 }
@@ -58,6 +59,9 @@ void add_eval(CLI::App& app, Runner* run, int* argc, char*** argv) {
       ->check(at_least_one());
   cmd->add_option("--tokens", args.tokens, "Held-out tokens to evaluate (eval.tokens)")
       ->check(at_least_one());
+  cmd->add_option("--passkey", args.passkey,
+                  "Passkey retrieval at these prompt lengths, e.g. 256,512,1024 "
+                  "(eval.passkey.lengths; depths, trials and decoys: eval.passkey)");
   cmd->add_option("--out", args.out, "Output folder (default: run.dir/eval)");
   cmd->add_option("--report", args.run.report, "Write the summary as JSON to FILE");
   cmd->add_option("--set", args.sets, "Override a key: --set eval.holdout=0.01 (repeatable)");

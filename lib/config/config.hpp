@@ -449,12 +449,31 @@ struct LogConfig {
   }
 };
 
+// Passkey retrieval (meshloom eval): dataplane/passkey.hpp.
+struct PasskeyConfig {
+  ML_CONFIG_SECTION;
+  std::vector<int64_t> lengths;
+  std::vector<double> depths{0.0, 0.25, 0.5, 0.75, 1.0};
+  int64_t trials = 4;
+  int64_t decoys = 4;
+  template <class V>
+  void visit(V& v) {
+    v.field("lengths", lengths,
+            "Prompt lengths in tokens, at most data.seq_len (empty: no passkey test)");
+    v.field("depths", depths, "Where the key sits in the text, 0 (start) to 1 (end)");
+    v.field("trials", trials, "Prompts per length and depth, each with its own key",
+            in_range(1, 1000));
+    v.field("decoys", decoys, "Wrong keys the true one is ranked against", in_range(1, 99));
+  }
+};
+
 struct EvalConfig {
   ML_CONFIG_SECTION;
   double holdout = 0;
   int64_t every = 0;
   int64_t tokens = 0;
   std::vector<int64_t> positions;
+  PasskeyConfig passkey;
   template <class V>
   void visit(V& v) {
     v.field("holdout", holdout,
@@ -470,6 +489,7 @@ struct EvalConfig {
     v.field("positions", positions,
             "First positions of the loss-by-position buckets (default: 0 and powers of two "
             "below data.seq_len)");
+    v.field("passkey", passkey, "Passkey retrieval in meshloom eval");
   }
 };
 

@@ -23,6 +23,17 @@ void validate_eval(const Config& c, const Origin& origin) {
                    strf("eval.positions must start at 0 and increase below data.seq_len (%lld); "
                         "entry %zu is %lld",
                         (long long)c.data.seq_len, i, (long long)p[i]));
+  const PasskeyConfig& k = e.passkey;
+  for (int64_t length : k.lengths)
+    if (length < 64 || length > c.data.seq_len)
+      origin.error("eval.passkey.lengths",
+                   strf("eval.passkey.lengths: %lld is not between 64 and data.seq_len (%lld); "
+                        "meshloom eval --seq-len raises data.seq_len",
+                        (long long)length, (long long)c.data.seq_len));
+  for (double depth : k.depths)
+    if (!(depth >= 0 && depth <= 1))
+      origin.error("eval.passkey.depths",
+                   strf("eval.passkey.depths: %g is not between 0 and 1", depth));
 }
 
 }  // namespace

@@ -62,7 +62,13 @@ std::map<int32_t, SampleData> fetch_samples(const config::Config& config,
       for (const auto& seg : mb.segments) data[seg.sample];
   for (auto& [idx, d] : data) {
     const wire::Sample& s = work.samples[size_t(idx)];
-    if (local) {
+    if (s.owner == wire::kInline) {  // a prompt of the lead's: its tokens came with the work
+      const std::vector<int32_t>& t = work.inline_tokens.at(size_t(s.doc));
+      ML_CHECK(s.offset >= 0 && s.offset + s.length <= int64_t(t.size()),
+               strf("step %lld: inline sample %d outside its %zu tokens", (long long)work.step, idx,
+                    t.size()));
+      d.tokens.assign(t.begin() + s.offset, t.begin() + s.offset + s.length);
+    } else if (local) {
       auto& src = (*local)[size_t(s.source)];
       if (!src) src = sources::open_doc_source(config, size_t(s.source));
       src->read(s.doc, s.offset, s.length, &d.tokens);
@@ -117,6 +123,7 @@ wire::Batch pack(const wire::StepWork& work, const wire::TrainerWork& t,
   b.groups = work.groups;
   b.checkpoint = work.checkpoint;
   if (t.trainer == 0) b.ckpt_data = work.ckpt_data;
+  b.scored_from = work.scored_from;
   for (const auto& mbw : t.micro) {
     wire::MicroBatch mb;
     for (const auto& seg : mbw.segments) append_segment(data.at(seg.sample), seg, patch_dim, &mb);

@@ -284,12 +284,39 @@ void Lead::dispatch_step(bool last) {
 void Lead::dispatch_eval(size_t batch, bool last) {
   const int64_t prefetch = w_.config.data.prefetch;
   while (next_step_ - steps_completed() > prefetch) acks_.receive();
+  dispatch_eval_part(place_eval_batch(next_step_, batch), last);
+}
+
+void Lead::dispatch_prompts(const std::vector<std::vector<int32_t>>& sequences,
+                            const std::vector<int64_t>& scored_from, int32_t source, bool last) {
+  const int64_t prefetch = w_.config.data.prefetch;
+  while (next_step_ - steps_completed() > prefetch) acks_.receive();
+  wire::StepWork part;
+  part.step = next_step_;
+  part.inline_tokens = sequences;
+  part.scored_from = scored_from;
+  std::vector<int64_t> lengths;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    wire::Sample s;
+    s.source = source;
+    s.owner = wire::kInline;
+    s.doc = int64_t(i);
+    s.length = int64_t(sequences[i].size());
+    part.samples.push_back(s);
+    part.global_predictions += std::max<int64_t>(0, s.length - 1);
+    lengths.push_back(s.length);
+  }
+  placer_->place(part, lengths);
+  dispatch_eval_part(std::move(part), last);
+}
+
+void Lead::dispatch_eval_part(wire::StepWork part, bool last) {
   const auto busy = std::chrono::steady_clock::now();
   wire::StepWork work;
   work.step = next_step_;
   work.last = last;
   for (int t = 0; t < w_.mesh.hdp_ranks(); ++t) work.trainers.push_back({t, {}});
-  work.eval = {place_eval_batch(next_step_, batch)};
+  work.eval.push_back(std::move(part));
   hashes_.push_back(0);
   predicted_.push_back(placer_->predicted_times());
   planners_.push_back(placer_->last_planner());

@@ -46,6 +46,12 @@ class Lead {
   // `meshloom eval`: dispatches held-out batch `batch` alone, as step
   // number next_step_ with no training work (flow control as for steps).
   void dispatch_eval(size_t batch, bool last);
+  // `meshloom eval`: dispatches `sequences` (prompts the lead made, of
+  // source `source`) as one held-out batch of inline samples, planned like a
+  // step; sample i's predictions from position scored_from[i] on are scored
+  // apart (Ack's EvalResult::sample_scores).
+  void dispatch_prompts(const std::vector<std::vector<int32_t>>& sequences,
+                        const std::vector<int64_t>& scored_from, int32_t source, bool last);
   // The held-out set (Evaluation other than none, eval.every > 0 in training).
   const dataplane::EvalSet* eval_set() const { return eval_set_.get(); }
   // Waits for the acks of every dispatched step; returns them in step order
@@ -94,6 +100,8 @@ class Lead {
   std::vector<wire::StepWork> place_eval(int64_t step);
   wire::StepWork place_eval_batch(int64_t step, size_t batch);
   void send_work(const wire::StepWork& work);
+  // An evaluation-only step (no training work) holding `part`, sent.
+  void dispatch_eval_part(wire::StepWork part, bool last);
   void maybe_reassign();
   void send_assignment();
   wire::StepWork place(const dataplane::StepManifest& m, bool last);

@@ -13,6 +13,7 @@
 #include "roles/lead.hpp"
 #include "runtime/eval_metrics.hpp"
 #include "runtime/model_init.hpp"
+#include "runtime/passkey_eval.hpp"
 #include "runtime/run_role.hpp"
 #include "runtime/step_loops.hpp"
 #include "runtime/trainer_wire.hpp"
@@ -36,20 +37,27 @@ int run_eval_lead(const parallel::World& w, const EvalRun& run) {
   LOG_INFO("layout: %d ranks: %d constructor(s), %d loader(s), %d trainer(s); %s", w.size,
            w.layout.constructors, w.layout.loaders, w.layout.trainers, w.mesh.describe().c_str());
   roles::Lead lead(w, roles::Lead::Evaluation::only);
-  const size_t batches = lead.eval_set()->batches.size();
+  PasskeyEval passkey(w, *lead.eval_set());
+  const size_t held_out = lead.eval_set()->batches.size();
+  const size_t batches = held_out + passkey.batches();
   EvalFigures all;
   Progress progress(STDOUT_FILENO);
   const auto start = Clock::now();
   int64_t done = 0;
   auto hand_on_completed = [&] {
     for (; done < lead.steps_completed(); ++done) {
-      const std::optional<EvalFigures> f = eval_figures(lead.take_acks(done));
-      ML_CHECK(f.has_value(), "an evaluation ack without its held-out batch");
-      all.add(*f);
-      all.seconds += f->seconds;  // one batch after the other
+      const std::vector<wire::Ack> acks = lead.take_acks(done);
+      if (size_t(done) < held_out) {
+        const std::optional<EvalFigures> f = eval_figures(acks);
+        ML_CHECK(f.has_value(), "an evaluation ack without its held-out batch");
+        all.add(*f);
+        all.seconds += f->seconds;  // one batch after the other
+      } else {
+        passkey.take(size_t(done) - held_out, acks);
+      }
       const double t = seconds_since(start), frac = double(done + 1) / double(batches);
       if (progress.due(t, done + 1 == int64_t(batches)))
-        std::printf("%s[eval] batch %lld/%zu  held-out loss so far %.4f  %s%s", progress.begin(),
+        std::printf("%s[eval] batch %lld/%zu  held-out loss %.4f  %s%s", progress.begin(),
                     (long long)done + 1, batches, all.loss(),
                     frac < 1 ? ("ETA " + human_seconds(t / frac * (1 - frac))).c_str() : "done",
                     progress.end());
@@ -57,7 +65,10 @@ int run_eval_lead(const parallel::World& w, const EvalRun& run) {
     }
   };
   for (size_t b = 0; b < batches; ++b) {
-    lead.dispatch_eval(b, b + 1 == batches);
+    if (b < held_out)
+      lead.dispatch_eval(b, b + 1 == batches);
+    else
+      passkey.dispatch(lead, b - held_out, b + 1 == batches);
     hand_on_completed();
   }
   lead.drain_acks();
@@ -72,12 +83,11 @@ int run_eval_lead(const parallel::World& w, const EvalRun& run) {
     csv.add(0, all);
   }
   LOG_INFO("loss by position: %s/eval_positions.csv", run.out_dir.c_str());
-  if (!run.report.empty()) {
-    Json report = eval_json(all, w.config, edges);
-    report["model"] = w.config.model.init;
-    report["seq_len"] = w.config.data.seq_len;
-    write_report(run.report, report);
-  }
+  Json report = eval_json(all, w.config, edges);
+  report["model"] = w.config.model.init;
+  report["seq_len"] = w.config.data.seq_len;
+  if (passkey.batches() > 0) report["passkey"] = passkey.finish(run.out_dir);
+  if (!run.report.empty()) write_report(run.report, report);
   return kExitOk;
 }
 

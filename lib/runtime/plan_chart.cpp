@@ -22,41 +22,43 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
-// scripts/plot/plot_plan.py: $MESHLOOM_PLOT_SCRIPT, ./scripts, or beside the build.
-std::string plot_script() {
-  if (const char* env = std::getenv("MESHLOOM_PLOT_SCRIPT")) return env;
-  std::vector<fs::path> tries = {fs::current_path() / "scripts/plot/plot_plan.py"};
+// scripts/plot/NAME: ./scripts, or beside the build ($MESHLOOM_PLOT_SCRIPT
+// for plot_plan.py).
+std::string plot_script(const std::string& name) {
+  if (const char* env = std::getenv("MESHLOOM_PLOT_SCRIPT"); env && name == "plot_plan.py")
+    return env;
+  std::vector<fs::path> tries = {fs::current_path() / "scripts/plot" / name};
   char exe[4096];
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n > 0) {
     exe[n] = '\0';
     const fs::path dir = fs::path(exe).parent_path();
-    tries.push_back(dir / "../../scripts/plot/plot_plan.py");
-    tries.push_back(dir / "../scripts/plot/plot_plan.py");
+    tries.push_back(dir / "../../scripts/plot" / name);
+    tries.push_back(dir / "../scripts/plot" / name);
   }
   for (const fs::path& p : tries)
     if (fs::exists(p)) return fs::weakly_canonical(p).string();
-  throw Error(
-      "cannot find scripts/plot/plot_plan.py (run from the repository root, or set "
-      "MESHLOOM_PLOT_SCRIPT)");
+  throw Error("cannot find scripts/plot/" + name +
+              " (run from the repository root, or beside the build)");
 }
 
 // Runs plot_plan.py MODE with `inputs` into `png`.
 void plot(const std::string& mode, const std::vector<std::string>& inputs, const std::string& png) {
-  const char* py = std::getenv("MESHLOOM_PYTHON");
-  std::vector<std::string> args = {py ? py : "/usr/bin/python3", plot_script(), mode};
+  std::vector<std::string> args = {mode};
   args.insert(args.end(), inputs.begin(), inputs.end());
   args.insert(args.end(), {"-o", png});
-  std::string cmd;
-  for (const std::string& a : args) {
-    if (!cmd.empty()) cmd.push_back(' ');
-    cmd.append(quote(a));
-  }
-  if (std::system(cmd.c_str()) != 0) throw Error("plotting failed: " + cmd);
+  run_plot_script("plot_plan.py", args);
   std::printf("chart: %s\n", png.c_str());
 }
 
 }  // namespace
+
+void run_plot_script(const std::string& script, const std::vector<std::string>& args) {
+  const char* py = std::getenv("MESHLOOM_PYTHON");
+  std::string cmd = quote(py ? py : "/usr/bin/python3") + " " + quote(plot_script(script));
+  for (const std::string& a : args) cmd += " " + quote(a);
+  if (std::system(cmd.c_str()) != 0) throw Error("plotting failed: " + cmd);
+}
 
 void draw(const plan::Plan& hdp, const plan::Plan& stat, const std::string& png) {
   const std::string stem = fs::path(png).replace_extension("").string();

@@ -4,11 +4,16 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "plan/pipeline/pp_balance.hpp"
 #include "plan/plan.hpp"
 
 namespace meshloom::runtime {
+
+// Runs scripts/plot/SCRIPT with `args` under $MESHLOOM_PYTHON (default
+// /usr/bin/python3); Error when it fails.
+void run_plot_script(const std::string& script, const std::vector<std::string>& args);
 
 // Writes both plans as JSON beside `png` and draws them into it.
 void draw(const plan::Plan& hdp, const plan::Plan& stat, const std::string& png);

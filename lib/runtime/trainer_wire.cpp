@@ -14,7 +14,11 @@ train::StepInput step_input(const wire::Batch& batch) {
   in.global_predictions = batch.global_predictions;
   in.capacity = batch.capacity;
   in.samples.reserve(batch.samples.size());
-  for (const wire::Sample& s : batch.samples) in.samples.push_back({s.source, s.length});
+  for (size_t i = 0; i < batch.samples.size(); ++i) {
+    const wire::Sample& s = batch.samples[i];
+    in.samples.push_back(
+        {s.source, s.length, i < batch.scored_from.size() ? batch.scored_from[i] : -1});
+  }
   in.groups = batch.groups;
   in.micro.reserve(batch.micro.size());
   for (const wire::MicroBatch& mb : batch.micro) {
@@ -73,6 +77,7 @@ void add_eval(const train::EvalStats& stats, wire::EvalResult* result) {
   add_to(result->source_predictions, stats.source_predictions);
   add_to(result->position_loss, stats.position_loss);
   add_to(result->position_predictions, stats.position_predictions);
+  add_to(result->sample_scores, stats.sample_scores);
 }
 
 }  // namespace meshloom::runtime

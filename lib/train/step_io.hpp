@@ -35,6 +35,9 @@ struct MicroInput {
 struct SampleInfo {
   int32_t source = 0;
   int64_t length = 0;
+  // Evaluation: predictions at positions >= scored_from are also summed
+  // apart (EvalStats::sample_scores); -1: none.
+  int64_t scored_from = -1;
 };
 
 struct StepInput {
@@ -92,6 +95,9 @@ struct EvalStats {
   // Per position bucket (see Trainer::evaluate): sum of -log p and predictions.
   std::vector<double> position_loss;
   std::vector<int64_t> position_predictions;
+  // Per sample of the input (where some sample has scored_from >= 0): the
+  // sum of -log p of its scored predictions that this trainer reports.
+  std::vector<double> sample_scores;
 };
 
 }  // namespace meshloom::train

@@ -20,6 +20,22 @@ void check_edges(std::span<const int64_t> edges) {
                   (long long)edges[i]));
 }
 
+// The scored predictions' losses (positions >= SampleInfo::scored_from) to
+// their samples: a micro-batch's tokens run segment by segment.
+void add_sample_scores(const StepInput& in, const MicroInput& mb,
+                       const std::vector<double>& token_loss, std::vector<double>& scores) {
+  const model::Batch& b = mb.batch;
+  size_t k = 0;
+  for (const SampleRun& run : mb.runs) {
+    const int64_t from = in.samples.at(size_t(run.sample)).scored_from;
+    for (int64_t i = 0; i < run.length; ++i, ++k)
+      if (from >= 0 && b.targets[k] >= 0 && b.positions[k] >= from) {
+        scores.resize(std::max(scores.size(), in.samples.size()), 0.0);
+        scores[size_t(run.sample)] += token_loss[k];
+      }
+  }
+}
+
 }  // namespace
 
 void Trainer::account_eval(const StepInput& in, const MicroInput& mb, const model::LossSum& ls,
@@ -34,7 +50,9 @@ void Trainer::account_eval(const StepInput& in, const MicroInput& mb, const mode
   st.loss_sum += ls.sum;
   st.predictions += ls.count;
   add_source_losses(in, mb, ls.token_loss, st.source_loss, st.source_predictions);
-  if (edges.empty() || ls.token_loss.size() != size_t(b.size())) return;
+  if (ls.token_loss.size() != size_t(b.size())) return;
+  add_sample_scores(in, mb, ls.token_loss, st.sample_scores);
+  if (edges.empty()) return;
   for (size_t k = 0; k < ls.token_loss.size(); ++k) {
     if (b.targets[k] < 0) continue;
     const int64_t p = b.positions[k];

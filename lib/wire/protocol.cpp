@@ -44,6 +44,8 @@ StepWork work_for(const StepWork& work, const std::function<bool(int32_t trainer
   for (const TrainerWork& t : work.trainers)
     if (keep(t.trainer)) part.trainers.push_back(t);
   part.samples = samples_for(work.samples, part.trainers);
+  part.inline_tokens = work.inline_tokens;  // prompts are few: not trimmed
+  part.scored_from = work.scored_from;
   for (const StepWork& e : work.eval) part.eval.push_back(work_for(e, keep));
   return part;
 }
@@ -239,6 +241,8 @@ void step_part(IO& io, M& m) {
     });
   });
   step_tail(io, m);
+  io.list(m.inline_tokens, 8, [&](auto& t) { io(t); });
+  io(m.scored_from);
 }
 
 template <class IO, Is<Batch> M>
@@ -253,6 +257,7 @@ void step_part(IO& io, M& m) {
     micro_tail(io, mb);
   });
   step_tail(io, m);
+  io(m.scored_from);
 }
 
 template <class IO, Is<Report> M>
@@ -271,7 +276,7 @@ void layout(IO& io, M& m) {
          m.group_device_evictions, m.source_loss, m.source_predictions);
   auto& e = m.eval;
   fields(io, e.batches, e.tokens, e.predictions, e.loss_sum, e.flops, e.seconds, e.source_loss,
-         e.source_predictions, e.position_loss, e.position_predictions);
+         e.source_predictions, e.position_loss, e.position_predictions, e.sample_scores);
 }
 
 template <class M>

@@ -70,9 +70,12 @@ struct TokenRange {
 // One sample of a step's manifest, with the loader that serves it.
 struct Sample {
   int32_t source = 0;
-  int32_t owner = -1;  // loader world rank; -1 in colocated mode
+  int32_t owner = -1;  // loader world rank; -1 in colocated mode; kInline
   int64_t epoch = 0, doc = 0, offset = 0, length = 0;
 };
+// A sample whose tokens travel with the work (StepWork::inline_tokens[doc],
+// from offset): a prompt the lead made (passkey retrieval), not a loader's.
+inline constexpr int32_t kInline = -2;
 
 // A run of tokens [begin, begin + length) of sample `sample`.
 struct Segment {
@@ -119,6 +122,11 @@ struct StepWork {
   // planned like steps (their own samples, groups and trainers; `step` is
   // this step's), none nested deeper.
   std::vector<StepWork> eval;
+  // The tokens of kInline samples (indexed by Sample::doc), and per sample
+  // the first position whose prediction is scored apart (Ack's
+  // EvalResult::sample_scores; -1 none); both empty for a step's own data.
+  std::vector<std::vector<int32_t>> inline_tokens;
+  std::vector<int64_t> scored_from;
 };
 
 // One packed micro-batch as a trainer receives it.
@@ -154,6 +162,7 @@ struct Batch {
   std::string ckpt_data;  // trainer 0 only
   // Held-out batches to evaluate after the step (StepWork::eval), forward only.
   std::vector<Batch> eval;
+  std::vector<int64_t> scored_from;  // as StepWork::scored_from
 };
 
 // What a trainer measured evaluating a step's held-out batches (Ack::eval):
@@ -169,6 +178,9 @@ struct EvalResult {
   // Per loss-by-position bucket (dataplane/eval_set.hpp position_edges).
   std::vector<double> position_loss;
   std::vector<int64_t> position_predictions;
+  // Per sample of the batch (StepWork::scored_from): the sum of -log p of
+  // its scored predictions, this trainer's share (empty: none scored).
+  std::vector<double> sample_scores;
 };
 
 // A trainer's answer for one step: what it measured, and in data runs the

@@ -99,6 +99,17 @@ def attention(x, p, i, positions, mask, cfg, broken):
 
 def segment_loss(tokens, patches, samples, p, cfg, broken):
     """Sum of -log p over the predictions of whole samples (ids `samples`), and their count."""
+    logits, image = model_logits(tokens, patches, samples, p, cfg, broken)
+    # Position t predicts token t+1 of its sample when neither is an image position.
+    predicts = (samples[:-1] == samples[1:]) & ~image[1:]
+    predicts &= ~image[:-1] if broken != "image_predicts" else torch.ones_like(predicts)
+    at = predicts.nonzero()[:, 0]
+    logp = torch.log_softmax(logits[at], -1)
+    return -logp.gather(1, tokens[at + 1][:, None]).sum(), len(at)
+
+
+def model_logits(tokens, patches, samples, p, cfg, broken=None):
+    """The model's logits [n, V] at every position of whole samples, and the image positions."""
     image = tokens == IMAGE
     x = p["embed"][tokens.clamp(min=0)]
     if image.any():
@@ -121,13 +132,19 @@ def segment_loss(tokens, patches, samples, p, cfg, broken):
         m = rms_norm(h, p[f"layers.{i}.mlp_norm"], eps)
         x = h + (torch.nn.functional.silu(m @ p[f"layers.{i}.w1"].T) *
                  (m @ p[f"layers.{i}.w3"].T)) @ p[f"layers.{i}.w2"].T
-    logits = rms_norm(x, p["final_norm"], eps) @ p.get("lm_head", p["embed"]).T
-    # Position t predicts token t+1 of its sample when neither is an image position.
-    predicts = (samples[:-1] == samples[1:]) & ~image[1:]
-    predicts &= ~image[:-1] if broken != "image_predicts" else torch.ones_like(predicts)
-    at = predicts.nonzero()[:, 0]
-    logp = torch.log_softmax(logits[at], -1)
-    return -logp.gather(1, tokens[at + 1][:, None]).sum(), len(at)
+    return rms_norm(x, p["final_norm"], eps) @ p.get("lm_head", p["embed"]).T, image
+
+
+def read_model(f, requires_grad=False):
+    """A step dump's model: its settings and its parameters in float64."""
+    cfg = {k: f["model"][k][()].item() for k in ("n_heads", "n_kv_heads", "rope_theta", "norm_eps")}
+    scaling = f["model"].get("rope_scaling", {})
+    cfg["rope_scaling"] = {k: (v[()].decode() if isinstance(v[()], bytes) else v[()].item())
+                           for k, v in scaling.items()}
+    p = {k: torch.tensor(f["params"][k][()], dtype=torch.float64, requires_grad=requires_grad)
+         for k in f["params"]}
+    cfg["n_layers"] = sum(1 for k in p if k.endswith(".wq"))
+    return cfg, p
 
 
 def main():
@@ -138,13 +155,7 @@ def main():
                     choices=["rope", "patch", "image_predicts", "mask", "gqa"])
     args = ap.parse_args()
     f = h5py.File(args.dump, "r")
-    cfg = {k: f["model"][k][()].item() for k in ("n_heads", "n_kv_heads", "rope_theta", "norm_eps")}
-    scaling = f["model"].get("rope_scaling", {})
-    cfg["rope_scaling"] = {k: (v[()].decode() if isinstance(v[()], bytes) else v[()].item())
-                           for k, v in scaling.items()}
-    p = {k: torch.tensor(f["params"][k][()], dtype=torch.float64, requires_grad=True)
-         for k in f["params"]}
-    cfg["n_layers"] = sum(1 for k in p if k.endswith(".wq"))
+    cfg, p = read_model(f, requires_grad=True)
     tokens = torch.tensor(f["batch/tokens"][()], dtype=torch.long)
     lengths = f["batch/sample_lengths"][()].tolist()
     patches = torch.tensor(f["batch/patches"][()], dtype=torch.float64) if "patches" in f[
