@@ -213,7 +213,10 @@ struct SourceConfig {
             "Tokenizer for raw text: byte, gpt2, tiktoken:NAME|FILE (cl100k_base, "
             "o200k_base or a rank file) or hf:FILE (a Hugging Face tokenizer.json); ignored "
             "for indexed");
-    v.field("weight", weight, "Mixture weight when no schedule entry applies", above(0.0));
+    v.field("weight", weight,
+            "Mixture weight when no schedule entry applies (0: never trained on, as an "
+            "eval.sources source)",
+            at_least(0.0));
   }
 };
 
@@ -473,6 +476,7 @@ struct EvalConfig {
   int64_t every = 0;
   int64_t tokens = 0;
   std::vector<int64_t> positions;
+  std::vector<std::string> sources;
   PasskeyConfig passkey;
   template <class V>
   void visit(V& v) {
@@ -480,6 +484,9 @@ struct EvalConfig {
             "Share of each source's documents held out for evaluation, never trained on (by a "
             "hash of source name and document: the same for any loaders, layout or restart)",
             in_range(0.0, 0.5));
+    v.field("sources", sources,
+            "Sources (data.sources names, of weight 0) held out whole: evaluated, never "
+            "trained on; with them the evaluation set comes from these alone");
     v.field("every", every, "Evaluate the held-out set every N steps and after the last (0: never)",
             at_least(0));
     v.field(

@@ -12,10 +12,32 @@ namespace {
 
 void validate_eval(const Config& c, const Origin& origin) {
   const EvalConfig& e = c.eval;
-  if (e.every > 0 && e.holdout <= 0)
+  if (e.every > 0 && e.holdout <= 0 && e.sources.empty())
     origin.error("eval.every",
                  "eval.every needs held-out data: set eval.holdout (a share of each source's "
-                 "documents, say 0.01)");
+                 "documents, say 0.01) or eval.sources");
+  std::vector<std::string> names;
+  for (const SourceConfig& s : c.data.sources) names.push_back(s.name);
+  for (const std::string& name : e.sources) {
+    const auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) {
+      std::string msg = "eval.sources names '" + name + "', which data.sources lacks";
+      const std::string near = nearest(name, names);
+      if (!near.empty()) msg += "; did you mean '" + near + "'?";
+      origin.error("eval.sources", msg);
+      continue;
+    }
+    bool trained = c.data.sources[size_t(it - names.begin())].weight > 0 && c.data.schedule.empty();
+    for (const ScheduleEntry& point : c.data.schedule) {
+      const auto w = point.weights.find(name);
+      trained |= w != point.weights.end() && w->second > 0;
+    }
+    if (trained)
+      origin.error("eval.sources",
+                   "eval.sources names '" + name +
+                       "', which the mixture trains on: give it weight 0 (data.sources and "
+                       "data.schedule), as an evaluation-only source");
+  }
   const std::vector<int64_t>& p = e.positions;
   for (size_t i = 0; i < p.size(); ++i)
     if ((i == 0 && p[0] != 0) || (i > 0 && p[i] <= p[i - 1]) || p[i] >= c.data.seq_len)
@@ -114,6 +136,10 @@ void validate(const Config& c, const Origin& origin) {
       origin.error(at + ".tokenizer", "'" + at + ".tokenizer' is '" + t +
                                           "', one of: byte, gpt2, tiktoken:NAME|FILE, hf:FILE");
   }
+  if (d.schedule.empty() && !d.sources.empty() &&
+      std::none_of(d.sources.begin(), d.sources.end(),
+                   [](const SourceConfig& s) { return s.weight > 0; }))
+    origin.error("data.sources", "every source has weight 0: give one a weight > 0");
   int64_t last_step = -1;
   for (size_t i = 0; i < d.schedule.size(); ++i) {
     const ScheduleEntry& e = d.schedule[i];

@@ -26,10 +26,10 @@ DataPlane::DataPlane(const config::Config& config, std::vector<int64_t> docs_per
   ML_CHECK(docs_per_source.size() == n, "one document count per source");
   const int64_t threshold = long_share_ > 0 ? config.data.long_policy.threshold : 0;
   for (size_t i = 0; i < n; ++i) {
-    const Holdout holdout(config.data.sources[i].name, config.eval.holdout);
+    const Holdout holdout = holdout_of(config, i);
     int64_t doc = 0;
     while (doc < docs_per_source[i] && holdout(doc)) ++doc;
-    if (doc == docs_per_source[i])
+    if (doc == docs_per_source[i] && !evaluation_only(config, i))
       throw Error(
           strf("data.sources[%zu] '%s': all %lld of its documents fall in the held-out "
                "split (eval.holdout %g): lower eval.holdout or add documents",

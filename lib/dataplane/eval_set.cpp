@@ -28,7 +28,7 @@ namespace {
 // Source `s`'s pieces, up to `quota` tokens.
 std::vector<Piece> source_pieces(const config::Config& config, int s, int64_t docs, int64_t quota,
                                  const LengthFn& length) {
-  const Holdout holdout(config.data.sources[size_t(s)].name, config.eval.holdout);
+  const Holdout holdout = holdout_of(config, size_t(s));
   const int64_t seq_len = config.data.seq_len;
   std::vector<Piece> pieces;
   int64_t taken = 0;
@@ -56,7 +56,12 @@ EvalSet build_eval_set(const config::Config& config, const std::vector<int64_t>&
   ML_CHECK(docs_per_source.size() == n, "one document count per source");
   const int64_t budget = config.data.tokens_per_step;
   const int64_t total = config.eval.tokens > 0 ? config.eval.tokens : budget;
-  const std::vector<double> weights = MixtureSchedule(config.data).weights(0);
+  // Evaluation-only sources (eval.sources) in equal shares, else every
+  // source's held-out part by the mixture at step 0.
+  std::vector<double> weights = MixtureSchedule(config.data).weights(0);
+  if (!config.eval.sources.empty())
+    for (size_t s = 0; s < n; ++s)
+      weights[s] = evaluation_only(config, s) ? 1.0 / double(config.eval.sources.size()) : 0.0;
   EvalSet set;
   set.source_tokens.assign(n, 0);
   set.source_quota.assign(n, 0);

@@ -7,11 +7,14 @@
 // on the source's name and the document alone: the split is the same whatever
 // the loaders, the layout, a restart, or the other sources of the mixture,
 // and a script can recompute it (tests/dataplane/holdout_test.sh).
-// Pure: no MPI, no file.
+// eval.sources names sources held out whole: evaluation only, never trained
+// on (their mixture weight must be 0). Pure: no MPI, no file.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "config/config.hpp"
 
 namespace meshloom::dataplane {
 
@@ -19,6 +22,8 @@ class Holdout {
  public:
   Holdout() = default;  // nothing held out
   Holdout(const std::string& source, double share);
+  // Every document: an evaluation-only source (eval.sources).
+  static Holdout everything();
 
   bool operator()(int64_t doc) const;
   double share() const { return share_; }
@@ -27,6 +32,13 @@ class Holdout {
   uint64_t key_ = 0;
   uint64_t below_ = 0;  // held out: hash < below_
   double share_ = 0;
+  bool all_ = false;
 };
+
+// Source `index`'s split: everything for a source eval.sources names, else
+// eval.holdout's share.
+Holdout holdout_of(const config::Config& config, size_t index);
+// Whether eval.sources names source `index` (evaluation only, weight 0).
+bool evaluation_only(const config::Config& config, size_t index);
 
 }  // namespace meshloom::dataplane

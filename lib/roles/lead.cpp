@@ -170,8 +170,7 @@ int64_t Lead::eval_length(int source, int64_t doc) {
   if (catalogue_->known(source, doc)) return catalogue_->length(source, doc);
   if (!local_.empty()) return length(source, doc);
   const std::vector<int>& loaders = assignment_.loaders_of_source[size_t(source)];
-  const dataplane::Holdout holdout(w_.config.data.sources[size_t(source)].name,
-                                   w_.config.eval.holdout);
+  const dataplane::Holdout holdout = dataplane::holdout_of(w_.config, size_t(source));
   catalogue_->fetch_listed(
       source, dataplane::held_out_docs(holdout, doc, docs_[size_t(source)], 256 * loaders.size()),
       next_step_, loaders, cost_);

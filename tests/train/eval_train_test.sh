@@ -14,7 +14,10 @@
 #    trainers), and runs at twice the trained length;
 #  - bad input is one message naming the key, exit 2: eval.every without
 #    eval.holdout, meshloom eval on a checkpoint of another model shape,
-#    without a held-out split, at a length the layout cannot hold.
+#    without a held-out split or with an empty one, at a length the layout
+#    cannot hold;
+#  - meshloom eval --hf DIR gives its import-hf weights file's loss;
+#  - eval.sources (weight 0) is evaluated alone and never trained on.
 #   eval_train_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
@@ -102,6 +105,44 @@ assert longer["seq_len"] == 2048 and longer["position_loss"][-1][0] == 1024, lon
 assert sum(p[2] for p in longer["position_loss"]) == longer["predictions"]
 print(f"meshloom eval: the training run's held-out loss within {rel:.2g}; at 2048: {longer['loss']:.4f}")
 PY
+# eval.sources: a source of weight 0 held out whole: the evaluations see it
+# alone, training never does.
+prepare_docs held '[d-e]*'
+sed "s|sources: \[{name: docs, path: \(.*\)}\]|sources: [{name: docs, path: \1}, {name: held, path: $dir/held, weight: 0}]|" \
+  "$dir/c.yaml" >"$dir/c_sources.yaml"
+grep -q "name: held" "$dir/c_sources.yaml" || fail "no held source in the config"
+timeout 300 "$mpiexec" --oversubscribe --bind-to none -np 7 "$meshloom" train -c "$dir/c_sources.yaml" \
+  --set run.dir="$dir/only" --set run.steps=10 --set eval.every=5 --set eval.tokens=2000 \
+  --set "eval.sources=[held]" >"$dir/only.log" 2>&1 || { cat "$dir/only.log"; fail "eval.sources run"; }
+/usr/bin/python3 - "$dir/only/metrics.jsonl" <<'PY' || fail "eval.sources"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"step"' in l]
+evals = [r["eval"] for r in rows if "eval" in r]
+assert len(evals) == 2 and all(set(e["source_loss"]) == {"held"} and e["tokens"] == 2000
+                               for e in evals), evals
+assert not any("held" in r["source_loss"] for r in rows), "training saw the evaluation-only source"
+print("eval.sources: evaluated alone, never trained on")
+PY
+
+# A Hugging Face model (--hf DIR) and its import-hf weights file give the
+# same held-out loss, bit for bit; the model keys come from config.json.
+/usr/bin/python3 "$root/tests/data/make_hf_llama.py" "$dir/hf" --vocab 257 --d-model 64 \
+  --dtype f32 --std 0.05 >/dev/null || fail "make_hf_llama.py"
+"$meshloom" import-hf "$dir/hf" --out "$dir/hf.h5" >/dev/null || fail "import-hf"
+grep -v "^model:" "$dir/c.yaml" >"$dir/c_hf.yaml"
+for weights in "--hf $dir/hf" "--checkpoint $dir/hf.h5"; do
+  name=hf_$([[ $weights == --hf* ]] && echo dir || echo file)
+  # shellcheck disable=SC2086  # the option and its value
+  timeout 120 "$mpiexec" --oversubscribe --bind-to none -np 5 "$meshloom" eval -c "$dir/c_hf.yaml" \
+    $weights --set eval.holdout=0.1 --tokens 3000 --out "$dir/$name" --report "$dir/$name.json" \
+    >"$dir/$name.log" 2>&1 || { cat "$dir/$name.log"; fail "meshloom eval $weights failed"; }
+done
+/usr/bin/python3 -c "
+import json, sys
+a, b = (json.load(open(f'$dir/hf_{n}.json')) for n in ('dir', 'file'))
+assert a['loss'] == b['loss'] and a['predictions'] == b['predictions'] == 2997, (a['loss'], b['loss'])
+print('meshloom eval --hf: held-out loss', a['loss'], 'as its import')" || fail "--hf and its import differ"
+
 # Bad input: a model that is not the checkpoint's, no held-out split, a
 # length that does not fit the layout: one message naming the key, exit 2.
 bad_eval() {  # EXPECTED ARGS...
@@ -115,6 +156,7 @@ bad_eval() {  # EXPECTED ARGS...
 }
 bad_eval "model.d_model is 64, but model.init" --set eval.holdout=0.1 --set model.d_model=64
 bad_eval "needs a held-out split: set eval.holdout"
+bad_eval "the held-out split holds no token" --set eval.holdout=1e-9
 bad_eval "data.seq_len 8192 needs 16 HDP ranks" --set eval.holdout=0.1 --seq-len 8192
 
 # eval.every without a held-out split: one message naming the key, exit 2.
