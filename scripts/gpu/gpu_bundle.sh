@@ -27,7 +27,7 @@
 # and writes build-bundle/run.sh (scripts/gpu/gpu_bundle_run.sh), which unpacks
 # the archive into /tmp once and runs, on the GPU machine:
 #
-#   build-bundle/run.sh [tests] [mpi] [train] [bench] [sanitize] [cpu]
+#   build-bundle/run.sh [tests] [mpi] [train] [bench] [sanitize] [cpu] [hf] [eval]
 #   runs the parts named, in that order (default: the first five, in order):
 #     tests     every single-process GPU test binary
 #     mpi       device_ring_test on 1, 2 and 3 ranks, device_ulysses_test on
@@ -54,6 +54,9 @@
 #               original's logits, and the first step's loss of a run from
 #               it (CPU and GPU, fp32) is transformers'; skipped where
 #               python3 has no transformers
+#     eval      (named only) evaluation while training and meshloom eval
+#               --passkey on the GPU against the CPU (fp32): held-out losses
+#               and passkey scores within 1e-4
 #   Results go to $OUT (or build-bundle/out), at most 8 files (the device
 #   machine returns no more), kept up to date as the parts go: summary.md
 #   (the table, printed last too), logs.tar.gz (every log and gtest XML),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the meshloom GPU bundle on a GPU machine: scripts/gpu/gpu_bundle.sh copies
 # this script to build-bundle/run.sh, beside bundle.tar.xz.
-#   run.sh [tests] [mpi] [train] [bench] [sanitize] [cpu] [hf]
+#   run.sh [tests] [mpi] [train] [bench] [sanitize] [cpu] [hf] [eval]
 # runs the parts named, in the order named (default: the first five, in this
 # order; scripts/gpu/gpu_bundle.sh says what each does). CASES (a regex of
 # case names) limits train's cases; SANITIZE_TOOLS (a list) and
@@ -20,8 +20,8 @@ out=${OUT:-$here/out}
 parts=("$@")
 ((${#parts[@]})) || parts=(tests mpi train bench sanitize)
 for p in "${parts[@]}"; do
-  [[ $p =~ ^(tests|mpi|train|bench|sanitize|cpu|hf)$ ]] ||
-    { echo "run.sh: unknown part '$p' (tests mpi train bench sanitize cpu hf)" >&2; exit 2; }
+  [[ $p =~ ^(tests|mpi|train|bench|sanitize|cpu|hf|eval)$ ]] ||
+    { echo "run.sh: unknown part '$p' (tests mpi train bench sanitize cpu hf eval)" >&2; exit 2; }
 done
 mkdir -p "$out" || exit 1
 # Logs and gtest XML, packed into $out/logs.tar.gz after each step.
@@ -273,6 +273,56 @@ part_hf() {
     row hf "transformers on the export, $backend dump" "rc $rc: $(tr '\n' ' ' <"$d/check_$backend.txt" | cut -c1-300)" $secs
     echo "[run.sh] hf $backend: rc $rc"
   done
+}
+part_eval() {
+  # Evaluation (#37) on the GPU against the CPU, fp32, on the bundled docs:
+  # 4 steps with eval.every 2 (2 trainers; held-out pieces of 512 over rings
+  # of 2 at plan.capacity 256), then meshloom eval --passkey from the CPU
+  # run's last checkpoint. Held-out losses (total, by source, by position)
+  # and every passkey score must agree within 1e-4 relative.
+  local d=$logs/eval backend py=''
+  mkdir -p "$d"
+  printf 'run: {steps: 4, timeout: 120}\ncluster: {roles: {constructors: 1, loaders: 1}}\nmodel: {vocab_size: 257, d_model: 256, n_layers: 2, n_heads: 4, n_kv_heads: 2, ffn_dim: 160}\ndata: {seq_len: 512, tokens_per_step: 2048, sources: [{name: docs, path: %s, format: indexed, tokenizer: byte}]}\nplan: {capacity: 256}\neval: {holdout: 0.2, every: 2, tokens: 2048}\ncheckpoint: {every: 4}\n' \
+    "$b/data/docs" >"$d/run.yaml"
+  for backend in cpu cuda; do
+    timed "$d/train_$backend.txt" with_libs "$mpirun" -np 4 "$b/bin/meshloom" train -c "$d/run.yaml" \
+      --set run.dir="$d/run_$backend" --set checkpoint.dir="$d/ckpt_$backend" \
+      --set run.backend=$backend --set run.precision=fp32
+    row eval "train, eval.every 2, $backend" "rc $rc" $secs
+    timed "$d/eval_$backend.txt" with_libs "$mpirun" -np 4 "$b/bin/meshloom" eval -c "$d/run.yaml" \
+      --checkpoint "$d/ckpt_cpu/step_00000003.h5" --passkey 128,512 --set run.backend=$backend \
+      --set run.precision=fp32 --out "$d/out_$backend" --report "$d/report_$backend.json"
+    row eval "meshloom eval --passkey 128,512, $backend" "rc $rc" $secs
+  done
+  for p in python3 /usr/bin/python3; do "$p" -c 'import json' 2>/dev/null && { py=$p; break; }; done
+  [[ -n $py ]] || { row eval compare "skipped: no python3" 0; return; }
+  timed "$d/compare.txt" env -u LD_LIBRARY_PATH "$py" - "$d" <<'PY'
+import json, sys
+d, worst = sys.argv[1], 0.0
+def rel(a, b):
+    global worst
+    worst = max(worst, abs(a - b) / max(abs(a), 1e-12))
+evals = {b: [json.loads(l)["eval"] for l in open(f"{d}/run_{b}/metrics.jsonl") if '"eval"' in l]
+         for b in ("cpu", "cuda")}
+assert len(evals["cpu"]) == len(evals["cuda"]) == 2, evals
+for a, g in zip(evals["cpu"], evals["cuda"]):
+    rel(a["loss"], g["loss"])
+    for x, y in zip(a["position_loss"], g["position_loss"]):
+        rel(x[1], y[1])
+    assert a["source_loss"].keys() == g["source_loss"].keys(), "the GPU gives no loss by source"
+reports = {b: json.load(open(f"{d}/report_{b}.json")) for b in ("cpu", "cuda")}
+rel(reports["cpu"]["loss"], reports["cuda"]["loss"])
+prompts = {b: [json.loads(l) for l in open(f"{d}/out_{b}/passkey_prompts.jsonl")] for b in ("cpu", "cuda")}
+for a, g in zip(prompts["cpu"], prompts["cuda"]):
+    assert a["sequences"] == g["sequences"]
+    for x, y in zip(a["scores"], g["scores"]):
+        rel(x, y)
+print(f"{'ok' if worst <= 1e-4 else 'FAIL'}: held-out losses and passkey scores, GPU against CPU, "
+      f"worst {worst:.3g} relative (tol 1e-4)")
+sys.exit(0 if worst <= 1e-4 else 1)
+PY
+  row eval "GPU against CPU" "rc $rc: $(tail -1 "$d/compare.txt" | cut -c1-200)" $secs
+  echo "[run.sh] eval: $(tail -1 "$d/compare.txt")"
 }
 part_mpi() {
   # Every rank writes its gtest XML (NAME.npN.rankR.xml); rank 0 prints the
