@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/check.hpp"
+#include "base/math.hpp"
 #include "base/strings.hpp"
 
 namespace meshloom::runtime {
@@ -11,12 +12,6 @@ namespace meshloom::runtime {
 using Json = nlohmann::ordered_json;
 
 namespace {
-
-template <class T>
-void add_to(std::vector<T>& sum, const std::vector<T>& part) {
-  sum.resize(std::max(sum.size(), part.size()), T(0));
-  for (size_t i = 0; i < part.size(); ++i) sum[i] += part[i];
-}
 
 double mean(double sum, int64_t count) { return count > 0 ? sum / double(count) : 0; }
 
@@ -27,10 +22,10 @@ void EvalFigures::add(const EvalFigures& o) {
   predictions += o.predictions;
   loss_sum += o.loss_sum;
   flops += o.flops;
-  add_to(source_loss, o.source_loss);
-  add_to(source_predictions, o.source_predictions);
-  add_to(position_loss, o.position_loss);
-  add_to(position_predictions, o.position_predictions);
+  add_elementwise(source_loss, o.source_loss);
+  add_elementwise(source_predictions, o.source_predictions);
+  add_elementwise(position_loss, o.position_loss);
+  add_elementwise(position_predictions, o.position_predictions);
 }
 
 std::optional<EvalFigures> eval_figures(const std::vector<wire::Ack>& acks) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "base/math.hpp"
 #include "base/strings.hpp"
 #include "dataplane/eval_set.hpp"
 #include "train/optimizer.hpp"
@@ -64,12 +65,8 @@ StepFigures step_figures(const std::vector<wire::Ack>& acks) {
     f.grad_norm = a.grad_norm;
     f.peak += a.peak_flops;
     compute.push_back(a.compute_seconds);
-    f.source_loss.resize(std::max(f.source_loss.size(), a.source_loss.size()), 0.0);
-    f.source_predictions.resize(f.source_loss.size(), 0);
-    for (size_t i = 0; i < a.source_loss.size() && i < a.source_predictions.size(); ++i) {
-      f.source_loss[i] += a.source_loss[i];
-      f.source_predictions[i] += a.source_predictions[i];
-    }
+    add_elementwise(f.source_loss, a.source_loss);
+    add_elementwise(f.source_predictions, a.source_predictions);
   }
   f.loss /= double(std::max<int64_t>(predictions, 1));
   std::sort(compute.begin(), compute.end());
@@ -205,12 +202,8 @@ void TrainMetrics::show_progress(int64_t s) {
 }
 
 void TrainMetrics::SourceWindow::add(const StepFigures& f) {
-  loss.resize(std::max(loss.size(), f.source_loss.size()), 0.0);
-  predictions.resize(loss.size(), 0);
-  for (size_t i = 0; i < f.source_loss.size(); ++i) {
-    loss[i] += f.source_loss[i];
-    predictions[i] += f.source_predictions[i];
-  }
+  add_elementwise(loss, f.source_loss);
+  add_elementwise(predictions, f.source_predictions);
 }
 
 std::optional<double> TrainMetrics::SourceWindow::mean(size_t source) const {

@@ -1,8 +1,9 @@
 #include "runtime/trainer_wire.hpp"
 
-#include <algorithm>
 #include <tuple>
 #include <utility>
+
+#include "base/math.hpp"
 
 namespace meshloom::runtime {
 
@@ -58,14 +59,6 @@ wire::Ack to_ack(train::StepStats stats) {
   return ack;
 }
 
-namespace {
-template <class T>
-void add_to(std::vector<T>& sum, const std::vector<T>& part) {
-  sum.resize(std::max(sum.size(), part.size()), T(0));
-  for (size_t i = 0; i < part.size(); ++i) sum[i] += part[i];
-}
-}  // namespace
-
 void add_eval(const train::EvalStats& stats, wire::EvalResult* result) {
   ++result->batches;
   result->tokens += stats.tokens;
@@ -73,11 +66,11 @@ void add_eval(const train::EvalStats& stats, wire::EvalResult* result) {
   result->loss_sum += stats.loss_sum;
   result->flops += stats.flops;
   result->seconds += stats.seconds;
-  add_to(result->source_loss, stats.source_loss);
-  add_to(result->source_predictions, stats.source_predictions);
-  add_to(result->position_loss, stats.position_loss);
-  add_to(result->position_predictions, stats.position_predictions);
-  add_to(result->sample_scores, stats.sample_scores);
+  add_elementwise(result->source_loss, stats.source_loss);
+  add_elementwise(result->source_predictions, stats.source_predictions);
+  add_elementwise(result->position_loss, stats.position_loss);
+  add_elementwise(result->position_predictions, stats.position_predictions);
+  add_elementwise(result->sample_scores, stats.sample_scores);
 }
 
 }  // namespace meshloom::runtime
