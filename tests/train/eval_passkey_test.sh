@@ -12,6 +12,7 @@
 #   eval_passkey_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
+# shellcheck source=tests/common/testlib.sh
 source "$(dirname "$0")/../common/testlib.sh"
 # shellcheck source=tests/train/train_runs.sh
 source "$(dirname "$0")/train_runs.sh"

@@ -11,7 +11,8 @@
 #  - a run stopped after step 7 and resumed evaluates after step 9 as the
 #    uninterrupted run;
 #  - meshloom eval on the run's checkpoint gives its held-out loss (2
-#    trainers), and runs at twice the trained length;
+#    trainers; tp 2 and pp 2 within 1e-5), and runs at twice the trained
+#    length;
 #  - bad input is one message naming the key, exit 2: eval.every without
 #    eval.holdout, meshloom eval on a checkpoint of another model shape,
 #    without a held-out split or with an empty one, at a length the layout
@@ -21,6 +22,7 @@
 #   eval_train_test.sh MESHLOOM MPIEXEC
 set -u
 meshloom=$1 mpiexec=$2
+# shellcheck source=tests/common/testlib.sh
 source "$(dirname "$0")/../common/testlib.sh"
 # shellcheck source=tests/train/train_runs.sh
 source "$(dirname "$0")/train_runs.sh"
@@ -83,16 +85,18 @@ PY
 # meshloom eval on the step-9 checkpoint, 2 trainers: the training run's
 # held-out loss after step 9; at --seq-len 2048 (longer than trained, rings
 # of 2 at plan.capacity 1024) its buckets reach 1024.
-evaluate_ckpt() {  # NAME ARGS...
+evaluate_ckpt() {  # NAME ARGS... (ranks: $ranks, default 5)
   local name=$1
   shift
-  timeout 120 "$mpiexec" --oversubscribe --bind-to none -np 5 "$meshloom" eval -c "$dir/c.yaml" \
+  timeout 120 "$mpiexec" --oversubscribe --bind-to none -np "${ranks:-5}" "$meshloom" eval -c "$dir/c.yaml" \
     --checkpoint "$dir/hdp/ckpt/step_00000009.h5" --set eval.holdout=0.1 --tokens 3000 \
     --out "$dir/$name" --report "$dir/$name.json" "$@" >"$dir/$name.log" 2>&1 ||
     { cat "$dir/$name.log"; fail "meshloom eval $name failed"; }
 }
 evaluate_ckpt again
 evaluate_ckpt longer --seq-len 2048 --set plan.capacity=1024
+ranks=6 evaluate_ckpt tp2 --set parallel.tp=2 --set cluster.roles.loaders=1
+ranks=6 evaluate_ckpt pp2 --set parallel.pp=2 --set cluster.roles.loaders=1
 /usr/bin/python3 - "$dir" <<'PY' || fail "meshloom eval"
 import json, sys
 d = sys.argv[1]
@@ -100,6 +104,9 @@ trained = [json.loads(l) for l in open(f"{d}/hdp/metrics.jsonl") if '"eval"' in 
 again = json.load(open(f"{d}/again.json"))
 rel = abs(again["loss"] - trained["loss"]) / trained["loss"]
 assert rel <= 1e-6 and again["predictions"] == trained["predictions"], (again["loss"], trained["loss"])
+for layout in ("tp2", "pp2"):  # 2 HDP ranks of 2 trainers: the same held-out loss
+    other = json.load(open(f"{d}/{layout}.json"))
+    assert abs(other["loss"] - again["loss"]) <= 1e-5 * again["loss"], (layout, other["loss"])
 longer = json.load(open(f"{d}/longer.json"))
 assert longer["seq_len"] == 2048 and longer["position_loss"][-1][0] == 1024, longer["position_loss"]
 assert sum(p[2] for p in longer["position_loss"]) == longer["predictions"]
