@@ -80,6 +80,18 @@ void step_work_regressions(const fs::path& dir) {
   wire::StepWork outside = one;
   outside.trainers = {trainer(0, 5)};  // the encoder does not check segments
   put(dir, "step-work-segment-outside-samples", kStepWork, wire::encode(outside));
+
+  // A step's held-out parts (StepWork::eval), and an evaluation part's
+  // inline prompts (StepWork::inline_tokens): counts no message can hold.
+  wire::StepWork with_eval = one;
+  with_eval.eval = {one};
+  put(dir, "step-work-2e60-eval-parts", kStepWork,
+      count_set(wire::encode(one), wire::encode(with_eval), k2e60));
+  wire::StepWork prompt = one, prompts = one;
+  prompt.inline_tokens = {{1, 2, 3}};
+  prompts.inline_tokens = {{1, 2, 3}, {4}};
+  put(dir, "step-work-2e60-inline-prompts", kStepWork,
+      count_set(wire::encode(prompt), wire::encode(prompts), k2e60));
 }
 
 void batch_regressions(const fs::path& dir) {
