@@ -76,9 +76,10 @@ EvalSet build_eval_set(const config::Config& config, const std::vector<int64_t>&
   }
   if (set.tokens() == 0)
     throw Error(
-        strf("eval.every: the held-out split holds no token (eval.holdout %g of %zu "
-             "source(s)): raise eval.holdout",
-             config.eval.holdout, n));
+        strf("eval: the held-out split holds no token (eval.holdout %g of %zu source(s)%s): "
+             "raise eval.holdout",
+             config.eval.holdout, n,
+             config.eval.sources.empty() ? "" : ", and the eval.sources are empty"));
   int64_t in_batch = 0;
   for (const Piece& p : all) {
     if (set.batches.empty() || in_batch + p.length > budget) {

@@ -172,7 +172,9 @@ int64_t Lead::eval_length(int source, int64_t doc) {
   const std::vector<int>& loaders = assignment_.loaders_of_source[size_t(source)];
   const dataplane::Holdout holdout = dataplane::holdout_of(w_.config, size_t(source));
   catalogue_->fetch_listed(
-      source, dataplane::held_out_docs(holdout, doc, docs_[size_t(source)], 256 * loaders.size()),
+      source,
+      dataplane::held_out_docs(holdout, doc, docs_[size_t(source)],
+                               size_t(LengthCatalogue::kLengthBatch) * loaders.size()),
       next_step_, loaders, cost_);
   return catalogue_->length(source, doc);
 }
@@ -240,10 +242,13 @@ wire::StepWork Lead::place(const dataplane::StepManifest& m, bool last) {
   return work;
 }
 
+// Flow control: at most data.prefetch steps ahead of the slowest trainer.
+void Lead::wait_for_window() {
+  while (next_step_ - steps_completed() > w_.config.data.prefetch) acks_.receive();
+}
+
 void Lead::dispatch_step(bool last) {
-  // Flow control: at most `prefetch` steps ahead of the slowest trainer.
-  const int64_t prefetch = w_.config.data.prefetch;
-  while (next_step_ - steps_completed() > prefetch) acks_.receive();
+  wait_for_window();
   trim_.maybe();  // what the steps packed so far (patches, echoes) has been freed
   const auto busy = std::chrono::steady_clock::now();  // from here on, the lead's own work
   maybe_reassign();
@@ -281,15 +286,13 @@ void Lead::dispatch_step(bool last) {
 }
 
 void Lead::dispatch_eval(size_t batch, bool last) {
-  const int64_t prefetch = w_.config.data.prefetch;
-  while (next_step_ - steps_completed() > prefetch) acks_.receive();
+  wait_for_window();
   dispatch_eval_part(place_eval_batch(next_step_, batch), last);
 }
 
 void Lead::dispatch_prompts(const std::vector<std::vector<int32_t>>& sequences,
                             const std::vector<int64_t>& scored_from, int32_t source, bool last) {
-  const int64_t prefetch = w_.config.data.prefetch;
-  while (next_step_ - steps_completed() > prefetch) acks_.receive();
+  wait_for_window();
   wire::StepWork part;
   part.step = next_step_;
   part.inline_tokens = sequences;

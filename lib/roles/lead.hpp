@@ -100,6 +100,7 @@ class Lead {
   std::vector<wire::StepWork> place_eval(int64_t step);
   wire::StepWork place_eval_batch(int64_t step, size_t batch);
   void send_work(const wire::StepWork& work);
+  void wait_for_window();
   // An evaluation-only step (no training work) holding `part`, sent.
   void dispatch_eval_part(wire::StepWork part, bool last);
   void maybe_reassign();

@@ -10,10 +10,6 @@
 
 namespace meshloom::roles {
 
-namespace {
-constexpr int64_t kLengthBatch = 256;  // lengths asked per request, in stream order
-}  // namespace
-
 LengthCatalogue::LengthCatalogue(const parallel::World& w, LoaderRouter* router,
                                  const std::vector<int64_t>& docs)
     : w_(w), router_(router) {

@@ -19,6 +19,7 @@ namespace meshloom::roles {
 
 class LengthCatalogue {
  public:
+  static constexpr int64_t kLengthBatch = 256;  // lengths asked per request
   // `docs`: each source's document count; `router` asks the loaders.
   LengthCatalogue(const parallel::World& w, LoaderRouter* router, const std::vector<int64_t>& docs);
   bool known(int source, int64_t doc) const { return length(source, doc) >= 0; }

@@ -77,7 +77,6 @@ int run_eval_lead(const parallel::World& w, const EvalRun& run) {
   if (progress.redraw()) std::printf("\n");
   LOG_INFO("%s", describe_eval(-1, all, w.config).c_str());
   const std::vector<int64_t> edges = dataplane::position_edges(w.config);
-  std::filesystem::create_directories(run.out_dir);
   {
     EvalPositionsCsv csv(run.out_dir + "/eval_positions.csv", false, edges, w.config.data.seq_len);
     csv.add(0, all);

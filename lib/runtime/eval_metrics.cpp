@@ -17,7 +17,8 @@ double mean(double sum, int64_t count) { return count > 0 ? sum / double(count) 
 
 }  // namespace
 
-void EvalFigures::add(const EvalFigures& o) {
+void EvalFigures::add(const wire::EvalResult& o) {
+  batches += o.batches;
   tokens += o.tokens;
   predictions += o.predictions;
   loss_sum += o.loss_sum;
@@ -26,6 +27,7 @@ void EvalFigures::add(const EvalFigures& o) {
   add_elementwise(source_predictions, o.source_predictions);
   add_elementwise(position_loss, o.position_loss);
   add_elementwise(position_predictions, o.position_predictions);
+  add_elementwise(sample_scores, o.sample_scores);
 }
 
 std::optional<EvalFigures> eval_figures(const std::vector<wire::Ack>& acks) {
@@ -35,8 +37,7 @@ std::optional<EvalFigures> eval_figures(const std::vector<wire::Ack>& acks) {
     const wire::EvalResult& e = a.eval;
     if (e.batches == 0) continue;
     any = true;
-    f.add({e.tokens, e.predictions, e.loss_sum, e.flops, e.seconds, e.source_loss, e.position_loss,
-           e.source_predictions, e.position_predictions});
+    f.add(e);
     f.seconds = std::max(f.seconds, e.seconds);  // the trainers ran side by side
   }
   if (!any) return std::nullopt;

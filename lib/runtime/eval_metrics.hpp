@@ -16,19 +16,13 @@
 
 namespace meshloom::runtime {
 
-// The held-out figures of one evaluation, summed over the trainers in
-// trainer order (pure).
-struct EvalFigures {
-  int64_t tokens = 0, predictions = 0;
-  double loss_sum = 0;
-  double flops = 0;
-  double seconds = 0;  // the slowest trainer's
-  std::vector<double> source_loss, position_loss;
-  std::vector<int64_t> source_predictions, position_predictions;
+// The held-out figures of one evaluation: the trainers' results summed in
+// trainer order, `seconds` the slowest trainer's (pure).
+struct EvalFigures : wire::EvalResult {
   double loss() const { return predictions > 0 ? loss_sum / double(predictions) : 0; }
   // Adds `other`'s sums (not its seconds: the caller knows whether the two
   // ran side by side or one after the other).
-  void add(const EvalFigures& other);
+  void add(const wire::EvalResult& other);
 };
 // None when no evaluation followed the step.
 std::optional<EvalFigures> eval_figures(const std::vector<wire::Ack>& acks);

@@ -188,15 +188,15 @@ void TrainMetrics::show_progress(int64_t s) {
   const double t = seconds_since(start_);
   if (!progress_.redraw() && !progress_.due(t, s + 1 == steps)) return;
   const double frac = double(s + 1 - first_) / double(steps - first_);
-  const std::string eta = frac < 1 ? "ETA " + human_seconds(t / frac * (1 - frac)) : "done";
+  const std::string eta = (frac < 1 ? "ETA " + human_seconds(t / frac * (1 - frac)) : "done") +
+                          (last_eval_ ? strf("  held-out loss %.4f", *last_eval_) : "");
   if (progress_.redraw()) {
     const int bar = int(30 * frac);
-    std::printf("[%s%s] %lld/%lld  %s%s", std::string(size_t(bar), '#').c_str(),
+    std::printf("[%s%s] %lld/%lld  %s", std::string(size_t(bar), '#').c_str(),
                 std::string(size_t(30 - bar), '.').c_str(), (long long)s + 1, (long long)steps,
-                eta.c_str(), last_eval_ ? strf("  held-out loss %.4f", *last_eval_).c_str() : "");
+                eta.c_str());
   } else {
-    std::printf("[train] step %lld/%lld  %s%s\n", (long long)s + 1, (long long)steps, eta.c_str(),
-                last_eval_ ? strf("  held-out loss %.4f", *last_eval_).c_str() : "");
+    std::printf("[train] step %lld/%lld  %s\n", (long long)s + 1, (long long)steps, eta.c_str());
   }
   std::fflush(stdout);
 }
